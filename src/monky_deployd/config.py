@@ -1,0 +1,151 @@
+"""config.yaml: the pydantic model and its loader.
+
+``load(path)`` returns a ``Config`` or raises ``ConfigError`` whose message names the file and
+lists one line per problem: ``at 'tenancy.port': Input should be a valid integer``.
+Unknown keys are refused (``extra="forbid"``) so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import ConfigError
+
+DEFAULT_CONFIG_PATH = Path("/etc/monky-deployd/config.yaml")
+TENANCY_INTERCEPT_PORT = 443  # the Ziti intercept; the pod's own listener port never goes here
+OPENBAO_INTERCEPT_PORT = 8200
+GIB = 1024**3
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+PositiveSeconds = Annotated[float, Field(gt=0, le=3600)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TenancyCfg(_Strict):
+    host: str = "tenancy.monky.ziti"
+    port: Port = TENANCY_INTERCEPT_PORT
+    timeout_s: PositiveSeconds = 15.0
+
+
+class OpenBaoCfg(_Strict):
+    host: str = "openbao.monky.ziti"
+    port: Port = OPENBAO_INTERCEPT_PORT
+    jwt_mount: str = "jwt-tenancy"
+    role: str = "see_env"
+    kv_mount: str = "kv"
+    timeout_s: PositiveSeconds = 15.0
+
+
+class TokenCfg(_Strict):
+    # A stored lease token is reused while lookup-self reports at least this many seconds left.
+    min_ttl_s: Annotated[int, Field(ge=0)] = 600
+    # Below this many seconds left, a renewable lease token is renewed (renew-self).
+    renew_below_s: Annotated[int, Field(ge=0)] = 6 * 3600
+
+
+class DockerCfg(_Strict):
+    binary: str = "docker"
+    # DOCKER_HOST for the agent's docker CLI; unset means the CLI's default socket.
+    host: str | None = None
+    pull_timeout_s: PositiveSeconds = 900.0
+    up_timeout_s: PositiveSeconds = 300.0
+    command_timeout_s: PositiveSeconds = 60.0
+    # containerd's config file, read for `root =` when the daemon uses the containerd image store.
+    containerd_config: Path = Path("/etc/containerd/config.toml")
+    containerd_root: Path | None = None  # overrides what containerd_config says
+
+
+class DiskCfg(_Strict):
+    # Free space every pull-target filesystem must keep beyond the bundle's disk_need_bytes.
+    headroom_bytes: Annotated[int, Field(ge=0)] = 2 * GIB
+
+
+class Config(_Strict):
+    env: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
+    transport: Literal["ziti", "plain"] = "ziti"
+    identity: Path | None = None
+    tenancy: TenancyCfg = TenancyCfg()
+    openbao: OpenBaoCfg = OpenBaoCfg()
+    grant_file: Path = Path("/etc/monky-deployd/grant.jwt")
+    state_dir: Path = Path("/var/lib/monky-deployd")
+    token: TokenCfg = TokenCfg()
+    docker: DockerCfg = DockerCfg()
+    disk: DiskCfg = DiskCfg()
+    lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
+    max_bundle_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
+
+    @model_validator(mode="after")
+    def _default_identity(self) -> Config:
+        if self.identity is None:
+            object.__setattr__(
+                self, "identity", Path(f"/opt/openziti/etc/identities/{self.env}.json")
+            )
+        return self
+
+    @property
+    def identity_path(self) -> Path:
+        assert self.identity is not None
+        return self.identity
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def parse(data: object, source: str) -> Config:
+    """Validate already-parsed YAML ``data``; ``source`` names where it came from."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: the file must hold a YAML mapping, found {type(data).__name__}",
+            hint=f"the top level of {source} is `key: value` lines (see config.example.yaml)",
+        )
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for problem in exc.errors():
+            msg = problem["msg"]
+            if problem["type"] == "extra_forbidden":
+                msg = "unknown key"
+            lines.append(f"at '{_loc(problem['loc'])}': {msg}")
+        raise ConfigError(
+            f"{source} is invalid:\n" + "\n".join(lines),
+            hint=f"the keys named above in {source}",
+        ) from exc
+
+
+def load(path: Path = DEFAULT_CONFIG_PATH) -> Config:
+    """Read and validate ``path``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"{path} does not exist",
+            code="CONFIG_MISSING",
+            hint="that the kit or the Ansible role installed it, or pass --config PATH",
+        ) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            f"cannot read {path}: {reason}",
+            code="CONFIG_UNREADABLE",
+            hint=f"{path} is owner root, group monky-deployd, mode 0640",
+        ) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ConfigError(
+            f"{path} is not valid YAML{where}: {problem}",
+            hint=f"the YAML syntax of {path}",
+        ) from exc
+    return parse(data, str(path))
