@@ -1,0 +1,22 @@
+"""Session-wide fixtures shared by several test files (keep this file small)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.dockerlab import Registry, ensure_busybox_image
+
+
+@pytest.fixture(scope="session")
+def busybox_image() -> str:
+    """The local tag of a real busybox image (built once; fails if Docker is down)."""
+    return ensure_busybox_image()
+
+
+@pytest.fixture(scope="session")
+def registry() -> Iterator[Registry]:
+    """A real docker-registry with htpasswd auth on 127.0.0.1:<free port> for the session."""
+    with Registry() as reg:
+        yield reg
