@@ -1,0 +1,240 @@
+"""The small HTTP base shared by the fakes: a threaded loopback server, request/response records,
+JSON helpers and the fault switches every fake offers (fail_next, garbage, slow_s).
+
+Subclasses implement `route(req) -> Response`. All state lives behind `self.lock`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+JSON = "application/json"
+GARBAGE_BODY = b"<html><body>502 upstream hiccup</body></html> {not json"
+
+
+@dataclass
+class Request:
+    method: str
+    path: str  # without the query string
+    query: dict[str, list[str]]
+    headers: Mapping[str, str]  # the message's headers (case-insensitive lookup)
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+    def json(self) -> Any:
+        """The body parsed as JSON; raises ValueError when it is not JSON."""
+        if not self.body:
+            return None
+        return json.loads(self.body.decode("utf-8"))
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def json_response(status: int, obj: Any, headers: Mapping[str, str] | None = None) -> Response:
+    hdrs = {"Content-Type": JSON}
+    hdrs.update(headers or {})
+    return Response(status, json.dumps(obj).encode(), hdrs)
+
+
+def raw_response(status: int, body: bytes, content_type: str | None = None) -> Response:
+    """A body as given; Content-Type is JSON when the bytes look like JSON, else text/plain."""
+    if content_type is None:
+        content_type = JSON if body.lstrip()[:1] in (b"{", b"[") else "text/plain; charset=utf-8"
+    return Response(status, body, {"Content-Type": content_type} if body else {})
+
+
+@dataclass
+class _Fault:
+    status: int
+    body: bytes
+    path_contains: str | None
+    times: int
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive like real servers; stop() closes open connections
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.fake._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.fake._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # never log: request lines and headers may carry tokens
+
+    def _dispatch(self) -> None:
+        split = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        req = Request(self.command, split.path, parse_qs(split.query), self.headers, body)
+        try:
+            resp = self.server.fake._answer(req)
+        except Exception as exc:  # a bug in a fake must show up as a 500, not a hang
+            resp = json_response(500, {"errors": [f"fake crashed: {type(exc).__name__}"]})
+        if self.server.fake._stopping.is_set():
+            self.close_connection = True
+            return
+        self.send_response(resp.status)
+        for name, value in resp.headers.items():
+            self.send_header(name, value)
+        if resp.status not in (204, 304):
+            self.send_header("Content-Length", str(len(resp.body)))
+        self.end_headers()
+        if resp.status not in (204, 304) and self.command != "HEAD":
+            self.wfile.write(resp.body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _dispatch
+    do_LIST = _dispatch  # OpenBao's LIST verb
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, addr: tuple[str, int], fake: LoopbackServer) -> None:
+        self.fake = fake
+        super().__init__(addr, _Handler)
+
+
+class LoopbackServer:
+    """A fake service on 127.0.0.1 (port 0 = a free port). Use as a context manager."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.lock = threading.RLock()
+        self._want_port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._conns: set[socket.socket] = set()
+        self._faults: list[_Fault] = []
+        self.garbage = False
+        self.slow_s = 0.0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> LoopbackServer:
+        self._stopping.clear()
+        self._server = _Server(("127.0.0.1", self._want_port), self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"{type(self).__name__}-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and cut every open keep-alive connection (clients see the drop)."""
+        self._stopping.set()
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        with self.lock:
+            conns = list(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # -- fault switches ---------------------------------------------------------------------
+    def fail_next(
+        self,
+        status: int,
+        body_bytes: bytes = b"",
+        path_contains: str | None = None,
+        times: int = 1,
+    ) -> None:
+        """Answer the next `times` requests (whose path contains `path_contains`, if given)
+        with `status` and `body_bytes` instead of the real answer."""
+        with self.lock:
+            self._faults.append(_Fault(status, body_bytes, path_contains, times))
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self._faults.clear()
+            self.garbage = False
+            self.slow_s = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep that ends early when the server stops."""
+        self._stopping.wait(seconds)
+
+    # -- internals --------------------------------------------------------------------------
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self.lock:
+            if add:
+                self._conns.add(conn)
+            else:
+                self._conns.discard(conn)
+
+    def _take_fault(self, path: str) -> _Fault | None:
+        with self.lock:
+            for fault in self._faults:
+                if fault.path_contains is None or fault.path_contains in path:
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    def _answer(self, req: Request) -> Response:
+        self.record(req)
+        slow = self.slow_s
+        if slow > 0:
+            self.sleep(slow)
+        fault = self._take_fault(req.path)
+        if fault is not None:
+            return raw_response(fault.status, fault.body)
+        if self.garbage:
+            return Response(200, GARBAGE_BODY, {"Content-Type": JSON})
+        return self.route(req)
+
+    def record(self, req: Request) -> None:
+        """Called for every request before faults; subclasses append to `requests`."""
+
+    def route(self, req: Request) -> Response:
+        raise NotImplementedError
