@@ -1,0 +1,90 @@
+"""One environment's estate for tests and the demo: a Clock, a GrantIssuer, a FakeBao and a
+FakeTenancy wired together, plus the config.yaml mapping that points the agent at them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.clock import Clock
+from tests.fakes.grant import GrantIssuer
+from tests.fakes.openbao import FakeBao
+from tests.fakes.tenancy import FakeTenancy
+
+
+class Estate:
+    def __init__(
+        self,
+        env: str = "env-test-01",
+        *,
+        clock: Clock | None = None,
+        bao_port: int = 0,
+        tenancy_port: int = 0,
+        bao_kwargs: dict[str, Any] | None = None,
+        tenancy_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.env = env
+        self.clock = clock or Clock()
+        self.issuer = GrantIssuer(self.clock)
+        self.bao = FakeBao(self.issuer, self.clock, port=bao_port, **(bao_kwargs or {}))
+        self.tenancy = FakeTenancy(
+            self.bao, self.clock, env=env, port=tenancy_port, **(tenancy_kwargs or {})
+        )
+        self.grant = self.issuer.mint(env)
+
+    def start(self) -> Estate:
+        self.bao.start()
+        try:
+            self.tenancy.start()
+        except BaseException:
+            self.bao.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        self.tenancy.stop()
+        self.bao.stop()
+
+    def __enter__(self) -> Estate:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def write_grant(self, path: Path, text: str | None = None) -> Path:
+        """Write the grant (or `text`) as the kit does: JWT text plus a newline, mode 0600."""
+        write_private(path, ((self.grant if text is None else text) + "\n").encode())
+        return path
+
+    def config(self, *, state_dir: Path, grant_file: Path, **overrides: Any) -> dict[str, Any]:
+        """The config.yaml mapping for `transport: plain` against these fakes."""
+        cfg: dict[str, Any] = {
+            "env": self.env,
+            "transport": "plain",
+            "tenancy": {"host": self.tenancy.host, "port": self.tenancy.port},
+            "openbao": {
+                "host": self.bao.host,
+                "port": self.bao.port,
+                "jwt_mount": self.bao.jwt_mount,
+                "role": self.bao.role,
+                "kv_mount": self.bao.kv_mount,
+            },
+            "grant_file": str(grant_file),
+            "state_dir": str(state_dir),
+        }
+        cfg.update(overrides)
+        return cfg
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Atomically write `data` to `path` with mode 0600 (temp file in the same dir, rename)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
