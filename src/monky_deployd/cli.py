@@ -1,0 +1,103 @@
+"""``monky-deployd``: the command line.
+
+Exit codes (documented in OPERATIONS.md):
+
+    0  the box is at the desired revision (applied now or already), or no desired state exists
+    1  the deploy failed (tried and failed, or a service could not be reached)
+    2  usage error
+    3  config.yaml missing, unreadable or invalid
+    4  another tick holds the lock
+    5  the deploy was refused before touching containers (bad bundle, missing secret, disk,
+       credential, token)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from . import __version__, logs
+from .config import DEFAULT_CONFIG_PATH, load
+from .errors import ConfigError
+from .report import TickRecord
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 3
+EXIT_LOCKED = 4
+EXIT_REFUSED = 5
+
+log = logging.getLogger("monky_deployd")
+
+
+def exit_code(rec: TickRecord) -> int:
+    if rec.outcome in ("applied", "noop", "idle"):
+        return EXIT_OK
+    if rec.code == "LOCK_BUSY":
+        return EXIT_LOCKED
+    return EXIT_REFUSED if rec.outcome == "refused" else EXIT_FAILED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="monky-deployd",
+        description="The monky estate's deploy agent: one tick per run.",
+    )
+    parser.add_argument("--version", action="version", version=f"monky-deployd {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    apply = sub.add_parser("apply", help="check in with tenancy and apply the desired bundle")
+    apply.add_argument(
+        "--once", action="store_true", required=True, help="run one tick and exit (required)"
+    )
+    apply.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG_PATH,
+        help=f"config file (default {DEFAULT_CONFIG_PATH})",
+    )
+    apply.add_argument(
+        "--log-format",
+        choices=("auto", "json", "text"),
+        default="auto",
+        help="json lines (default when stdout is not a terminal) or text",
+    )
+    apply.add_argument("--debug", action="store_true", help="also log debug lines")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)  # exits 2 on usage errors
+    logs.setup(args.log_format, logging.DEBUG if args.debug else logging.INFO)
+    started = time.monotonic()
+    try:
+        with logs.phase("config"):
+            cfg = load(args.config)
+    except ConfigError as err:
+        log.error(
+            str(err),
+            extra={"event": "tick.error", "phase": "config", "code": err.code, "hint": err.hint},
+        )
+        log.error(
+            f"tick refused: {err.message.splitlines()[0]}",
+            extra={
+                "event": "tick.summary",
+                "phase": "summary",
+                "outcome": "refused",
+                "code": err.code,
+                "revision": None,
+                "duration_ms": int((time.monotonic() - started) * 1000),
+            },
+        )
+        return EXIT_CONFIG
+    config_ms = int((time.monotonic() - started) * 1000)
+    from .tick import run_tick  # imported after config so a bad config fails fast
+
+    return exit_code(run_tick(cfg, config_ms=config_ms))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
