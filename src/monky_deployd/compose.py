@@ -143,7 +143,8 @@ def parse_ps(text: str) -> list[Service]:
 _PULL_HINTS = {
     "REGISTRY_AUTH": "the registry credential (manifest entry `use: registry-auth`) for the "
     "bundle's registry_host, written to <state_dir>/docker/config.json",
-    "IMAGE_NOT_FOUND": "the image names and tags in the bundle's compose file exist in the registry",
+    "IMAGE_NOT_FOUND": "that the image names and tags of the bundle's compose file exist "
+    "in the registry",
     "REGISTRY_UNREACHABLE": "DNS and network reachability of the registry from this box",
     "DISK_FULL": "free space on Docker's data-root and containerd's root (`docker info`)",
 }

@@ -7,6 +7,7 @@ crash at any point leaves either the previous file or the new one, never a torn 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -57,10 +58,8 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
         ) from exc
     finally:
         if tmp_name:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
-            except OSError:
-                pass
 
 
 def read_if_exists(path: Path) -> bytes | None:
