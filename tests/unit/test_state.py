@@ -49,11 +49,11 @@ def test_atomic_write_keeps_old_file_when_rename_never_happens(tmp_path: Path) -
     atomic_write(target, b"old")
     # a writer killed mid-write leaves only its temp file behind
     code = (
-        "import os,sys; sys.path.insert(0, %r)\n"
+        "import os,sys; sys.path.insert(0, {!r})\n"
         "import monky_deployd.fsutil as f\n"
         "os.replace = lambda *a: os.kill(os.getpid(), 9)\n"
-        "f.atomic_write(__import__('pathlib').Path(%r), b'new' * 1000)\n"
-    ) % (str(Path(__file__).parents[2] / "src"), str(target))
+        "f.atomic_write(__import__('pathlib').Path({!r}), b'new' * 1000)\n"
+    ).format(str(Path(__file__).parents[2] / "src"), str(target))
     proc = subprocess.run([sys.executable, "-c", code], check=False)
     assert proc.returncode == -9
     assert target.read_bytes() == b"old"
@@ -61,10 +61,8 @@ def test_atomic_write_keeps_old_file_when_rename_never_happens(tmp_path: Path) -
 
 def test_second_tick_waits_then_gives_up(tmp_path: Path) -> None:
     st = StateDir(tmp_path / "s").ensure()
-    with st.lock(0):
-        with pytest.raises(LockBusy) as info:
-            with StateDir(st.root).lock(0.2):
-                pass
+    with st.lock(0), pytest.raises(LockBusy) as info, StateDir(st.root).lock(0.2):
+        pass
     assert info.value.code == "LOCK_BUSY"
     assert f"pid {os.getpid()}" in info.value.message
     with st.lock(0):  # released
