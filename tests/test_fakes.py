@@ -409,3 +409,17 @@ def test_serve_runs_the_demo_estate_until_sigterm(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+
+
+def test_chunked_request_bodies_and_fault_headers(estate: Estate) -> None:
+    client = tenancy(estate, login(estate))
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"tick_id": "t2", '
+        yield b'"outcome": "refused"}'
+
+    assert client.post(f"/v1/envs/{ENV}/reports", content=chunks()).status_code == 202
+    assert estate.tenancy.reports == [{"tick_id": "t2", "outcome": "refused"}]
+    estate.tenancy.fail_next(503, b"upstream down", headers={"Retry-After": "7"})
+    resp = client.post(f"/v1/envs/{ENV}/reports", json={})
+    assert (resp.status_code, resp.headers["Retry-After"], resp.text) == (503, "7", "upstream down")

@@ -64,6 +64,7 @@ class _Fault:
     body: bytes
     path_contains: str | None
     times: int
+    headers: dict[str, str]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -85,8 +86,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         split = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            body = self._read_chunked()
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
         req = Request(self.command, split.path, parse_qs(split.query), self.headers, body)
         try:
             resp = self.server.fake._answer(req)
@@ -103,6 +107,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if resp.status not in (204, 304) and self.command != "HEAD":
             self.wfile.write(resp.body)
+
+    def _read_chunked(self) -> bytes:
+        parts = []
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(parts)
+            parts.append(self.rfile.read(size))
+            self.rfile.readline()  # the CRLF after each chunk
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _dispatch
     do_LIST = _dispatch  # OpenBao's LIST verb
@@ -187,11 +202,14 @@ class LoopbackServer:
         body_bytes: bytes = b"",
         path_contains: str | None = None,
         times: int = 1,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         """Answer the next `times` requests (whose path contains `path_contains`, if given)
-        with `status` and `body_bytes` instead of the real answer."""
+        with `status`, `body_bytes` and extra `headers` instead of the real answer."""
         with self.lock:
-            self._faults.append(_Fault(status, body_bytes, path_contains, times))
+            self._faults.append(
+                _Fault(status, body_bytes, path_contains, times, dict(headers or {}))
+            )
 
     def clear_faults(self) -> None:
         with self.lock:
@@ -228,7 +246,9 @@ class LoopbackServer:
             self.sleep(slow)
         fault = self._take_fault(req.path)
         if fault is not None:
-            return raw_response(fault.status, fault.body)
+            resp = raw_response(fault.status, fault.body)
+            resp.headers.update(fault.headers)
+            return resp
         if self.garbage:
             return Response(200, GARBAGE_BODY, {"Content-Type": JSON})
         return self.route(req)
