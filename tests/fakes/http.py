@@ -12,6 +12,7 @@ import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -25,7 +26,7 @@ class Request:
     method: str
     path: str  # without the query string
     query: dict[str, list[str]]
-    headers: Mapping[str, str]  # the message's headers (case-insensitive lookup)
+    headers: Message  # the message's headers (case-insensitive lookup)
     body: bytes
 
     def header(self, name: str) -> str | None:
@@ -109,7 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(resp.body)
 
     def _read_chunked(self) -> bytes:
-        parts = []
+        parts: list[bytes] = []
         while True:
             size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
             if size == 0:

@@ -261,7 +261,7 @@ class FakeBao(LoopbackServer):
             )
         env = claims.get("env")
         with self.lock:
-            allowed = set(self.allowed_envs) or {claims.get("sub")}
+            allowed = set(self.allowed_envs) or {str(claims.get("sub"))}
         if not isinstance(env, str) or env not in allowed:
             return (
                 'error validating claims: claim "env" does not match any associated '
