@@ -78,11 +78,12 @@ MEANING = {
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # Compose/CLI progress lines, e.g. " web Pulling", " 3f4ca61aafcd Downloading [==>  ] 1MB/3MB",
-# "[+] Pulling 1/1", " ✔ web Pulled".
+# "[+] Pulling 1/1", " ✔ web Pulled", " Image 127.0.0.1:5000/team/app:v1 Pulling" (compose 5.x).
 _PROGRESS_RE = re.compile(
-    r"^(?:\[\+\].*|[✔✓⠿⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏\s]*\S+\s+(?:Pulling(?: fs layer)?|Pulled|Waiting|Downloading"
-    r"|Download complete|Verifying Checksum|Extracting|Pull complete|Already exists|Skipped"
-    r"(?: - .*)?|Interrupted|Image is up to date|Digest:.*|Status:.*)\b.*)$"
+    r"^(?:\[\+\].*|[✔✓⠿⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏\s]*(?:Image\s+)?\S+\s+"
+    r"(?:Pulling(?: fs layer)?|Pulled|Waiting|Downloading|Download complete"
+    r"|Verifying Checksum|Extracting|Pull complete|Already exists|Skipped(?: - .*)?"
+    r"|Interrupted|Image is up to date|Digest:.*|Status:.*)\b.*)$"
 )
 _MARKER_RE = re.compile(r"^[\s✘✗×!⠿]+")
 
