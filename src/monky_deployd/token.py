@@ -1,0 +1,473 @@
+"""The lease economy: which OpenBao token the tick holds, and when to renew, rotate or lease.
+
+Tenancy mints at most 5 leases per environment per rolling hour; a tick runs every 60 s. So the
+agent keeps the token it has (``<state_dir>/token.json``, 0600, written atomically) and spends
+a lease only when it must. ``decide(facts)`` is PURE: given what is known so far in this round
+it names the next step; ``TokenKeeper`` carries the steps out (lookup-self, renew-self, login,
+lease) and feeds the answers back into the facts until the step is USE (or a refusal).
+
+    stored token, not yet asked about in this round                 -> LOOKUP
+    lease, ttl >= renew_below_s (and >= min_ttl_s)                  -> USE
+    lease below that, renewable, not yet renewed this round         -> RENEW
+    lease still below (refused/capped), budget open, not leased     -> ROTATE
+    lease, budget closed (lease_not_before ahead), ttl >= floor     -> USE
+    no token (none stored, 403 on lookup-self, lease below floor)   -> LOGIN
+    bootstrap, budget open, not yet leased                          -> LEASE_WITH_BOOTSTRAP
+    stored bootstrap below min_ttl_s, budget closed                 -> LOGIN
+    bootstrap, budget closed                                        -> USE
+    nothing that lasts WORKING_FLOOR_S, budget closed               -> REFUSE_RATE_LIMITED
+
+A 429 from tenancy sets ``lease_not_before = now + retry_after_s`` (persisted): no lease request
+is made before then. Tokens never reach a log line or an exception text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any, Literal
+
+from .bao import Bao, RenewRefused, read_grant
+from .config import Config, TokenCfg
+from .errors import TokenError
+from .fsutil import atomic_write, read_if_exists
+from .tenancy import Lease, RateLimited, Tenancy
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["lease", "bootstrap"]
+RECORD_FILE = "token.json"
+STATE_VERSION = 1
+# A token with less than this left cannot be trusted to carry a tick's check-in, secret reads and
+# report; the agent treats it as expired.
+WORKING_FLOOR_S = 60
+MAX_STEPS = 12
+
+
+# -- pure planning ---------------------------------------------------------------------------
+
+
+class Step(Enum):
+    LOOKUP = "lookup"  # ask lookup-self about the stored token
+    USE = "use"  # hold this token for the tick
+    RENEW = "renew"  # renew-self the lease token
+    ROTATE = "rotate"  # lease with the still-valid lease token
+    LOGIN = "login"  # log in with the grant (a LEASE_WITH_BOOTSTRAP follows if the budget allows)
+    LEASE_WITH_BOOTSTRAP = "lease_with_bootstrap"  # swap the bootstrap token for a lease
+    REFUSE_RATE_LIMITED = "refuse_rate_limited"  # no working token and the budget is spent
+    REFUSE_NO_TOKEN = "refuse_no_token"  # noqa: S105 - nothing left to try (should not happen)
+
+
+@dataclass(frozen=True)
+class Known:
+    """What is known about the token in hand (never the token itself)."""
+
+    kind: Kind
+    expires_at: float  # last known expiry on the agent's clock
+    renewable: bool
+    verified: bool  # lookup-self answered, or obtained/renewed in this round
+
+
+@dataclass(frozen=True)
+class Facts:
+    now: float
+    held: Known | None
+    lease_not_before: float | None
+    min_ttl_s: int
+    renew_below_s: int
+    renew_tried: bool = False
+    lease_tried: bool = False
+    login_done: bool = False
+
+    @property
+    def budget_open(self) -> bool:
+        return self.lease_not_before is None or self.now >= self.lease_not_before
+
+
+def decide(f: Facts) -> Step:
+    """The next step of the token phase; see the module docstring for the table."""
+    held = f.held
+    if held is None:
+        if not f.login_done:
+            return Step.LOGIN
+        return Step.REFUSE_NO_TOKEN if f.budget_open else Step.REFUSE_RATE_LIMITED
+    if not held.verified:
+        return Step.LOOKUP
+    left = held.expires_at - f.now
+    if held.kind == "lease":
+        if left >= max(f.renew_below_s, f.min_ttl_s, WORKING_FLOOR_S):
+            return Step.USE
+        if held.renewable and not f.renew_tried:
+            return Step.RENEW
+        if f.budget_open and not f.lease_tried and left >= WORKING_FLOOR_S:
+            return Step.ROTATE
+        if left >= WORKING_FLOOR_S:
+            return Step.USE  # rate limited (or just rotated): a working lease token carries on
+        if not f.login_done:
+            return Step.LOGIN  # the lease token is as good as expired
+        return Step.REFUSE_NO_TOKEN if f.budget_open else Step.REFUSE_RATE_LIMITED
+    # bootstrap
+    if f.budget_open and not f.lease_tried and left >= WORKING_FLOOR_S:
+        return Step.LEASE_WITH_BOOTSTRAP
+    if left < max(f.min_ttl_s, WORKING_FLOOR_S) and not f.login_done:
+        return Step.LOGIN  # a stored bootstrap token near its end: a fresh login costs no lease
+    if f.budget_open and not f.lease_tried:
+        return Step.LEASE_WITH_BOOTSTRAP  # short-lived, but the only token there is
+    if left >= WORKING_FLOOR_S:
+        return Step.USE
+    return Step.REFUSE_RATE_LIMITED if not f.budget_open else Step.REFUSE_NO_TOKEN
+
+
+# -- bookkeeping -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stored:
+    kind: Kind
+    token: str
+    obtained_at: float
+    expires_at: float
+    renewable: bool
+    lease_id: str = ""
+
+    def __repr__(self) -> str:  # never print the token
+        return f"Stored(kind={self.kind!r}, expires_at={self.expires_at}, lease={self.lease_id!r})"
+
+
+@dataclass(frozen=True)
+class TokenState:
+    env: str
+    token: Stored | None = None
+    lease_not_before: float | None = None
+
+    def to_json(self) -> bytes:
+        tok = None
+        if self.token is not None:
+            t = self.token
+            tok = {
+                "kind": t.kind,
+                "token": t.token,
+                "obtained_at": t.obtained_at,
+                "expires_at": t.expires_at,
+                "renewable": t.renewable,
+                "lease_id": t.lease_id,
+            }
+        body = {
+            "version": STATE_VERSION,
+            "env": self.env,
+            "token": tok,
+            "lease_not_before": self.lease_not_before,
+        }
+        return (json.dumps(body, indent=1) + "\n").encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> TokenState:
+        """Raises ValueError (with a reason, never the content) when the file is unusable."""
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError("not JSON (torn or truncated)") from exc
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise ValueError(f"not a version-{STATE_VERSION} token record")
+        tok = data.get("token")
+        stored = None
+        try:
+            if tok is not None:
+                if tok["kind"] not in ("lease", "bootstrap") or not tok["token"]:
+                    raise ValueError("unknown token kind or empty token")
+                stored = Stored(
+                    kind=tok["kind"],
+                    token=str(tok["token"]),
+                    obtained_at=float(tok["obtained_at"]),
+                    expires_at=float(tok["expires_at"]),
+                    renewable=bool(tok["renewable"]),
+                    lease_id=str(tok.get("lease_id", "")),
+                )
+            nb = data.get("lease_not_before")
+            return TokenState(
+                env=str(data["env"]),
+                token=stored,
+                lease_not_before=float(nb) if nb is not None else None,
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"a field is missing or mistyped ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class HeldToken:
+    token: str
+    kind: Kind
+
+    def __repr__(self) -> str:  # never print the token
+        return f"HeldToken(kind={self.kind!r})"
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- the keeper ------------------------------------------------------------------------------
+
+
+class TokenKeeper:
+    """Carries out ``decide``'s steps against OpenBao and tenancy; one instance per tick."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        bao: Bao,
+        tenancy: Tenancy,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._cfg = cfg
+        self._bao = bao
+        self._tenancy = tenancy
+        self._clock = clock
+        self._tcfg: TokenCfg = cfg.token
+        self.path = cfg.state_dir / RECORD_FILE
+        self._state: TokenState | None = None
+
+    # -- public ------------------------------------------------------------------------------
+
+    def acquire(self) -> HeldToken:
+        """The token this tick uses (the token phase)."""
+        return self._round(self._load())
+
+    def invalidate(self, held: HeldToken) -> HeldToken:
+        """Tenancy answered 401 TOKEN_INVALID to ``held``: forget it and acquire once more."""
+        state = self._state if self._state is not None else self._load()
+        if state.token is not None and state.token.token == held.token:
+            state = replace(state, token=None)
+            self._save(state)
+        log.warning(
+            f"tenancy rejected the {held.kind} token; forgetting it",
+            extra={"event": "token.invalidated", "kind": held.kind},
+        )
+        fresh = self._round(state)
+        if fresh.token == held.token:  # cannot happen: the rejected token was forgotten
+            raise TokenError(
+                "tenancy rejected the token and no other token could be obtained",
+                code="TOKEN_INVALID",
+                hint="tenancy's and OpenBao's logs for this environment",
+            )
+        return fresh
+
+    # -- the round ---------------------------------------------------------------------------
+
+    def _round(self, state: TokenState) -> HeldToken:
+        st = state
+        tok = st.token
+        known = (
+            Known(tok.kind, tok.expires_at, tok.renewable, verified=False)
+            if tok is not None
+            else None
+        )
+        f = Facts(
+            now=self._clock(),
+            held=known,
+            lease_not_before=st.lease_not_before,
+            min_ttl_s=self._tcfg.min_ttl_s,
+            renew_below_s=self._tcfg.renew_below_s,
+        )
+        changed = False
+        for _ in range(MAX_STEPS):
+            f = replace(f, now=self._clock())
+            step = decide(f)
+            if step is Step.USE:
+                assert st.token is not None
+                if not changed:
+                    log.info(
+                        f"reusing the stored {st.token.kind} token "
+                        f"({int(st.token.expires_at - f.now)} s left)",
+                        extra={
+                            "event": "token.reuse",
+                            "kind": st.token.kind,
+                            "ttl_s": int(st.token.expires_at - f.now),
+                        },
+                    )
+                self._state = st
+                return HeldToken(st.token.token, st.token.kind)
+            if step in (Step.REFUSE_RATE_LIMITED, Step.REFUSE_NO_TOKEN):
+                self._state = st
+                raise self._refusal(step, st)
+            assert st.token is not None or step is Step.LOGIN
+            before = st
+            if step is Step.LOOKUP:
+                st, f = self._lookup(st, f)
+            elif step is Step.RENEW:
+                st, f = self._renew(st, f)
+            elif step is Step.LOGIN:
+                st, f = self._login(st, f)
+            else:  # ROTATE / LEASE_WITH_BOOTSTRAP
+                st, f = self._lease(st, f, rotate=step is Step.ROTATE)
+            if step is not Step.LOOKUP or st.token is None:
+                # every change is on disk before the next call: a lease is never lost
+                self._save(st)
+                changed = changed or st != before
+        raise TokenError(  # pragma: no cover - decide() always converges within a few steps
+            "the token phase did not settle on a token",
+            code="TOKEN_UNAVAILABLE",
+            hint="the agent's log lines with event token.* for this tick",
+        )
+
+    def _lookup(self, st: TokenState, f: Facts) -> tuple[TokenState, Facts]:
+        assert st.token is not None and f.held is not None
+        info = self._bao.lookup_self(st.token.token)
+        if info is None:
+            log.info(
+                f"the stored {st.token.kind} token is expired or revoked "
+                "(lookup-self answered 403)",
+                extra={"event": "token.expired", "kind": st.token.kind},
+            )
+            return replace(st, token=None), replace(f, held=None)
+        expires = f.now + info.ttl_s
+        tok = replace(st.token, expires_at=expires, renewable=info.renewable)
+        held = Known(tok.kind, expires, info.renewable, verified=True)
+        return replace(st, token=tok), replace(f, held=held)
+
+    def _renew(self, st: TokenState, f: Facts) -> tuple[TokenState, Facts]:
+        assert st.token is not None and f.held is not None
+        known = f.held
+        f = replace(f, renew_tried=True)
+        try:
+            info = self._bao.renew_self(st.token.token)
+        except RenewRefused as err:
+            log.info(
+                f"renewal refused ({err.message}); the lease will be rotated",
+                extra={"event": "token.renew", "ok": False, "status": err.status},
+            )
+            if err.status == 403:  # died in between: as if lookup-self had said 403
+                return replace(st, token=None), replace(f, held=None)
+            tok = replace(st.token, renewable=False)
+            return replace(st, token=tok), replace(f, held=replace(known, renewable=False))
+        expires = f.now + info.ttl_s
+        log.info(
+            f"renewed the lease token: {info.ttl_s} s left",
+            extra={"event": "token.renew", "ok": True, "ttl_s": info.ttl_s},
+        )
+        tok = replace(st.token, expires_at=expires, renewable=info.renewable)
+        held = replace(known, expires_at=expires, renewable=info.renewable)
+        return replace(st, token=tok), replace(f, held=held)
+
+    def _login(self, st: TokenState, f: Facts) -> tuple[TokenState, Facts]:
+        grant = read_grant(self._cfg.grant_file)
+        login = self._bao.login_jwt(grant)
+        now = self._clock()
+        log.info(
+            f"logged in to OpenBao with the grant: bootstrap token for {login.ttl_s} s",
+            extra={"event": "token.login", "ttl_s": login.ttl_s},
+        )
+        tok = Stored("bootstrap", login.token, now, now + login.ttl_s, login.renewable)
+        held = Known("bootstrap", tok.expires_at, login.renewable, verified=True)
+        return replace(st, token=tok), replace(f, held=held, login_done=True, now=now)
+
+    def _lease(self, st: TokenState, f: Facts, *, rotate: bool) -> tuple[TokenState, Facts]:
+        assert st.token is not None
+        f = replace(f, lease_tried=True)
+        try:
+            lease: Lease = self._tenancy.lease(st.token.token)
+        except TokenError as err:
+            if not (rotate and err.code == "TOKEN_INVALID"):
+                raise
+            log.warning(
+                "tenancy rejected the lease token offered for rotation; logging in",
+                extra={"event": "token.invalidated", "kind": "lease"},
+            )
+            return replace(st, token=None), replace(f, held=None)
+        except RateLimited as err:
+            now = self._clock()
+            not_before = now + max(1, err.retry_after_s)
+            log.warning(
+                f"tenancy rate-limited the lease ({'rotation' if rotate else 'swap'}); "
+                f"carrying on with the {st.token.kind} token, no lease request before "
+                f"{rfc3339(not_before)}",
+                extra={
+                    "event": "token.rate_limited",
+                    "kind": st.token.kind,
+                    "retry_after_s": err.retry_after_s,
+                    "lease_not_before": rfc3339(not_before),
+                },
+            )
+            return replace(st, lease_not_before=not_before), replace(f, lease_not_before=not_before)
+        now = self._clock()
+        log.info(
+            f"leased a new token ({'rotated the lease' if rotate else 'swapped the bootstrap'}): "
+            f"lease {lease.id}, {lease.ttl_s} s",
+            extra={
+                "event": "token.lease",
+                "lease_id": lease.id,
+                "ttl_s": lease.ttl_s,
+                "rotate": rotate,
+            },
+        )
+        tok = Stored("lease", lease.token, now, now + lease.ttl_s, lease.renewable, lease.id)
+        held = Known("lease", tok.expires_at, lease.renewable, verified=True)
+        st = replace(st, token=tok, lease_not_before=None)
+        return st, replace(f, held=held, lease_not_before=None, renew_tried=False, now=now)
+
+    def _refusal(self, step: Step, st: TokenState) -> TokenError:
+        if step is Step.REFUSE_RATE_LIMITED:
+            assert st.lease_not_before is not None
+            when = rfc3339(st.lease_not_before)
+            log.warning(
+                f"no working token and the lease budget is spent until {when}",
+                extra={"event": "token.rate_limited", "lease_not_before": when},
+            )
+            return TokenError(
+                f"tenancy's lease budget for {self._cfg.env} is spent and no working token is "
+                f"held; the budget frees up at {when}",
+                code="LEASE_RATE_LIMITED",
+                hint="which boxes or kits share this environment's 5 leases per hour; the "
+                f"agent asks again after {when}",
+            )
+        return TokenError(
+            "no OpenBao token could be obtained for this tick",
+            code="TOKEN_UNAVAILABLE",
+            hint="OpenBao's token TTLs for the jwt role and tenancy's leases",
+        )
+
+    # -- the file ----------------------------------------------------------------------------
+
+    def _load(self) -> TokenState:
+        empty = TokenState(env=self._cfg.env)
+        raw = read_if_exists(self.path)
+        if raw is None:
+            return empty
+        try:
+            state = TokenState.from_json(raw)
+        except ValueError as err:
+            log.warning(
+                f"the token record {self.path} is unusable ({err}); treating it as absent, "
+                "which costs a login and a lease",
+                extra={"event": "token.state_corrupt", "path": str(self.path)},
+            )
+            return empty
+        if state.env != self._cfg.env:
+            log.warning(
+                f"the token record {self.path} belongs to environment {state.env}, not "
+                f"{self._cfg.env}; ignoring it",
+                extra={"event": "token.state_env_mismatch", "path": str(self.path)},
+            )
+            return empty
+        return state
+
+    def _save(self, state: TokenState) -> None:
+        atomic_write(self.path, state.to_json(), 0o600)
+        self._state = state
+
+
+def state_summary(state: TokenState) -> dict[str, Any]:
+    """The token record without the token (for diagnostics)."""
+    tok = state.token
+    return {
+        "env": state.env,
+        "kind": tok.kind if tok else None,
+        "expires_at": rfc3339(tok.expires_at) if tok else None,
+        "lease_id": tok.lease_id if tok else None,
+        "lease_not_before": rfc3339(state.lease_not_before) if state.lease_not_before else None,
+    }
