@@ -1,0 +1,156 @@
+"""End to end: the real CLI, the loopback estate, a real registry and the real Docker engine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.lab import Lab
+from tests.support.dockerlab import Registry
+
+pytestmark = pytest.mark.docker
+
+SECRET = "s3cr3t-pa55"
+
+
+@pytest.fixture(scope="module")
+def web_image(registry: Registry, busybox_image: str) -> str:
+    return registry.push(busybox_image, "env-e2e-01/web", "1.0")
+
+
+@pytest.fixture
+def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
+    lab = Lab(tmp_path, registry, web_image)
+    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": SECRET})
+    try:
+        yield lab
+    finally:
+        lab.cleanup()
+
+
+def test_apply_then_noop_then_new_revision(
+    lab: Lab, registry: Registry, busybox_image: str
+) -> None:
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
+    first = lab.tick()
+    assert first.rc == 0, first.stdout + first.stderr
+    assert first.summary["event"] == "tick.summary"
+    assert first.summary["outcome"] == "applied" and first.summary["revision"] == "r1"
+    assert set(lab.containers()) == {"web"}
+    env = lab.container_env()
+    assert env["DB_PASSWORD"] == SECRET and env["FROM_INTERPOLATION"] == SECRET
+    assert env["LOG_LEVEL"] == "info"
+    assert len(lab.estate.tenancy.reports) == 1
+    rep = lab.estate.tenancy.reports[0]
+    assert rep["outcome"] == "applied" and rep["code"] == "OK" and rep["revision"] == "r1"
+    assert [p["name"] for p in rep["phases"]][:4] == ["config", "transport", "token", "checkin"]
+    assert rep["services"][0]["state"] == "running"
+    # every line carries event, tick_id and phase; no secret anywhere in the output
+    assert all({"event", "tick_id", "phase"} <= set(ln) for ln in first.lines)
+    assert SECRET not in first.stdout and registry.password not in first.stdout
+    assert SECRET not in str(rep) and registry.password not in str(rep)
+
+    pulls = lab.pulls()
+    ids = lab.containers()
+    second = lab.tick()
+    assert second.rc == 0
+    assert second.summary["outcome"] == "noop"
+    assert lab.pulls() == pulls, "a steady-state tick must not pull"
+    assert len(lab.estate.tenancy.reports) == 1, "a steady-state tick must not report"
+    assert lab.containers() == ids
+    assert lab.estate.tenancy.checkins[-1]["applied"] == {"revision": "r1", "outcome": "applied"}
+
+    new_ref = registry.push(busybox_image, "env-e2e-01/web", "1.1")
+    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "rotated"})
+    lab.estate.tenancy.set_desired("r2", lab.bundle(image=new_ref))
+    third = lab.tick()
+    assert third.rc == 0, third.stdout
+    assert third.summary["outcome"] == "applied" and third.summary["revision"] == "r2"
+    assert lab.container_env()["DB_PASSWORD"] == "rotated"
+    assert lab.containers()["web"] != ids["web"]
+    assert lab.pulls() > pulls
+
+
+def test_missing_variable_refuses_and_keeps_containers(lab: Lab) -> None:
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
+    assert lab.tick().rc == 0
+    ids = lab.containers()
+    template = "# substitutes every ${VAR}\nDB_PASSWORD=${DB_PASSWORD}\nAPI_KEY=${API_KEY}\n"
+    lab.estate.tenancy.set_desired("r2", lab.bundle(env_template=template))
+    run = lab.tick()
+    assert run.rc == 5
+    first_error = run.errors[0]
+    assert first_error["code"] == "ENV_INCOMPLETE"
+    assert "API_KEY" in first_error["message"] and "VAR" not in first_error["message"].split()
+    assert SECRET not in run.stdout
+    assert lab.containers() == ids
+    assert lab.estate.tenancy.reports[-1]["outcome"] == "refused"
+    assert lab.estate.tenancy.reports[-1]["code"] == "ENV_INCOMPLETE"
+    assert run.summary["outcome"] == "refused"
+
+
+def test_secret_missing_in_openbao_refuses(lab: Lab) -> None:
+    lab.estate.bao.delete_secret("envs/env-e2e-01/app")
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
+    run = lab.tick()
+    assert run.rc == 5
+    assert run.errors[0]["code"] == "SECRET_MISSING"
+    assert "envs/env-e2e-01/app" in run.errors[0]["message"]
+    assert lab.containers() == {}
+
+
+NASTY = "a$b $$c ${D} 'q' \"dq\" #h {} back\\slash\\n  trail  é="
+
+
+def test_secret_reaches_the_container_byte_for_byte(lab: Lab) -> None:
+    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": NASTY})
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
+    run = lab.tick()
+    assert run.rc == 0, run.stdout
+    env = lab.container_env()
+    assert env["DB_PASSWORD"] == NASTY
+    assert env["FROM_INTERPOLATION"] == NASTY
+
+
+def test_removed_container_comes_back_without_a_pull(lab: Lab) -> None:
+    import subprocess
+
+    lab.estate.tenancy.set_desired("r1", lab.bundle(services=("web", "worker")))
+    assert lab.tick().rc == 0
+    pulls = lab.pulls()
+    subprocess.run(
+        ("docker", "rm", "-f", lab.containers()["worker"]), check=True, capture_output=True
+    )
+    run = lab.tick()
+    assert run.rc == 0, run.stdout
+    assert run.summary["outcome"] == "applied"
+    assert "worker" in run.summary["message"]
+    assert set(lab.containers()) == {"web", "worker"}
+    assert lab.pulls() == pulls
+    assert lab.estate.tenancy.reports[-1]["message"].startswith("restored")
+
+
+def test_project_change_stops_the_previous_project(lab: Lab) -> None:
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
+    assert lab.tick().rc == 0
+    old = lab.project
+    new = old + "b"
+    lab.extra_projects = (new,)
+    lab.estate.tenancy.set_desired("r2", lab.bundle(project=new))
+    run = lab.tick()
+    assert run.rc == 0, run.stdout
+    assert lab.containers(old) == {}
+    assert set(lab.containers(new)) == {"web"}
+
+
+def test_unauthenticated_pull_names_the_registry_words(lab: Lab) -> None:
+    manifest = [{"name": "DB_PASSWORD", "path": "envs/env-e2e-01/app", "key": "db_password"}]
+    lab.estate.tenancy.set_desired("r1", lab.bundle(manifest=manifest))
+    run = lab.tick()
+    assert run.rc == 1
+    err = run.errors[0]
+    assert err["code"] == "REGISTRY_AUTH"
+    assert "no basic auth credentials" in err["message"]
+    assert "no basic auth credentials" in lab.estate.tenancy.reports[-1]["detail"]
