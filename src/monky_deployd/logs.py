@@ -13,10 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-try:  # python-json-logger >= 3
-    from pythonjsonlogger.json import JsonFormatter
-except ImportError:  # pragma: no cover - older releases
-    from pythonjsonlogger.jsonlogger import JsonFormatter
+from pythonjsonlogger.json import JsonFormatter
 
 _tick_id: contextvars.ContextVar[str] = contextvars.ContextVar("tick_id", default="-")
 _phase: contextvars.ContextVar[str] = contextvars.ContextVar("phase", default="-")
