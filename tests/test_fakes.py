@@ -423,3 +423,14 @@ def test_chunked_request_bodies_and_fault_headers(estate: Estate) -> None:
     estate.tenancy.fail_next(503, b"upstream down", headers={"Retry-After": "7"})
     resp = client.post(f"/v1/envs/{ENV}/reports", json={})
     assert (resp.status_code, resp.headers["Retry-After"], resp.text) == (503, "7", "upstream down")
+
+
+def test_a_restarted_fake_comes_back_on_the_same_port_with_its_state(estate: Estate) -> None:
+    token = login(estate)
+    port = estate.tenancy.port
+    estate.tenancy.stop()
+    with pytest.raises(httpx.ConnectError):
+        tenancy(estate, token).post(f"/v1/envs/{ENV}/checkin", json=CHECKIN)
+    estate.tenancy.start()
+    assert estate.tenancy.port == port
+    assert tenancy(estate, token).post(f"/v1/envs/{ENV}/checkin", json=CHECKIN).status_code == 204

@@ -165,6 +165,7 @@ class LoopbackServer:
         self._stopping.set()
         if self._server is None:
             return
+        self._want_port = self.port  # a later start() comes back on the same port
         self._server.shutdown()
         self._server.server_close()
         with self.lock:
@@ -189,6 +190,8 @@ class LoopbackServer:
     @property
     def port(self) -> int:
         if self._server is None:
+            if self._want_port:  # stopped: the port it had (clients now get refused)
+                return self._want_port
             raise RuntimeError(f"{type(self).__name__} is not started")
         return int(self._server.server_address[1])
 
