@@ -99,7 +99,10 @@ class _Tick:
             finally:
                 ms = int((time.monotonic() - started) * 1000)
                 self.rec.phases.append(PhaseTiming(name, ok, ms))
-                log.debug("phase done", extra={"event": "phase.end", "ok": ok, "ms": ms})
+                log.info(
+                    f"{name} {'done' if ok else 'failed'} in {ms} ms",
+                    extra={"event": "phase.end", "ok": ok, "ms": ms},
+                )
 
     def run(self) -> None:
         with self.phase("transport"):

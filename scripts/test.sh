@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this): install what the tests need, start the
+# real Docker engine, run every gate, then pytest. Fails loudly; never skips Docker tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "python venv (.venv) with the package and its test extras"
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+# --prefer-binary: openziti installs only as its 0.6.0 wheel here (newer releases are sdists whose
+# build downloads the C SDK).
+.venv/bin/pip install -q --disable-pip-version-check --prefer-binary -e '.[test]'
+
+step "system packages and the Docker engine"
+MONKY_VENV="$PWD/.venv" scripts/docker-up.sh
+
+export PATH="$PWD/.venv/bin:$PATH"
+
+step "ruff format --check"
+ruff format --check .
+step "ruff check"
+ruff check .
+step "mypy --strict src"
+mypy --strict src
+
+step "bash -n and shellcheck on every shell script"
+mapfile -t scripts < <(git ls-files '*.sh' 'packaging/install.sh' '.ci/run' | sort -u)
+for s in "${scripts[@]}"; do bash -n "$s"; done
+shellcheck -S warning "${scripts[@]}"
+
+if [[ -d ansible ]]; then
+  step "yamllint and ansible-lint (production profile)"
+  yamllint -s ansible .gitlab-ci.yml
+  (cd ansible && ansible-lint --offline -p --profile production)
+fi
+
+step "pytest"
+pytest "$@"
