@@ -17,6 +17,7 @@ import hvac
 import hvac.exceptions
 import pytest
 
+from tests.fakes.clock import Clock
 from tests.fakes.estate import Estate
 from tests.fakes.grant import GrantIssuer
 
@@ -434,3 +435,16 @@ def test_a_restarted_fake_comes_back_on_the_same_port_with_its_state(estate: Est
     estate.tenancy.start()
     assert estate.tenancy.port == port
     assert tenancy(estate, token).post(f"/v1/envs/{ENV}/checkin", json=CHECKIN).status_code == 204
+
+
+def test_clock_is_frozen_unless_ticking() -> None:
+    frozen = Clock(1000.0)
+    assert frozen.now() == 1000.0
+    assert frozen.advance(5) == 1005.0
+    ticking = Clock(1000.0, ticking=True)
+    first = ticking.now()
+    time.sleep(0.01)
+    assert ticking.now() > first
+    assert ticking.advance(100) > first + 100
+    with pytest.raises(ValueError):
+        frozen.advance(-1)

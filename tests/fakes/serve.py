@@ -17,6 +17,7 @@ import sys
 import threading
 from pathlib import Path
 
+from tests.fakes.clock import Clock
 from tests.fakes.estate import Estate, write_private
 
 
@@ -30,7 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--openbao-port", type=int, default=0)
     args = ap.parse_args(argv)
 
-    estate = Estate(args.env, bao_port=args.openbao_port, tenancy_port=args.tenancy_port)
+    estate = Estate(
+        args.env,
+        clock=Clock(ticking=True),  # a demo runs in real time: tokens age, the budget rolls
+        bao_port=args.openbao_port,
+        tenancy_port=args.tenancy_port,
+    )
     if args.desired:
         desired = json.loads(args.desired.read_text(encoding="utf-8"))
         estate.tenancy.set_desired(str(desired["revision"]), desired["bundle"])
