@@ -44,12 +44,24 @@ CAPTURED = {
         'Error response from daemon: Get "https://nosuchhost.invalid:5000/v2/": dial tcp: '
         "lookup nosuchhost.invalid on 10.255.255.53:53: no such host\n"
     ),
+    # A dockerd whose data-root is a 48 MiB tmpfs pulling a 64 MiB image (tests/test_preflight.py).
+    "disk-full": (
+        " Image 127.0.0.1:54093/team/big:v1 Pulling \n 90c057e26f3b Pulling fs layer 0B\n"
+        " a67e0084467c Pulling fs layer 0B\n 75eb4baa91aa Pulling fs layer 0B\n"
+        " a67e0084467c Downloading 3.393kB\n a67e0084467c Verifying Checksum 0B\n"
+        " a67e0084467c Download complete 0B\n 90c057e26f3b Downloading 36.45kB\n"
+        " 90c057e26f3b Extracting 32.77kB\n 75eb4baa91aa Downloading 17.8MB\n"
+        " 90c057e26f3b Pull complete 0B\n 75eb4baa91aa Downloading 67.13MB\n"
+        "write /tmp/dd2/root/tmp/GetImageBlob185943647: no space left on device\n"
+        "write /tmp/dd2/root/tmp/GetImageBlob185943647: no space left on device\n"
+    ),
 }
 
 
 @pytest.mark.parametrize(
     ("name", "code", "words"),
     [
+        ("disk-full", "DISK_FULL", "no space left on device"),
         ("wrong-password", "REGISTRY_AUTH", "unauthorized: authentication required"),
         ("no-credential", "REGISTRY_AUTH", "no basic auth credentials"),
         ("unknown-tag", "IMAGE_NOT_FOUND", "manifest unknown"),
@@ -62,6 +74,12 @@ def test_captured_outputs(name: str, code: str, words: str) -> None:
     assert got_code == code
     assert words in line
     assert "Pulling" not in line
+
+
+def test_progress_lines_are_dropped_from_a_real_pull() -> None:
+    assert pullerrors.clean_lines(CAPTURED["disk-full"]) == [
+        "write /tmp/dd2/root/tmp/GetImageBlob185943647: no space left on device"
+    ]
 
 
 def test_line_is_verbatim_from_the_output() -> None:
