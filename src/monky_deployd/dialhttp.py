@@ -1,0 +1,254 @@
+"""httpx over an httpcore connection pool whose network backend opens connections with ``dial``.
+
+``dial((host, port)) -> socket.socket`` is the only seam: the OpenZiti SDK's ``ctx.connect`` in
+production (see ``ziti.py``), a plain ``socket.create_connection`` or any stand-in returning a
+connected socket in tests. Nothing here patches ``socket`` or resolves names: the host and port of
+the URL go to ``dial`` as they are, which is what dialling by intercept address needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import httpcore
+import httpx
+
+Address = tuple[str, int]
+Dial = Callable[[Address], socket.socket]
+NameFailure = Callable[[Address, BaseException, float], Exception]
+T = TypeVar("T")
+
+
+def bounded(call: Callable[[], T], timeout_s: float, *, discard: Callable[[T], None]) -> T:
+    """Run ``call`` in a daemon thread; raise ``TimeoutError`` after ``timeout_s``.
+
+    The SDK's C calls have no timeout of their own in 0.6 (a controller that accepts TCP and never
+    answers blocks ``load`` for ever). A late result is handed to ``discard`` (close it).
+    """
+    lock = threading.Lock()
+    done = threading.Event()
+    box: dict[str, Any] = {"abandoned": False}
+
+    def run() -> None:
+        try:
+            value = call()
+        except BaseException as exc:
+            with lock:
+                box["error"] = exc
+                done.set()
+            return
+        with lock:
+            if box["abandoned"]:
+                discard(value)
+            else:
+                box["value"] = value
+            done.set()
+
+    threading.Thread(target=run, name="ziti-bounded", daemon=True).start()
+    done.wait(timeout_s)
+    with lock:
+        if not done.is_set():
+            box["abandoned"] = True
+            raise TimeoutError(f"no answer within {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
+class DialTransport(httpx.BaseTransport):
+    """An httpx transport whose connections are opened by ``dial((host, port))``.
+
+    A failed dial (any exception, not only ``OSError``: the OpenZiti SDK raises bare ``Exception``
+    and ``TypeError``) is passed to ``name_failure(addr, exc, timeout_s)`` and the exception it
+    returns is raised, unchanged, out of ``httpx.Client.send`` (httpx only translates httpcore's
+    own exceptions). Failures on an established connection are httpx's ``ReadError`` & co.
+    """
+
+    def __init__(
+        self,
+        dial: Dial,
+        *,
+        name_failure: NameFailure,
+        connect_timeout_s: float = 15.0,
+        max_connections: int = 10,
+    ) -> None:
+        backend = _DialBackend(dial, name_failure, connect_timeout_s)
+        self._pool = httpcore.ConnectionPool(
+            max_connections=max_connections, network_backend=backend, retries=0
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.SyncByteStream)
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _httpx_errors():
+            response = self._pool.handle_request(core_request)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_ResponseStream(response),
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+# httpcore's exceptions and their httpx twins, most specific first.
+_ERROR_MAP: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+@contextlib.contextmanager
+def _httpx_errors() -> Iterator[None]:
+    """Re-raise httpcore's exceptions as httpx's; anything else (TransportError) passes."""
+    try:
+        yield
+    except Exception as exc:
+        for core_type, httpx_type in _ERROR_MAP:
+            if isinstance(exc, core_type):
+                raise httpx_type(str(exc)) from exc
+        raise
+
+
+class _ResponseStream(httpx.SyncByteStream):
+    def __init__(self, response: httpcore.Response) -> None:
+        self._response = response
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _httpx_errors():
+            yield from self._response.iter_stream()
+
+    def close(self) -> None:
+        self._response.close()
+
+
+class _DialBackend(httpcore.NetworkBackend):
+    def __init__(
+        self,
+        dial: Dial,
+        name_failure: NameFailure,
+        connect_timeout_s: float,
+    ) -> None:
+        self._dial = dial
+        self._name_failure = name_failure
+        self._connect_timeout_s = connect_timeout_s
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        addr = (host, port)
+        timeout_s = timeout if timeout is not None else self._connect_timeout_s
+        try:
+            sock = bounded(lambda: self._dial(addr), timeout_s, discard=_close)
+        except Exception as exc:  # the SDK raises bare Exception / TypeError, not only OSError
+            raise self._name_failure(addr, exc, timeout_s) from exc
+        for option in socket_options or ():
+            with contextlib.suppress(OSError):  # a Ziti socket is no TCP socket
+                sock.setsockopt(*option)
+        return _SocketStream(sock)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("the Ziti transport dials host:port, not unix sockets")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def _close(sock: socket.socket) -> None:
+    sock.close()
+
+
+class _SocketStream(httpcore.NetworkStream):
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            self._sock.settimeout(timeout)
+            return self._sock.recv(max_bytes)
+        except TimeoutError as exc:
+            raise httpcore.ReadTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore.ReadError(exc) from exc
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.sendall(buffer)
+        except TimeoutError as exc:
+            raise httpcore.WriteTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore.WriteError(exc) from exc
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            self._sock.settimeout(timeout)
+            tls = ssl_context.wrap_socket(self._sock, server_hostname=server_hostname)
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore.ConnectError(exc) from exc
+        return _SocketStream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "ssl_object":
+            return self._sock if isinstance(self._sock, ssl.SSLSocket) else None
+        if info == "socket":
+            return self._sock
+        if info == "is_readable":  # an idle pooled connection the server closed
+            if self._sock.fileno() < 0:
+                return True
+            poller = select.poll()
+            poller.register(self._sock.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
+        return None
