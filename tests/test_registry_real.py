@@ -92,11 +92,15 @@ def test_pull_succeeds_with_either_credential_shape(
     )
     assert ":" in registry.password, "the lab password holds ':' to exercise the first-colon split"
     docker_dir = write_dir(tmp_path, registry, value)
+    written = (docker_dir / "config.json").read_bytes()
     reads = registry.request_count("/manifests/", MANIFEST_READS)
     result = compose_pull(project, pushed, docker_dir)
     assert result.returncode == 0, result.stderr
     assert result.pulled
     assert registry.request_count("/manifests/", MANIFEST_READS) > reads
+    # docker/compose left the agent's config alone: nothing added, nothing rewritten.
+    assert sorted(p.name for p in docker_dir.iterdir()) == ["config.json"]
+    assert (docker_dir / "config.json").read_bytes() == written
 
 
 def test_wrong_password_gives_registry_auth_with_the_registrys_words(
