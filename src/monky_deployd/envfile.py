@@ -306,22 +306,51 @@ def _expand_escapes(text: str) -> str:
 
 
 def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
-    """Split an interpolated value into literal text and the agent's ``${NAME}`` references."""
+    """Split an interpolated value into literal text and the agent's ``${NAME}`` references.
+
+    Tokenizes like compose-go's ``template.Substitute``: ``$$``, ``$NAME`` and
+    ``${NAME:-default}`` (up to its first balanced ``}``) are Compose's own and stay literal.
+    """
     parts: list[_Part] = []
     last = 0
-    for m in _SUBST.finditer(text):
+    i = 0
+    while (j := text.find("$", i)) >= 0:
+        m = _SUBST.match(text, j)
+        if m is None:  # a `$` Compose leaves alone
+            i = j + 1
+            continue
         if m.group("invalid") is not None:
             raise _invalid(src, pos, "has a `${` that is not a valid ${NAME} reference")
         name = m.group("braced")
-        if name is None or m.group("modifier") is not None:
-            continue  # $$, $NAME, ${NAME:-default}...: Compose's own interpolation, kept as is
-        if m.start() > last:
-            parts.append(_Part(text[last : m.start()]))
+        if name is None:  # `$$` or `$NAME`
+            i = m.end()
+            continue
+        if m.group("modifier") is not None:  # ${NAME:-...}: the rest after its `}` is scanned on
+            i = j + _first_brace_closing(text[j : m.end()]) + 1
+            continue
+        if j > last:
+            parts.append(_Part(text[last:j]))
         parts.append(_Part(name, ref=True))
-        last = m.end()
+        last = i = m.end()
     if last < len(text):
         parts.append(_Part(text[last:]))
     return tuple(parts)
+
+
+def _first_brace_closing(text: str) -> int:
+    """compose-go's getFirstBraceClosingIndex (the character after each `{` is skipped)."""
+    depth = 0
+    i = 0
+    while i < len(text):
+        if text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        if text[i] == "{":
+            depth += 1
+            i += 1
+        i += 1
+    return len(text) - 1
 
 
 def _single_quoted_parts(text: str) -> tuple[_Part, ...]:
