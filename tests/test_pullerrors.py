@@ -161,4 +161,6 @@ def test_pull_error_carries_the_words_first() -> None:
     assert "no basic auth credentials" in first_line
     assert "no basic auth credentials" in err.detail
     assert "Pulling" not in err.detail
-    assert err.hint
+    assert "has none" in err.message, "no credential was sent: not 'refused the credential'"
+    wrong = pullerrors.pull_error(CAPTURED["wrong-password"])
+    assert "refused the agent's credential" in wrong.message

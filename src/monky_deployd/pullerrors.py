@@ -120,6 +120,12 @@ def pull_error(
     """The ``CommandError`` for a failed pull: code, the registry's words first, output tail."""
     code, line = classify(output)
     meaning, hint = MEANING[code]
+    if code == "REGISTRY_AUTH" and "no basic auth credentials" in line.lower():
+        meaning = "the registry requires a login and the agent has none for this registry"
+        hint = (
+            "that the bundle has a registry-auth manifest entry and that its registry_host is "
+            "the registry in the image reference"
+        )
     where = f" ({registry_host})" if registry_host and code != "DISK_FULL" else ""
     status = f" [exit status {returncode}]" if returncode is not None else ""
     return CommandError(
