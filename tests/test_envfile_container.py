@@ -9,6 +9,7 @@ back from ``/proc/1/environ`` and compared byte for byte. Docker unavailable = f
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import uuid
 from collections.abc import Iterator, Mapping
@@ -172,6 +173,38 @@ def test_one_byte_longer_is_refused_and_linux_would_refuse_it(busybox_image: str
         _compose(tmp_path, project, "down", "-t", "0", "--remove-orphans", check=False)
     assert proc.returncode != 0
     assert b"argument list too long" in proc.stdout + proc.stderr
+
+
+# Seeded random values over an alphabet of everything the .env syntax treats specially.
+ALPHABET = "$$${}''\"\"##\\\\  \t\n\r=:-a0é🙂\x01\u2028\xa0\x85"
+
+
+def _random_values(count: int) -> dict[str, str]:
+    rnd = random.Random(20261202)
+    return {
+        f"R_{i:03d}": "".join(rnd.choice(ALPHABET) for _ in range(rnd.randrange(0, 24)))
+        for i in range(count)
+    }
+
+
+@pytest.fixture(scope="module")
+def random_envs(busybox_image: str, tmp_path_factory: pytest.TempPathFactory):
+    values = _random_values(300)
+    template = "".join(f"{name}=${{{name}}}\n" for name in values)
+    envs = _run_project(
+        tmp_path_factory.mktemp("random"),
+        busybox_image,
+        envfile.render(template, values),
+        sorted(values),
+    )
+    return values, envs
+
+
+@pytest.mark.parametrize("path", ["file", "interp"])
+def test_random_nasty_values_arrive_byte_exact(random_envs, path: str):
+    values, envs = random_envs
+    wrong = sorted(n for n, v in values.items() if envs[path].get(n) != v.encode("utf-8"))
+    assert not wrong, [(n, values[n], envs[path].get(n)) for n in wrong[:5]]
 
 
 # Template forms: the author's own quoting and text around a substitution must mean for compose
