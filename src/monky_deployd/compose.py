@@ -7,11 +7,9 @@ classified by ``pullerrors`` so the registry's own words reach the log and the r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from . import pullerrors, runner
 from .config import DockerCfg
@@ -107,37 +105,6 @@ class Compose:
     def down(self) -> None:
         """Stop and remove the project's containers and networks; volumes are kept."""
         self._run("down", "--remove-orphans", timeout=self.cfg.up_timeout_s, code="DOWN_FAILED")
-
-    def ps(self) -> list[Service]:
-        result = self._run(
-            "ps", "--all", "--format", "json", timeout=self.cfg.command_timeout_s, code="PS_FAILED"
-        )
-        return parse_ps(result.stdout)
-
-
-def parse_ps(text: str) -> list[Service]:
-    """Compose prints either one JSON array or one JSON object per line, by version."""
-    text = text.strip()
-    if not text:
-        return []
-    rows: list[Any]
-    if text.startswith("["):
-        rows = json.loads(text)
-    else:
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    return sorted(
-        (
-            Service(
-                name=str(r.get("Service", "")),
-                state=str(r.get("State", "")),
-                health=str(r.get("Health", "")),
-                image=str(r.get("Image", "")),
-            )
-            for r in rows
-            if isinstance(r, dict)
-        ),
-        key=lambda s: s.name,
-    )
 
 
 _PULL_HINTS = {

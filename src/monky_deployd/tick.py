@@ -22,7 +22,17 @@ from typing import Any
 
 import httpx
 
-from . import __version__, envfile, logs, preflight, registry_auth, report, runner, transport
+from . import (
+    __version__,
+    docker_api,
+    envfile,
+    logs,
+    preflight,
+    registry_auth,
+    report,
+    runner,
+    transport,
+)
 from .bao import Bao
 from .bundle import Bundle
 from .bundle import validate as validate_bundle
@@ -128,7 +138,7 @@ class _Tick:
         desired = answer.revision if answer.status == 200 else None
         if applied and needs_container_check(answer.status, desired, applied.revision):
             with self.phase("inspect"):
-                running = tuple(self._compose(applied.project, applied.revision).ps())
+                running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
         plan = decide(
             Facts(
                 checkin_status=answer.status,
@@ -229,7 +239,7 @@ class _Tick:
         with self.phase("up"):
             compose = self._compose(applied.project, applied.revision)
             compose.up()
-            self._record_services(compose)
+            self._record_services(applied.project)
         self.rec.outcome = "applied"
         self.rec.message = (
             f"restored {', '.join(plan.missing)} of revision {applied.revision} (no pull)"
@@ -271,7 +281,7 @@ class _Tick:
                 self._compose(applied.project, applied.revision).down()
         with self.phase("up"):
             compose.up()
-            self._record_services(compose)
+            self._record_services(bundle.project)
         self.state.write_applied(
             Applied(revision, bundle.project, list(bundle.services), report.rfc3339(self.clock()))
         )
@@ -304,8 +314,10 @@ class _Tick:
                 )
         return values, reg_value
 
-    def _record_services(self, compose: Compose) -> None:
-        self.rec.services = [s.as_report() for s in compose.ps()]
+    def _record_services(self, project: str) -> None:
+        self.rec.services = [
+            s.as_report() for s in docker_api.project_containers(self.cfg.docker, project)
+        ]
 
     def _client(self) -> httpx.Client:
         assert self.client is not None
