@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import pullerrors, runner
+from . import pullerrors, registry_auth, runner
 from .config import DockerCfg
 from .errors import CommandError
 from .state import COMPOSE_FILE
@@ -30,10 +30,7 @@ class Service:
 
 def docker_env(cfg: DockerCfg, docker_dir: Path) -> dict[str, str]:
     """The whole environment of every docker child: PATH, DOCKER_CONFIG, DOCKER_HOST if set."""
-    extra = {"DOCKER_CONFIG": str(docker_dir)}
-    if cfg.host:
-        extra["DOCKER_HOST"] = cfg.host
-    return runner.base_env(extra)
+    return runner.base_env(registry_auth.docker_env(docker_dir, cfg.host))
 
 
 class Compose:
@@ -74,19 +71,20 @@ class Compose:
             code=code,
         )
 
-    def pull(self) -> None:
-        try:
-            self._run("pull", "--quiet", timeout=self.cfg.pull_timeout_s, code="PULL_FAILED")
-        except CommandError as exc:
-            if exc.code == "COMMAND_TIMEOUT" or not exc.detail:
-                raise
-            code, line = pullerrors.classify(exc.detail)
-            raise CommandError(
-                f"docker compose pull failed for project {self.project}: {line}",
-                code=code,
-                hint=_PULL_HINTS.get(code, "the registry's message above"),
-                detail=exc.detail,
-            ) from exc
+    def pull(self, registry_host: str | None = None) -> None:
+        result = runner.run(
+            self._argv("pull", "--quiet"),
+            env=self.env,
+            timeout=self.cfg.pull_timeout_s,
+            cwd=str(self.workdir),
+            secrets=self.secrets,
+            check=False,
+        )
+        if result.returncode != 0:
+            output = runner.mask(result.stderr + "\n" + result.stdout, self.secrets)
+            raise pullerrors.pull_error(
+                output, returncode=result.returncode, registry_host=registry_host
+            )
 
     def up(self) -> None:
         try:
@@ -105,13 +103,3 @@ class Compose:
     def down(self) -> None:
         """Stop and remove the project's containers and networks; volumes are kept."""
         self._run("down", "--remove-orphans", timeout=self.cfg.up_timeout_s, code="DOWN_FAILED")
-
-
-_PULL_HINTS = {
-    "REGISTRY_AUTH": "the registry credential (manifest entry `use: registry-auth`) for the "
-    "bundle's registry_host, written to <state_dir>/docker/config.json",
-    "IMAGE_NOT_FOUND": "that the image names and tags of the bundle's compose file exist "
-    "in the registry",
-    "REGISTRY_UNREACHABLE": "DNS and network reachability of the registry from this box",
-    "DISK_FULL": "free space on Docker's data-root and containerd's root (`docker info`)",
-}

@@ -63,8 +63,9 @@ class DockerCfg(_Strict):
 
 
 class DiskCfg(_Strict):
-    # Free space every pull-target filesystem must keep beyond the bundle's disk_need_bytes.
-    headroom_bytes: Annotated[int, Field(ge=0)] = 2 * GIB
+    # Free space every pull-target filesystem must keep beyond the bundle's disk_need_bytes
+    # (OPERATIONS.md says why 4 GiB: env-dev-08 died mid-pull with 2.8 GiB free).
+    headroom_bytes: Annotated[int, Field(ge=0)] = 4 * GIB
 
 
 class Config(_Strict):

@@ -16,6 +16,7 @@ import httpx
 from .compose import Service
 from .config import DockerCfg
 from .errors import CommandError
+from .transport import no_tls
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PROJECT_LABEL = "com.docker.compose.project"
@@ -27,11 +28,11 @@ def _client(cfg: DockerCfg, timeout: float) -> tuple[httpx.Client, str]:
     host = cfg.host or f"unix://{DEFAULT_SOCKET}"
     if host.startswith("unix://"):
         path = host.removeprefix("unix://")
-        transport = httpx.HTTPTransport(uds=path)
+        transport = httpx.HTTPTransport(uds=path, verify=no_tls())
         return httpx.Client(transport=transport, timeout=timeout, trust_env=False), path
     if host.startswith("tcp://"):
         base = "http://" + host.removeprefix("tcp://")
-        return httpx.Client(base_url=base, timeout=timeout, trust_env=False), base
+        return httpx.Client(base_url=base, timeout=timeout, trust_env=False, verify=no_tls()), base
     raise CommandError(
         f"docker.host {host!r} is neither unix:// nor tcp://",
         code="DOCKER_HOST_UNSUPPORTED",

@@ -275,7 +275,7 @@ class _Tick:
         self.state.write_revision(revision, bundle.compose, env_text)
         compose = self._compose(bundle.project, revision, secrets)
         with self.phase("pull"):
-            compose.pull()
+            compose.pull(bundle.registry_host)
         if applied and applied.project != bundle.project:
             with self.phase("down"):
                 self._compose(applied.project, applied.revision).down()
