@@ -142,6 +142,13 @@ def test_authors_literal_text_keeps_its_compose_meaning():
     assert render("A='$x \\' ${S}'\n", {"S": "s"}) == 'A="$$x \' s"\n'
 
 
+def test_double_quoted_escapes_are_decoded_like_compose():
+    # measured with `docker compose config`: \a -> BEL, \0123 -> "S" (octal), \v -> VT, \q
+    # kept; a failed \0 escape loses its 0: \0 -> \, \08 -> \8, \0777 -> \777
+    rendered = render('A="\\a\\0123\\0\\08\\0777\\q\\v${S}"\n', {"S": "s"})
+    assert rendered == 'A="\aS' + "\\\\" * 2 + "8" + '\\\\777\\\\q\vs"\n'
+
+
 def test_lines_without_substitutions_are_kept_byte_for_byte():
     template = (
         "\ufeff# header ${VAR}\r\n"

@@ -225,6 +225,11 @@ FORMS: tuple[tuple[str, str, str], ...] = (
         'F_DQ="a \\"q\\" \\t ${S} $$ \\\\ \\$${S} $${S} end"\n',
         'F_DQ="a \\"q\\" \\t SAFE0 $$ \\\\ \\$SAFE0 $${S} end"\n',
     ),
+    (
+        "F_DQ_ESCAPES",
+        'F_DQ_ESCAPES="\\a\\0123\\0\\08\\0777\\q\\v${S}\\b"\n',
+        'F_DQ_ESCAPES="\\a\\0123\\0\\08\\0777\\q\\vSAFE0\\b"\n',
+    ),
     ("F_SQ", "F_SQ='lit $$ \\' ${S} \\n'\n", "F_SQ='lit $$ \\' SAFE0 \\n'\n"),
     ("F_EXPORT", "export F_EXPORT=${S}\n", "export F_EXPORT=SAFE0\n"),
     ("F_YAML", "F_YAML: ${S}\n", "F_YAML: SAFE0\n"),

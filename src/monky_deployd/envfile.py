@@ -294,12 +294,13 @@ def _expand_escapes(text: str) -> str:
             return "$$"
         if seq.startswith("\\0"):
             digits = seq[2:]
-            # Go rewrites `\0ddd` to `\ddd`, which decodes only as three octal digits <= 255.
+            # Go rewrites `\0ddd` to `\ddd`, which decodes only as three octal digits <= 255;
+            # otherwise the rewritten `\ddd` is kept (so `\0` alone becomes a lone backslash).
             if len(digits) == 3 and all(c in "01234567" for c in digits):
                 code = int(digits, 8)
                 if code <= 255:
                     return chr(code)
-            return seq
+            return "\\" + digits
         return _SIMPLE_ESCAPES[seq[1]]
 
     return _ESCAPE.sub(decode, text)
