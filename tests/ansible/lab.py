@@ -6,13 +6,12 @@ a real Debian container reached through the community.docker.docker connection, 
   401 when the DEPLOY-TOKEN header is missing or wrong, so a role that dropped the header fails.
 - ``DebianBox``: ``docker run --network host local/debian:bookworm`` (built by
   scripts/debian-image.sh), so the container reaches the loopback server; removed on exit.
-- ``package_deb(out_dir)``: the real .deb from packaging/build-deb.sh.
+- ``package_deb(out_dir)``: the real .deb, built by packaging/build-deb.sh.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import threading
 import uuid
@@ -164,44 +163,13 @@ class DebianBox:
 
 
 def package_deb(out_dir: Path) -> Path:
-    """Build the real .deb with packaging/build-deb.sh into ``out_dir``; return its path."""
+    """Build the real .deb with ``packaging/build-deb.sh --out out_dir``; return its path."""
     script = REPO / "packaging" / "build-deb.sh"
     assert script.is_file(), "packaging/build-deb.sh is missing: the role installs the real .deb"
-    env = dict(os.environ, MONKY_DIST_DIR=str(out_dir))
-    proc = _run(["bash", str(script)], timeout=600, env=env, cwd=str(REPO))
+    proc = _run(["bash", str(script), "--out", str(out_dir)], timeout=900, cwd=str(REPO))
     assert proc.returncode == 0, (
         f"build-deb.sh failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     )
     debs = sorted(out_dir.glob("monky-deployd_*.deb"))
     assert len(debs) == 1, f"expected one monky-deployd_*.deb in {out_dir}, found {debs}"
     return debs[0]
-
-
-def stand_in_deb(out_dir: Path, version: str, arch: str = "amd64") -> Path:
-    """A tiny stand-in package with the real package's name, user and directories (dpkg-deb)."""
-    root = out_dir / "stand-in"
-    (root / "DEBIAN").mkdir(parents=True)
-    (root / "DEBIAN" / "control").write_text(
-        f"Package: monky-deployd\nVersion: {version}\nArchitecture: {arch}\n"
-        "Maintainer: monky <ops@example.net>\nDescription: stand-in for the role test\n"
-    )
-    postinst = root / "DEBIAN" / "postinst"
-    postinst.write_text(
-        "#!/bin/sh\nset -e\n"
-        "getent group ziti >/dev/null || groupadd --system ziti\n"
-        "id monky-deployd >/dev/null 2>&1 || useradd --system --home-dir /var/lib/monky-deployd"
-        " --shell /usr/sbin/nologin --user-group monky-deployd\n"
-        "install -d -m 0700 -o monky-deployd -g monky-deployd /var/lib/monky-deployd\n"
-        "install -d -m 0755 /etc/monky-deployd\n"
-    )
-    postinst.chmod(0o755)
-    bin_dir = root / "usr" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "monky-deployd").write_text("#!/bin/sh\necho stand-in\n")
-    (bin_dir / "monky-deployd").chmod(0o755)
-    deb = out_dir / f"monky-deployd_{version}_{arch}.deb"
-    dpkg = shutil.which("dpkg-deb")
-    assert dpkg, "dpkg-deb missing"
-    proc = _run([dpkg, "--root-owner-group", "--build", str(root), str(deb)])
-    assert proc.returncode == 0, proc.stderr
-    return deb

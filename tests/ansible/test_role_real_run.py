@@ -28,7 +28,6 @@ from tests.ansible.lab import (
     PackageServer,
     ensure_debian_image,
     package_deb,
-    stand_in_deb,
 )
 
 pytestmark = pytest.mark.docker
@@ -79,7 +78,7 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(tmp_path: Path
     image = ensure_debian_image()
     dist = tmp_path / "dist"
     dist.mkdir()
-    deb = stand_in_deb(dist, __version__)  # DEV
+    deb = package_deb(dist)
     arch = deb.stem.rsplit("_", 1)[1]
     served = tmp_path / "served"
     (served / __version__).mkdir(parents=True)
