@@ -336,3 +336,30 @@ def test_open_transport_uses_the_sdk_and_never_monkeypatches(tmp_path: Path) -> 
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["ZITI_CONTROLLER_UNREACHABLE", "True"]
+
+
+def test_the_load_timeout_reaches_sdks_that_take_one() -> None:
+    """0.6/1.3: load(path); 1.4+: load(path, timeout=<ms>); a future timeout_ms keyword too."""
+    calls: list[tuple[str, int | None]] = []
+
+    class Sdk06:
+        @staticmethod
+        def load(path: str) -> object:
+            calls.append((path, None))
+            return object()
+
+    class Sdk14:
+        @staticmethod
+        def load(path: str, timeout: int = 0) -> tuple[object, int]:
+            calls.append((path, timeout))
+            return object(), 0
+
+    class SdkMs:
+        @staticmethod
+        def load(path: str, timeout_ms: int = 0) -> tuple[object, int]:
+            calls.append((path, timeout_ms))
+            return object(), 0
+
+    for sdk in (Sdk06, Sdk14, SdkMs):
+        ziti._load_call(sdk, "/id.json", 2.5)()
+    assert calls == [("/id.json", None), ("/id.json", 2500), ("/id.json", 2500)]

@@ -49,6 +49,7 @@ TENANCY_SERVICE = "monky.tenancy.deploy"
 TENANCY_ROLE = "#monky-deploy-agent"
 OPENBAO_ROLE = "#openbao-client"
 PROBE_TIMEOUT_S = 5.0
+LOAD_MARGIN_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,6 @@ class Service:
     label: str  # e.g. "tenancy's deploy API (Ziti service monky.tenancy.deploy)"
     config_key: str  # the config.yaml section holding host/port: "tenancy" or "openbao"
     role_attribute: str  # the identity role attribute a dial policy needs
-    port: int  # the configured port
 
 
 def expected_services(cfg: Config) -> dict[Address, Service]:
@@ -68,14 +68,12 @@ def expected_services(cfg: Config) -> dict[Address, Service]:
             label=f"OpenBao (the Ziti service for role attribute {OPENBAO_ROLE})",
             config_key="openbao",
             role_attribute=OPENBAO_ROLE,
-            port=cfg.openbao.port,
         ),
         # Inserted last so that it wins when both share an address.
         (cfg.tenancy.host, cfg.tenancy.port): Service(
             label=f"tenancy's deploy API (Ziti service {TENANCY_SERVICE})",
             config_key="tenancy",
             role_attribute=TENANCY_ROLE,
-            port=cfg.tenancy.port,
         ),
     }
 
@@ -128,8 +126,8 @@ def load_context(ident: Identity, *, timeout_s: float) -> Any:
     """Load the pre-checked identity with the SDK; any failure becomes a TransportError."""
     sdk = _import_sdk()
     call = _load_call(sdk, str(ident.path), timeout_s)
-    try:
-        result = bounded(call, timeout_s, discard=lambda _ctx: None)
+    try:  # >= 1.4 also gets timeout_s itself: leave it the margin to answer with its own words
+        result = bounded(call, timeout_s + LOAD_MARGIN_S, discard=lambda _ctx: None)
     except TimeoutError as exc:
         raise load_failure(ident, f"no answer within {timeout_s:g} s", timed_out=True) from exc
     except Exception as exc:  # 0.6: bare TypeError / ValueError
