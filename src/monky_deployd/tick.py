@@ -63,6 +63,16 @@ def run_tick(cfg: Config, *, clock: Clock = time.time, config_ms: int = 0) -> Ti
             _Tick(cfg, state, rec, clock).run()
     except DeployError as err:
         _fail(rec, err)
+    except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
+        log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
+        _fail(
+            rec,
+            DeployError(
+                f"unexpected {type(exc).__name__} in phase {logs.current_phase()}: {exc}",
+                code="INTERNAL",
+                hint="this is a monky-deployd bug: run with --debug and report the traceback",
+            ),
+        )
     rec.finished_at = clock()
     level = logging.INFO if rec.outcome in ("applied", "noop", "idle") else logging.ERROR
     log.log(
