@@ -180,7 +180,7 @@ ALPHABET = "$$${}''\"\"##\\\\  \t\n\r=:-a0é🙂\x01\u2028\xa0\x85"
 
 
 def _random_values(count: int) -> dict[str, str]:
-    rnd = random.Random(20261202)
+    rnd = random.Random(7)
     return {
         f"R_{i:03d}": "".join(rnd.choice(ALPHABET) for _ in range(rnd.randrange(0, 24)))
         for i in range(count)
@@ -274,6 +274,73 @@ def test_template_form_keeps_its_meaning(form_envs, path: str, name: str):
     assert rendered[path][name] == expected
     if name != "F_LITERAL_ONLY":
         assert secret.encode() in rendered[path][name]
+
+
+# Seeded random templates: the author's text around ${S} in every quoting style. The baseline
+# lets compose itself decide what ${S} means (S=SAFE0 is defined first in the same .env).
+AUTHOR_TOKENS = (
+    "a", "Z", "0", " ", "  ", "#", " #", "$", "$$", "\\", "\\\\", "\\n", "\\t", "\\$",
+    "\\0", "\\012", "'", '"', "\\\"", "\\'", "{", "}", "$HOME", "${UNSET:-d}",
+    "=", ":", "é", "\t",
+)  # fmt: skip
+
+
+def _random_line(rnd: random.Random, name: str) -> tuple[str, str]:
+    """(template line, baseline line) for one assignment with a ${S} somewhere in its value."""
+    tokens = [rnd.choice(AUTHOR_TOKENS) for _ in range(rnd.randrange(0, 8))]
+    tokens.insert(rnd.randrange(0, len(tokens) + 1), "${S}")
+    style = rnd.choice(("unquoted", "double", "single"))
+    if style == "double":
+        tokens = [t for t in tokens if t not in ('"', "\\")]
+        value = '"' + "".join(tokens) + '"'
+    elif style == "single":
+        tokens = [t for t in tokens if t not in ("'", "\\")]
+        value = "'" + "".join(tokens) + "'"
+    else:
+        tokens = [t for t in tokens if t not in ("'", '"', '\\"', "\\'")]
+        value = "".join(tokens)
+    line = f"{name}={value}\n"
+    return line, (line.replace("${S}", "SAFE0") if style == "single" else line)
+
+
+def test_random_template_lines_keep_their_meaning(busybox_image: str, tmp_path: Path):
+    rnd = random.Random(7)
+    secret = "s$'\"#\\ \n{}"
+    kept: list[tuple[str, str, str]] = []
+    refused_lines: list[str] = []
+    for i in range(150):
+        name = f"T_{i:03d}"
+        line, base = _random_line(rnd, name)
+        try:
+            envfile.render(line, {"S": secret})
+        except EnvError as exc:
+            assert exc.code == "ENV_TEMPLATE_INVALID", exc
+            refused_lines.append(line)
+            continue
+        kept.append((name, line, base))
+    names = [name for name, _, _ in kept]
+    baseline = _run_project(
+        tmp_path / "baseline", busybox_image, "S=SAFE0\n" + "".join(b for _, _, b in kept), names
+    )
+    rendered = _run_project(
+        tmp_path / "rendered",
+        busybox_image,
+        envfile.render("".join(t for _, t, _ in kept), {"S": secret}),
+        names,
+    )
+    for path in ("file", "interp"):
+        wrong = [
+            (line, baseline[path][name], rendered[path][name])
+            for name, line, _ in kept
+            if rendered[path][name] != baseline[path][name].replace(b"SAFE0", secret.encode())
+        ]
+        assert not wrong, (path, wrong[:3])
+    for line in refused_lines[:10]:  # render refused it: compose must refuse it as well
+        tmp = tmp_path / f"refused-{refused_lines.index(line)}"
+        tmp.mkdir()
+        proc = _compose_config(busybox_image, tmp, line.replace("${S}", "v"))
+        assert proc.returncode != 0, line
+    assert len(kept) > 100
 
 
 # The refusals must not be stricter than compose: what render calls unreadable, compose refuses

@@ -310,9 +310,12 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
     """Split an interpolated value into literal text and the agent's ``${NAME}`` references.
 
     Tokenizes like compose-go's ``template.Substitute``: ``$$``, ``$NAME`` and
-    ``${NAME:-default}`` (up to its first balanced ``}``) are Compose's own and stay literal.
+    ``${NAME:-default}`` (up to its first balanced ``}``) are Compose's own and stay literal;
+    ``$NAME`` is kept as ``${NAME}`` (same meaning) so a secret put right after it cannot extend
+    the name.
     """
     parts: list[_Part] = []
+    literal: list[str] = []
     last = 0
     i = 0
     while (j := text.find("$", i)) >= 0:
@@ -322,19 +325,26 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
             continue
         if m.group("invalid") is not None:
             raise _invalid(src, pos, "has a `${` that is not a valid ${NAME} reference")
+        if m.group("named") is not None:
+            literal.append(text[last:j] + "${" + m.group("named") + "}")
+            last = i = m.end()
+            continue
         name = m.group("braced")
-        if name is None:  # `$$` or `$NAME`
+        if name is None:  # `$$`
             i = m.end()
             continue
         if m.group("modifier") is not None:  # ${NAME:-...}: the rest after its `}` is scanned on
             i = j + _first_brace_closing(text[j : m.end()]) + 1
             continue
-        if j > last:
-            parts.append(_Part(text[last:j]))
+        literal.append(text[last:j])
+        if "".join(literal):
+            parts.append(_Part("".join(literal)))
+        literal = []
         parts.append(_Part(name, ref=True))
         last = i = m.end()
-    if last < len(text):
-        parts.append(_Part(text[last:]))
+    literal.append(text[last:])
+    if "".join(literal):
+        parts.append(_Part("".join(literal)))
     return tuple(parts)
 
 

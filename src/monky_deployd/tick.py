@@ -65,10 +65,11 @@ def run_tick(cfg: Config, *, clock: Clock = time.time, config_ms: int = 0) -> Ti
         _fail(rec, err)
     except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
         log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
+        where = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
         _fail(
             rec,
             DeployError(
-                f"unexpected {type(exc).__name__} in phase {logs.current_phase()}: {exc}",
+                f"unexpected {type(exc).__name__} in phase {where}: {exc}",
                 code="INTERNAL",
                 hint="this is a monky-deployd bug: run with --debug and report the traceback",
             ),

@@ -74,6 +74,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Headers and body go out in separate writes: without TCP_NODELAY, Nagle holds the body
+        # until the client's delayed ACK (~40 ms per keep-alive request).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.fake._track(self.connection, add=True)
 
     def finish(self) -> None:
