@@ -142,6 +142,12 @@ def test_authors_literal_text_keeps_its_compose_meaning():
     assert render("A='$x \\' ${S}'\n", {"S": "s"}) == 'A="$$x \' s"\n'
 
 
+def test_a_secret_after_an_unbraced_name_cannot_extend_it():
+    # `$HOME` + "s..." would read as `$HOMEs`: the agent writes compose's `$HOME` as `${HOME}`
+    assert render('A="$HOME${S}"\n', {"S": "suffix"}) == 'A="${HOME}suffix"\n'
+    assert render("A=$HOME ${S}\n", {"S": "x"}) == 'A="${HOME} x"\n'
+
+
 def test_double_quoted_escapes_are_decoded_like_compose():
     # measured with `docker compose config`: \a -> BEL, \0123 -> "S" (octal), \v -> VT, \q
     # kept; a failed \0 escape loses its 0: \0 -> \, \08 -> \8, \0777 -> \777

@@ -180,7 +180,7 @@ ALPHABET = "$$${}''\"\"##\\\\  \t\n\r=:-a0é🙂\x01\u2028\xa0\x85"
 
 
 def _random_values(count: int) -> dict[str, str]:
-    rnd = random.Random(7)
+    rnd = random.Random(20261202)
     return {
         f"R_{i:03d}": "".join(rnd.choice(ALPHABET) for _ in range(rnd.randrange(0, 24)))
         for i in range(count)
@@ -304,7 +304,7 @@ def _random_line(rnd: random.Random, name: str) -> tuple[str, str]:
 
 
 def test_random_template_lines_keep_their_meaning(busybox_image: str, tmp_path: Path):
-    rnd = random.Random(7)
+    rnd = random.Random(4242)
     secret = "s$'\"#\\ \n{}"
     kept: list[tuple[str, str, str]] = []
     refused_lines: list[str] = []
