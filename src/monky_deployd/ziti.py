@@ -277,17 +277,6 @@ def dial_failure(
     service = services.get(addr)
     expected = service.label if service else "no service the agent knows"
     words = _sdk_words(exc)
-    if isinstance(exc, TimeoutError):
-        code = "ZITI_DIAL_TIMEOUT"
-        message = f"the Ziti dial to {where} ({expected}) did not complete within {timeout_s:g} s"
-    elif _refused(exc):
-        code = "ZITI_NO_SERVICE"
-        message = (
-            f"no Ziti service intercepts {where} for this identity (expected there: {expected})"
-        )
-    else:
-        code = "ZITI_DIAL_FAILED"
-        message = f"the Ziti dial to {where} ({expected}) failed: {words}"
     who = f"the identity {identity.path} ({identity.subject})" if identity else "the identity"
     role = service.role_attribute if service else f"{TENANCY_ROLE} / {OPENBAO_ROLE}"
     controller = identity.controllers[0] if identity else "named in the identity's ztAPI"
@@ -296,7 +285,27 @@ def dial_failure(
         "adds it on the controller, nothing automates it yet) so that a dial policy grants the "
         f"service; that the controller {controller} and an edge router are reachable"
     )
-    return TransportError(message, code=code, hint=hint, detail=f"the SDK said: {words}")
+    detail = f"the SDK said: {words}"
+    if isinstance(exc, TimeoutError):
+        return TransportError(
+            f"the Ziti dial to {where} ({expected}) did not complete within {timeout_s:g} s",
+            code="ZITI_DIAL_TIMEOUT",
+            hint=hint,
+            detail=detail,
+        )
+    if _refused(exc):
+        return TransportError(
+            f"no Ziti service intercepts {where} for this identity (expected there: {expected})",
+            code="ZITI_NO_SERVICE",
+            hint=hint,
+            detail=detail,
+        )
+    return TransportError(
+        f"the Ziti dial to {where} ({expected}) failed: {words}",
+        code="ZITI_DIAL_FAILED",
+        hint=hint,
+        detail=detail,
+    )
 
 
 class ZitiTransport(DialTransport):
