@@ -47,7 +47,11 @@ def _jobs() -> dict[str, dict[str, Any]]:
 
 def _lines(job: dict[str, Any], key: str = "script") -> list[str]:
     value = job.get(key, [])
-    return [value] if isinstance(value, str) else list(value)
+    lines = [value] if isinstance(value, str) else list(value)
+    for line in lines:
+        # An unquoted "key: value" inside a script line turns it into a mapping in YAML.
+        assert isinstance(line, str), f"{key} item is not a string (quote it): {line!r}"
+    return lines
 
 
 def _all_script_lines() -> list[str]:
@@ -142,7 +146,7 @@ def test_gitea_release_is_manual_and_gitlab_release_is_not() -> None:
 def test_release_credentials_never_reach_curl_argv() -> None:
     for name in ("release:gitlab", "release:gitea"):
         script = "\n".join(_lines(_jobs()[name]))
-        assert "--config -" in script, name
+        assert "--config" in script, name
         for secret in ("$CI_JOB_TOKEN", "$GITEA_TOKEN"):
             for line in script.splitlines():
                 if secret in line:
@@ -156,5 +160,23 @@ def test_ci_file_is_yamllint_clean() -> None:
         text=True,
         cwd=REPO,
         timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("job_name", sorted(_jobs()))
+def test_job_scripts_are_valid_bash(job_name: str, tmp_path: Path) -> None:
+    job = _jobs()[job_name]
+    ci = _ci()
+    lines = _lines(ci.get("default", {}), "before_script") + _lines(job)
+    script = tmp_path / "job.sh"
+    script.write_text("#!/usr/bin/env bash\nset -eo pipefail\n" + "\n".join(lines) + "\n")
+    assert subprocess.run(["bash", "-n", str(script)], timeout=30).returncode == 0
+    shellcheck = str(REPO / ".venv" / "bin" / "shellcheck")
+    proc = subprocess.run(
+        [shellcheck, "-S", "warning", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stdout
