@@ -99,14 +99,14 @@ def counts(est: Estate) -> dict[str, int]:
     }
 
 
-def spend_budget(est: Estate, n: int = 5) -> None:
+def spend_budget(est: Estate, n: int = 5, env: str = ENV) -> None:
     """Other boxes of the environment mint `n` leases (real HTTP to the fake tenancy)."""
     with http_client() as client:
         bao = Bao(client, config.OpenBaoCfg(host=est.bao.host, port=est.bao.port))
         tenancy = Tenancy(
             client,
             config.TenancyCfg(host=est.tenancy.host, port=est.tenancy.port),
-            ENV,
+            env,
             max_body_bytes=1 << 20,
         )
         for _ in range(n):
@@ -422,3 +422,125 @@ def test_a_writer_killed_mid_write_leaves_a_usable_token(
             break
     assert interrupted >= 1, "no kill landed inside a write; the test proved nothing"
     assert counts(estate)["leases"] == 1 and counts(estate)["logins"] == 1
+
+
+# -- whole ticks (tick.run_tick in-process on the fake clock; the real CLI as a subprocess) ---
+
+
+def _tick_cfg(estate: Estate, tmp: Path) -> config.Config:
+    grant = estate.write_grant(tmp / "grant.jwt")
+    raw = estate.config(state_dir=tmp / "state", grant_file=grant, lock_wait_s=1)
+    return config.parse(raw, "test config")
+
+
+def test_whole_ticks_failing_deploy_for_three_hours_spend_one_lease(
+    estate: Estate, tmp_path: Path
+) -> None:
+    from monky_deployd import tick
+
+    estate.tenancy.set_desired(
+        "r1",
+        {
+            "project": "shop",
+            "compose": "services:\n  web:\n    image: busybox\n",
+            "env_template": "A=${A}\n",
+            "manifest": [{"name": "A", "path": f"envs/{ENV}/app", "key": "a"}],
+        },
+    )
+    cfg = _tick_cfg(estate, tmp_path)
+    codes = set()
+    for _ in range(180):
+        rec = tick.run_tick(cfg, clock=estate.clock.now)
+        codes.add(rec.code)
+        estate.clock.advance(60)
+    assert codes == {"SECRET_MISSING"}  # the deploy fails on every tick
+    assert estate.tenancy.report_count == 180
+    c = counts(estate)
+    assert c["leases"] == 1 and c["lease_requests"] == 1 and c["logins"] == 1
+
+
+def _cli(config_path: Path, tmp: Path) -> tuple[int, list[dict[str, Any]]]:
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(
+        (
+            sys.executable,
+            "-m",
+            "monky_deployd.cli",
+            "apply",
+            "--once",
+            "--config",
+            str(config_path),
+        ),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    lines = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.strip()]
+    return proc.returncode, lines
+
+
+def test_cli_superseded_grant_is_the_first_error_line_and_the_exit_code(
+    estate: Estate, tmp_path: Path
+) -> None:
+    import yaml
+
+    from monky_deployd.cli import EXIT_REFUSED
+
+    grant = estate.write_grant(tmp_path / "grant.jwt")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(estate.config(state_dir=tmp_path / "state", grant_file=grant)))
+    estate.tenancy.supersede(estate.issuer.minted_jtis[0])  # a newer kit was revealed
+    rc, lines = _cli(path, tmp_path)
+    assert rc == EXIT_REFUSED
+    errors = [ln for ln in lines if ln.get("level") == "ERROR"]
+    assert errors and errors[0]["code"] == "GRANT_SUPERSEDED"
+    assert "newer kit was revealed for this environment" in errors[0]["message"]
+    assert lines[-1]["event"] == "tick.summary" and lines[-1]["code"] == "GRANT_SUPERSEDED"
+    fault = errors[0]["message"].split(" Check:")[0].lower()  # the sentence before the hint
+    assert not any(word in fault for word in ("network", "unreachable", "policy", "intercept"))
+    assert "not a network or policy fault" in errors[0]["message"]
+    assert estate.bao.logins == 1  # the grant still logs in: no replay state
+    assert len(estate.tenancy.leases) == 0
+
+
+@pytest.mark.docker
+def test_whole_ticks_rate_limited_apply_with_bootstrap_then_swap(
+    tmp_path: Path, registry: Any, busybox_image: str
+) -> None:
+    from monky_deployd import tick
+    from tests.e2e.lab import Lab
+
+    image = registry.push(busybox_image, "env-e2e-01/web", "1.0")
+    lab = Lab(tmp_path, registry, image)
+    try:
+        est = lab.estate
+        est.bao.set_secret("envs/env-e2e-01/app", {"db_password": "pw"})
+        est.tenancy.set_desired("r1", lab.bundle())
+        spend_budget(est, env="env-e2e-01")
+        asked = est.tenancy.lease_requests
+        cfg = config.load(lab.config_path)
+        token_file = cfg.state_dir / "token.json"
+
+        rec = tick.run_tick(cfg, clock=est.clock.now)
+        assert rec.outcome == "applied", rec.message  # applied with the bootstrap token
+        state = TokenState.from_json(token_file.read_bytes())
+        assert state.token is not None and state.token.kind == "bootstrap"
+        assert state.lease_not_before is not None
+        assert est.tenancy.lease_requests == asked + 1
+
+        while est.clock.now() + 300 < state.lease_not_before:
+            est.clock.advance(300)
+            rec = tick.run_tick(cfg, clock=est.clock.now)
+            assert rec.outcome == "noop", rec.message
+        assert est.tenancy.lease_requests == asked + 1  # not asked again before retry_after_s
+
+        est.clock.advance(300)
+        rec = tick.run_tick(cfg, clock=est.clock.now)
+        assert rec.outcome == "noop", rec.message
+        after = TokenState.from_json(token_file.read_bytes())
+        assert after.token is not None and after.token.kind == "lease"  # the swap
+        assert est.tenancy.lease_requests == asked + 2
+    finally:
+        lab.cleanup()
