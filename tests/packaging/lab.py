@@ -62,12 +62,12 @@ def ensure_test_image() -> str:
     with LOCK.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         run([str(REPO / "scripts/debian-image.sh")])
-        label = f"monky.pkgs={TEST_IMAGE_PKGS}"
+        pkgs_label = TEST_IMAGE_PKGS.replace(" ", ",")
         if _image_exists(TEST_IMAGE):
             labels = run(
                 ["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", TEST_IMAGE]
             ).stdout
-            if TEST_IMAGE_PKGS in labels:
+            if f'"monky.pkgs":"{pkgs_label}"' in labels:
                 return TEST_IMAGE
         name = f"monky-pkgimage-{uuid.uuid4().hex[:8]}"
         try:
@@ -79,7 +79,7 @@ def ensure_test_image() -> str:
                     "&& rm -rf /var/lib/apt/lists/*",
                 ]
             )  # fmt: skip
-            run(["docker", "commit", "-c", f"LABEL {label}", name, TEST_IMAGE])
+            run(["docker", "commit", "-c", f"LABEL monky.pkgs={pkgs_label}", name, TEST_IMAGE])
         finally:
             run(["docker", "rm", "-f", name], check=False)
     return TEST_IMAGE
