@@ -1,0 +1,121 @@
+"""What the token phase costs: N whole ticks (``tick.run_tick``) against the loopback fakes, the
+fake clock moving ``--interval`` seconds between ticks, in several conditions. Prints, per
+scenario, the totals and per-tick rates of: leases minted, lease requests, grant logins,
+lookup-self calls, renew-self calls, all tenancy requests and all OpenBao requests.
+
+    .venv/bin/python bench/token_economy.py [--ticks N] [--interval S] [--scenario NAME ...]
+
+Scenarios (no Docker needed: none of them reaches a container):
+  steady        tenancy has no desired state: every tick is token + check-in (idle)
+  failing       the desired bundle names a secret OpenBao lacks: every tick is refused
+                (SECRET_MISSING) and reports, like a deploy that fails every 60 s
+  rate-limited  other boxes spent the environment's 5 leases just before the first tick
+  box-off       like steady, but the box is off for 25 h after the first tick (lease expired)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from monky_deployd import config, tick  # noqa: E402
+from monky_deployd.bao import Bao  # noqa: E402
+from monky_deployd.tenancy import Tenancy  # noqa: E402
+from tests.fakes.estate import Estate  # noqa: E402
+
+ENV = "env-bench-01"
+COLUMNS = ("leases", "lease_req", "logins", "lookups", "renewals", "tenancy_req", "bao_req")
+
+
+def spend_budget(est: Estate) -> None:
+    with httpx.Client(trust_env=False, verify=False) as client:
+        bao = Bao(client, config.OpenBaoCfg(host=est.bao.host, port=est.bao.port))
+        ten = Tenancy(
+            client,
+            config.TenancyCfg(host=est.tenancy.host, port=est.tenancy.port),
+            ENV,
+            max_body_bytes=1 << 20,
+        )
+        for _ in range(est.tenancy.lease_budget):
+            ten.lease(bao.login_jwt(est.grant).token)
+
+
+def failing_bundle() -> dict[str, object]:
+    return {
+        "project": "shop",
+        "compose": "services:\n  web:\n    image: busybox\n",
+        "env_template": "A=${A}\n",
+        "manifest": [{"name": "A", "path": f"envs/{ENV}/app", "key": "a"}],
+    }
+
+
+def snapshot(est: Estate) -> dict[str, int]:
+    return {
+        "leases": len(est.tenancy.leases),
+        "lease_req": est.tenancy.lease_requests,
+        "logins": est.bao.logins,
+        "lookups": est.bao.lookups,
+        "renewals": est.bao.renewals,
+        "tenancy_req": len(est.tenancy.requests),
+        "bao_req": len(est.bao.requests),
+    }
+
+
+def run(name: str, ticks: int, interval: float) -> tuple[dict[str, int], Counter[str]]:
+    with Estate(env=ENV) as est, tempfile.TemporaryDirectory() as tmp:
+        grant = est.write_grant(Path(tmp) / "grant.jwt")
+        cfg = config.parse(
+            est.config(state_dir=Path(tmp) / "state", grant_file=grant), "bench config"
+        )
+        setup: dict[str, Callable[[], None]] = {
+            "failing": lambda: est.tenancy.set_desired("r1", failing_bundle()),
+            "rate-limited": lambda: spend_budget(est),
+        }
+        if name in setup:
+            setup[name]()
+        base = snapshot(est)
+        outcomes: Counter[str] = Counter()
+        for i in range(ticks):
+            rec = tick.run_tick(cfg, clock=est.clock.now)
+            outcomes[f"{rec.outcome}:{rec.code}"] += 1
+            est.clock.advance(25 * 3600 if (name == "box-off" and i == 0) else interval)
+        after = snapshot(est)
+        return {k: after[k] - base[k] for k in after}, outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--ticks", type=int, default=180)
+    ap.add_argument("--interval", type=float, default=60.0)
+    ap.add_argument(
+        "--scenario",
+        action="append",
+        choices=("steady", "failing", "rate-limited", "box-off"),
+        help="repeatable; default: all",
+    )
+    args = ap.parse_args(argv)
+    logging.disable(logging.CRITICAL)  # the agent's JSON lines are not the point here
+    names = args.scenario or ["steady", "failing", "rate-limited", "box-off"]
+    print(f"{args.ticks} ticks per scenario, fake clock +{args.interval:g} s per tick")
+    print(f"{'scenario':<13}" + "".join(f"{c:>12}" for c in COLUMNS) + "   outcomes")
+    for name in names:
+        totals, outcomes = run(name, args.ticks, args.interval)
+        print(f"{name:<13}" + "".join(f"{totals[c]:>12}" for c in COLUMNS), end="")
+        print("   " + ", ".join(f"{k} x{v}" for k, v in sorted(outcomes.items())))
+        per = "".join(f"{totals[c] / args.ticks:>12.3f}" for c in COLUMNS)
+        print(f"{'  per tick':<13}{per}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
