@@ -311,6 +311,25 @@ def test_superseded_after_a_lease_is_refused_at_checkin(box: Box, estate: Estate
     assert counts(estate)["leases"] == 1 and estate.bao.logins == 1
 
 
+def test_a_new_kit_after_supersession_logs_in_with_the_new_grant(box: Box, estate: Estate) -> None:
+    box.tick()
+    estate.tenancy.supersede(estate.issuer.minted_jtis[0])
+    estate.clock.advance(60)
+    with pytest.raises(TokenError) as exc:
+        box.tick()
+    assert exc.value.code == "GRANT_SUPERSEDED"
+    estate.write_grant(box.grant_file, estate.issuer.mint(ENV))  # the operator installs the kit
+    estate.clock.advance(60)
+    assert box.tick().kind == "lease"
+    c = counts(estate)
+    assert c["logins"] == 2 and c["leases"] == 2
+    assert box.state().token is not None
+    assert box.state().token.grant_jti == estate.issuer.minted_jtis[-1]  # type: ignore[union-attr]
+    estate.clock.advance(60)
+    box.tick()
+    assert counts(estate)["logins"] == 2  # the same grant again: no new login
+
+
 def test_openbao_sealed_names_openbao_and_keeps_the_lease(box: Box, estate: Estate) -> None:
     box.tick()
     estate.bao.sealed = True

@@ -23,6 +23,7 @@ is made before then. Tokens never reach a log line or an exception text.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -134,6 +135,7 @@ class Stored:
     expires_at: float
     renewable: bool
     lease_id: str = ""
+    grant_jti: str = ""  # the jti of the grant this token descends from (not a secret)
 
     def __repr__(self) -> str:  # never print the token
         return f"Stored(kind={self.kind!r}, expires_at={self.expires_at}, lease={self.lease_id!r})"
@@ -156,6 +158,7 @@ class TokenState:
                 "expires_at": t.expires_at,
                 "renewable": t.renewable,
                 "lease_id": t.lease_id,
+                "grant_jti": t.grant_jti,
             }
         body = {
             "version": STATE_VERSION,
@@ -187,6 +190,7 @@ class TokenState:
                     expires_at=float(tok["expires_at"]),
                     renewable=bool(tok["renewable"]),
                     lease_id=str(tok.get("lease_id", "")),
+                    grant_jti=str(tok.get("grant_jti", "")),
                 )
             nb = data.get("lease_not_before")
             return TokenState(
@@ -205,6 +209,16 @@ class HeldToken:
 
     def __repr__(self) -> str:  # never print the token
         return f"HeldToken(kind={self.kind!r})"
+
+
+def grant_jti(jwt: str) -> str:
+    """The grant's ``jti`` claim (unverified: OpenBao verifies); "" when it cannot be read."""
+    try:
+        payload = jwt.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        return str(claims.get("jti") or "") if isinstance(claims, dict) else ""
+    except (IndexError, ValueError, UnicodeDecodeError):
+        return ""
 
 
 def rfc3339(ts: float) -> str:
@@ -260,7 +274,7 @@ class TokenKeeper:
     # -- the round ---------------------------------------------------------------------------
 
     def _round(self, state: TokenState) -> HeldToken:
-        st = state
+        st = self._forget_if_grant_replaced(state)
         tok = st.token
         known = (
             Known(tok.kind, tok.expires_at, tok.renewable, verified=False)
@@ -315,6 +329,26 @@ class TokenKeeper:
             hint="the agent's log lines with event token.* for this tick",
         )
 
+    def _forget_if_grant_replaced(self, st: TokenState) -> TokenState:
+        """A new kit's grant.jwt replaces the old one: tokens from the old grant are dead at
+        tenancy (GRANT_SUPERSEDED), so the stored one is dropped and the new grant logs in."""
+        if st.token is None or not st.token.grant_jti:
+            return st
+        try:
+            current = grant_jti(read_grant(self._cfg.grant_file))
+        except TokenError:
+            return st  # no readable grant: keep using the token it gave us
+        if not current or current == st.token.grant_jti:
+            return st
+        log.warning(
+            f"{self._cfg.grant_file} holds a different grant than the one the stored "
+            f"{st.token.kind} token descends from (a new kit); logging in with the new grant",
+            extra={"event": "token.grant_replaced", "kind": st.token.kind},
+        )
+        st = replace(st, token=None)
+        self._save(st)
+        return st
+
     def _lookup(self, st: TokenState, f: Facts) -> tuple[TokenState, Facts]:
         assert st.token is not None and f.held is not None
         info = self._bao.lookup_self(st.token.token)
@@ -356,13 +390,16 @@ class TokenKeeper:
 
     def _login(self, st: TokenState, f: Facts) -> tuple[TokenState, Facts]:
         grant = read_grant(self._cfg.grant_file)
+        jti = grant_jti(grant)
         login = self._bao.login_jwt(grant)
         now = self._clock()
         log.info(
             f"logged in to OpenBao with the grant: bootstrap token for {login.ttl_s} s",
             extra={"event": "token.login", "ttl_s": login.ttl_s},
         )
-        tok = Stored("bootstrap", login.token, now, now + login.ttl_s, login.renewable)
+        tok = Stored(
+            "bootstrap", login.token, now, now + login.ttl_s, login.renewable, grant_jti=jti
+        )
         held = Known("bootstrap", tok.expires_at, login.renewable, verified=True)
         return replace(st, token=tok), replace(f, held=held, login_done=True, now=now)
 
@@ -405,7 +442,15 @@ class TokenKeeper:
                 "rotate": rotate,
             },
         )
-        tok = Stored("lease", lease.token, now, now + lease.ttl_s, lease.renewable, lease.id)
+        tok = Stored(
+            "lease",
+            lease.token,
+            now,
+            now + lease.ttl_s,
+            lease.renewable,
+            lease.id,
+            grant_jti=st.token.grant_jti,  # a lease descends from the grant of its bearer
+        )
         held = Known("lease", tok.expires_at, lease.renewable, verified=True)
         st = replace(st, token=tok, lease_not_before=None)
         return st, replace(f, held=held, lease_not_before=None, renew_tried=False, now=now)
