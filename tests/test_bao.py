@@ -355,3 +355,34 @@ def test_read_grant_missing_unreadable_empty(tmp_path: Path) -> None:
     with pytest.raises(TokenError) as exc:
         read_grant(tmp_path / "junk.jwt")
     assert exc.value.code == "GRANT_UNREADABLE" and "not a jwt" not in exc.value.message
+
+
+def test_a_server_that_does_not_speak_http_is_a_bad_response() -> None:
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n\x00\x01garbage\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with httpx.Client(trust_env=False) as client:
+            bao = Bao(client, OpenBaoCfg(host="127.0.0.1", port=port))
+            with pytest.raises(BaoError) as exc:
+                bao.lookup_self("hvs.x")
+        assert exc.value.code == "OPENBAO_BAD_RESPONSE"
+        assert f"OpenBao at 127.0.0.1:{port}" in exc.value.message
+        assert "not HTTP" in exc.value.message
+    finally:
+        srv.close()

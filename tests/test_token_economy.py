@@ -186,6 +186,26 @@ def test_non_renewable_lease_rotates_before_it_expires(box: Box, estate: Estate)
     assert c["renewals"] == 0  # lookup-self says not renewable: no renew-self call
 
 
+def test_a_failed_rotation_carries_on_with_the_lease_and_retries_next_tick(
+    box: Box, estate: Estate
+) -> None:
+    box.tick()
+    first = estate.tenancy.leases[0]
+    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
+    assert record is not None
+    record.renewable = False
+    estate.clock.advance(19 * 3600)  # 5 h left: below renew_below_s, rotation due
+    estate.tenancy.fail_next(503, b'{"error":{"code":"DOWN","message":"x"}}', "/lease")
+    assert box.tick().kind == "lease"  # the old lease token carried the tick
+    lease_calls = [r for r in estate.tenancy.requests if r[1].endswith("/lease")]
+    assert counts(estate)["leases"] == 1 and len(lease_calls) == 2
+    estate.clock.advance(60)
+    box.tick()
+    lease_calls = [r for r in estate.tenancy.requests if r[1].endswith("/lease")]
+    assert counts(estate)["leases"] == 2 and len(lease_calls) == 3
+    assert counts(estate)["logins"] == 1
+
+
 # -- rate limited ----------------------------------------------------------------------------
 
 

@@ -375,6 +375,11 @@ class Bao:
                 code="OPENBAO_UNREACHABLE",
                 hint=f"OpenBao's health and the transport to {self.address} (openbao.timeout_s)",
             ) from exc
+        except httpx.ProtocolError as exc:
+            cause = _deploy_cause(exc)
+            if cause is not None:
+                raise cause from exc
+            raise self._bad(what, f"something that is not HTTP ({_root(exc)})") from exc
         except httpx.TransportError as exc:
             cause = _deploy_cause(exc)
             if cause is not None:

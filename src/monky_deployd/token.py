@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from .bao import Bao, RenewRefused, read_grant
 from .config import Config, TokenCfg
-from .errors import TokenError
+from .errors import DeployError, TokenError
 from .fsutil import atomic_write, read_if_exists
 from .tenancy import Lease, RateLimited, Tenancy
 
@@ -431,6 +431,15 @@ class TokenKeeper:
                 },
             )
             return replace(st, lease_not_before=not_before), replace(f, lease_not_before=not_before)
+        except DeployError as err:  # tenancy 5xx, unreachable, bad answer: nothing was minted
+            if st.token.expires_at - self._clock() < WORKING_FLOOR_S:
+                raise
+            log.warning(
+                f"the lease request failed ({err.code}); carrying on with the {st.token.kind} "
+                "token, the next tick asks again",
+                extra={"event": "token.lease_failed", "code": err.code, "kind": st.token.kind},
+            )
+            return st, f
         now = self._clock()
         log.info(
             f"leased a new token ({'rotated the lease' if rotate else 'swapped the bootstrap'}): "
