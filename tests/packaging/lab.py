@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import tempfile
 import threading
@@ -35,10 +36,16 @@ LOCK = Path(tempfile.gettempdir()) / "monky-test-pkgimage.lock"
 
 
 def run(
-    argv: list[str], *, input: bytes | None = None, timeout: float = 600, check: bool = True
+    argv: list[str],
+    *,
+    input: bytes | None = None,
+    timeout: float = 600,
+    check: bool = True,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         argv,
+        env=env,
         input=input.decode() if input is not None else None,
         capture_output=True,
         text=True,
@@ -114,11 +121,16 @@ class Box:
         env: dict[str, str] | None = None,
         timeout: float = 600,
     ) -> subprocess.CompletedProcess[str]:
+        # Values travel in docker's environment (`-e NAME`), not on any command line.
         argv = ["docker", "exec", "-i"]
-        for key, value in (env or {}).items():
-            argv += ["-e", f"{key}={value}"]
+        for key in env or {}:
+            argv += ["-e", key]
         return run(
-            [*argv, self.name, "bash", "-c", script], input=input, check=check, timeout=timeout
+            [*argv, self.name, "bash", "-c", script],
+            input=input,
+            check=check,
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
         )
 
     def close(self) -> None:
