@@ -290,3 +290,38 @@ def test_piped_without_a_grant_is_refused_before_any_change(
         result = _piped(box, bad, _env(registry_server))
         assert result.rc == 2 and "is not a package version" in result.stderr
         assert registry_server.requests == []
+
+
+def test_absent_docker_is_installed_with_the_data_root_placed_first(
+    pkg_image: str, registry_server: RegistryServer, built_deb: Path
+) -> None:
+    """R17: no Docker on the box; Docker's apt repository is not usable (the loopback mirror
+    answers 404), so the distribution's docker.io is installed, with --docker-data-root written
+    to daemon.json before the package (and so its first start) arrived."""
+    registry_server.files[registry_server.gitlab_path(VERSION, DEB)] = built_deb.read_bytes()
+    with Box(pkg_image) as box:
+        box.sh(f"printf %s {shlex.quote(GRANT)} > /root/grant.jwt")
+        assert box.sh("command -v docker dockerd", check=False).stdout == ""
+        args = [
+            "--env", "env-dev-08", "--base-url", registry_server.base_url,
+            "--bootstrap-file", "/root/grant.jwt", "--docker-data-root", "/srv/docker",
+        ]  # fmt: skip
+        result = _piped(box, args, _env(registry_server, MONKY_DEPLOYD_TOKEN=TOKEN))
+        assert "installing the distribution's docker.io" in result.stderr, result.output
+        assert box.sh("dpkg-query -W -f='${Status}' docker.io").stdout == "install ok installed"
+        assert box.sh("cat /etc/docker/daemon.json").stdout == (
+            '{\n  "data-root": "/srv/docker"\n}\n'
+        )
+        first_written = box.sh(
+            "stat -c %Y /etc/docker/daemon.json; stat -c %Y /var/lib/dpkg/info/docker.io.list"
+        ).stdout.split()
+        assert int(first_written[0]) <= int(first_written[1])
+        # The failed Docker repository is not left behind to break later apt-get updates.
+        assert box.sh("ls /etc/apt/sources.list.d/docker.list", check=False).returncode != 0
+        tried = [r for r in registry_server.requests if r.path.startswith("/docker/")]
+        assert [r.path for r in tried] == ["/docker/linux/debian/gpg"]
+        assert "DEPLOY-TOKEN" not in tried[0].headers
+        assert "docker" in box.sh("id -nG monky-deployd").stdout.split()
+        # Debian 12 has no Compose v2 package: named as left, with the rest installed.
+        assert result.rc == 3
+        assert "Docker Compose v2 is not installed" in result.stderr.split("NOT FINISHED")[1]
