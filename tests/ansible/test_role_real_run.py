@@ -55,7 +55,7 @@ def _playbook(
     proc = subprocess.run(
         [
             str(VENV_BIN / "ansible-playbook"),
-            "-v",
+            "-vvv",  # module arguments (headers included) appear unless no_log
             "-i",
             str(inventory),
             "-e",
