@@ -141,6 +141,7 @@ def test_deploy_failing_every_tick_for_three_hours_spends_one_lease(
 
 def test_a_thousand_noop_ticks_spend_no_lease_after_the_first(box: Box, estate: Estate) -> None:
     kinds = {box.tick().kind for _ in range(1)}
+    written = box.token_file.stat()
     for _ in range(999):
         estate.clock.advance(60)
         kinds.add(box.tick().kind)
@@ -149,6 +150,8 @@ def test_a_thousand_noop_ticks_spend_no_lease_after_the_first(box: Box, estate: 
     assert c["leases"] == 1 and c["lease_requests"] == 1 and c["logins"] == 1
     assert c["lookups"] == 999
     assert estate.tenancy.checkin_count == 1000
+    now = box.token_file.stat()  # a steady-state tick writes nothing
+    assert (now.st_ino, now.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
 
 
 def test_a_week_of_ticks_renews_instead_of_leasing(box: Box, estate: Estate) -> None:

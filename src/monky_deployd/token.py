@@ -319,10 +319,11 @@ class TokenKeeper:
                 st, f = self._login(st, f)
             else:  # ROTATE / LEASE_WITH_BOOTSTRAP
                 st, f = self._lease(st, f, rotate=step is Step.ROTATE)
-            if step is not Step.LOOKUP or st.token is None:
+            if st != before and (step is not Step.LOOKUP or st.token is None):
                 # every change is on disk before the next call: a lease is never lost
+                # (a lookup that only refreshes the expiry is not worth a write)
                 self._save(st)
-                changed = changed or st != before
+                changed = True
         raise TokenError(  # pragma: no cover - decide() always converges within a few steps
             "the token phase did not settle on a token",
             code="TOKEN_UNAVAILABLE",
