@@ -243,6 +243,30 @@ def test_rate_limited_while_the_bootstrap_token_works(
     assert box.tick().kind == "lease" and estate.tenancy.lease_requests == requests_before + 2
 
 
+def test_rotation_rate_limited_keeps_the_lease_and_waits(box: Box, estate: Estate) -> None:
+    box.tick()
+    first = estate.tenancy.leases[0]
+    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
+    assert record is not None
+    record.renewable = False
+    estate.clock.advance(19 * 3600)  # 5 h left: rotation due
+    spend_budget(estate)
+    asked = estate.tenancy.lease_requests
+    assert box.tick().kind == "lease"  # 429 on the rotation: the old lease carries on
+    assert estate.tenancy.lease_requests == asked + 1
+    not_before = box.state().lease_not_before
+    assert not_before is not None
+    while estate.clock.now() + 60 < not_before:
+        estate.clock.advance(60)
+        assert box.tick().kind == "lease"
+    assert estate.tenancy.lease_requests == asked + 1
+    estate.clock.advance(60)
+    box.tick()
+    assert estate.tenancy.lease_requests == asked + 2
+    assert box.state().token.lease_id != first.id  # type: ignore[union-attr]
+    assert counts(estate)["logins"] == 1 + 5  # the box's one login; the rest were other boxes
+
+
 def test_rate_limited_with_no_working_token_refuses_with_the_time(
     tmp_path: Path,
 ) -> None:

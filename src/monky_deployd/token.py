@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Literal
+from typing import Literal
 
 from .bao import Bao, RenewRefused, read_grant
 from .config import Config, TokenCfg
@@ -514,15 +514,3 @@ class TokenKeeper:
     def _save(self, state: TokenState) -> None:
         atomic_write(self.path, state.to_json(), 0o600)
         self._state = state
-
-
-def state_summary(state: TokenState) -> dict[str, Any]:
-    """The token record without the token (for diagnostics)."""
-    tok = state.token
-    return {
-        "env": state.env,
-        "kind": tok.kind if tok else None,
-        "expires_at": rfc3339(tok.expires_at) if tok else None,
-        "lease_id": tok.lease_id if tok else None,
-        "lease_not_before": rfc3339(state.lease_not_before) if state.lease_not_before else None,
-    }
