@@ -61,7 +61,7 @@ class DeployError(Exception):
     def __str__(self) -> str:
         text = f"{self.code}: {self.message}"
         if self.hint:
-            text += f" Check: {self.hint}"
+            text += ("" if text.rstrip().endswith((".", ":")) else ".") + f" Check: {self.hint}"
         return text
 
 

@@ -65,11 +65,10 @@ def run_tick(cfg: Config, *, clock: Clock = time.time, config_ms: int = 0) -> Ti
         _fail(rec, err)
     except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
         log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
-        where = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
         _fail(
             rec,
             DeployError(
-                f"unexpected {type(exc).__name__} in phase {where}: {exc}",
+                f"unexpected {type(exc).__name__}: {exc}",
                 code="INTERNAL",
                 hint="this is a monky-deployd bug: run with --debug and report the traceback",
             ),
@@ -93,10 +92,15 @@ def run_tick(cfg: Config, *, clock: Clock = time.time, config_ms: int = 0) -> Ti
 
 def _fail(rec: TickRecord, err: DeployError) -> None:
     rec.outcome, rec.code, rec.message, rec.detail = err.outcome, err.code, err.message, err.detail
+    failed_phase = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
     log.error(
         str(err),
         extra=logs.fields(
-            event="tick.error", code=err.code, hint=err.hint or None, detail=err.detail or None
+            event="tick.error",
+            phase=failed_phase,
+            code=err.code,
+            hint=err.hint or None,
+            detail=err.detail or None,
         ),
     )
 
