@@ -34,7 +34,7 @@ shellcheck -S warning "${scripts[@]}"
 if [[ -d ansible ]]; then
   step "yamllint and ansible-lint (production profile)"
   yamllint -s ansible .gitlab-ci.yml
-  (cd ansible && ansible-lint --offline -p --profile production)
+  (cd ansible && ansible-lint --offline --profile production)
 fi
 
 step "pytest"
