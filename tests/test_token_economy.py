@@ -177,6 +177,18 @@ def test_renewal_capped_short_rotates_with_the_lease_token_never_the_grant(
     assert len({ls.jti for ls in estate.tenancy.leases}) == 1
 
 
+def test_leases_shorter_than_renew_below_are_renewed_not_re_leased(tmp_path: Path) -> None:
+    """A tenancy that mints 4 h leases while renew_below_s is 6 h must not be asked every tick."""
+    with Estate(env=ENV, tenancy_kwargs={"lease_ttl_s": 4 * 3600}) as estate:
+        box = Box(estate, tmp_path)
+        for _ in range(24 * 60):  # a day of ticks
+            assert box.tick().kind == "lease"
+            estate.clock.advance(60)
+        c = counts(estate)
+        assert c["leases"] == 1 and c["lease_requests"] == 1 and c["logins"] == 1
+        assert 10 <= c["renewals"] <= 13  # about every 2 h (half the minted TTL)
+
+
 def test_non_renewable_lease_rotates_before_it_expires(box: Box, estate: Estate) -> None:
     box.tick()
     first = estate.tenancy.leases[0]

@@ -25,9 +25,10 @@ def facts(
     renew_tried: bool = False,
     lease_tried: bool = False,
     login_done: bool = False,
+    issued: int = 0,
 ) -> Facts:
     held = (
-        Known(kind, NOW + left, renewable, verified)  # type: ignore[arg-type]
+        Known(kind, NOW + left, renewable, verified, issued)  # type: ignore[arg-type]
         if kind is not None
         else None
     )
@@ -103,6 +104,21 @@ CASES: list[tuple[str, Facts, Step]] = [
         facts(left=10, renewable=False, login_done=True, lease_tried=True, not_before=60),
         Step.REFUSE_RATE_LIMITED,
     ),
+    # leases minted shorter than renew_below_s: thresholds scale to half the minted TTL
+    ("fresh 4 h lease: use, no renewal", facts(left=4 * H, issued=4 * H), Step.USE),
+    ("4 h lease at 2 h left: use", facts(left=2 * H, issued=4 * H), Step.USE),
+    ("4 h lease below 2 h: renew", facts(left=2 * H - 1, issued=4 * H), Step.RENEW),
+    (
+        "4 h lease renewed back to 4 h: use (no rotation)",
+        facts(left=4 * H, issued=4 * H, renew_tried=True),
+        Step.USE,
+    ),
+    (
+        "fresh 5 min lease (shorter than min_ttl_s): use",
+        facts(left=300, issued=300),
+        Step.USE,
+    ),
+    ("24 h lease: the configured threshold stands", facts(left=5 * H, issued=24 * H), Step.RENEW),
     # bootstrap
     (
         "fresh bootstrap: swap for a lease",
@@ -248,6 +264,13 @@ def test_rotation_only_with_a_working_lease_that_cannot_be_renewed() -> None:
             assert f.held is not None and f.held.kind == "lease"
             assert not f.held.renewable or f.renew_tried
             assert f.held.expires_at - f.now >= WORKING_FLOOR_S
+
+
+def test_a_freshly_minted_lease_is_always_used_as_it_is() -> None:
+    for ttl in (61, 120, 300, 600, 3600, 4 * H, 6 * H, 7 * H, 24 * H, 30 * 24 * H):
+        for cfg_min, cfg_renew in ((0, 0), (600, 6 * H), (3600, 12 * H), (10 * H, 20 * H)):
+            f = replace(facts(left=ttl, issued=ttl), min_ttl_s=cfg_min, renew_below_s=cfg_renew)
+            assert decide(f) is Step.USE, (ttl, cfg_min, cfg_renew)
 
 
 def _simulate(f: Facts) -> list[Step]:

@@ -7,7 +7,8 @@ it names the next step; ``TokenKeeper`` carries the steps out (lookup-self, rene
 lease) and feeds the answers back into the facts until the step is USE (or a refusal).
 
     stored token, not yet asked about in this round                 -> LOOKUP
-    lease, ttl >= renew_below_s (and >= min_ttl_s)                  -> USE
+    lease, ttl >= renew_threshold (renew_below_s, at most half the
+      TTL the lease was minted with)                                -> USE
     lease below that, renewable, not yet renewed this round         -> RENEW
     lease still below (refused/capped), budget open, not leased     -> ROTATE
     lease, budget closed (lease_not_before ahead), ttl >= floor     -> USE
@@ -72,6 +73,7 @@ class Known:
     expires_at: float  # last known expiry on the agent's clock
     renewable: bool
     verified: bool  # lookup-self answered, or obtained/renewed in this round
+    issued_ttl_s: int = 0  # the TTL the lease was minted with (0 = unknown)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,16 @@ class Facts:
         return self.lease_not_before is None or self.now >= self.lease_not_before
 
 
+def renew_threshold(f: Facts, held: Known) -> float:
+    """Below this many seconds left a lease token is renewed, then rotated. Never more than half
+    the TTL the lease was minted with: a fresh lease must be usable as it is, or a tenancy that
+    mints leases shorter than ``renew_below_s`` would be asked for one on every tick."""
+    wanted = max(f.renew_below_s, f.min_ttl_s)
+    if held.issued_ttl_s > 0:
+        wanted = min(wanted, held.issued_ttl_s // 2)
+    return max(wanted, WORKING_FLOOR_S)
+
+
 def decide(f: Facts) -> Step:
     """The next step of the token phase; see the module docstring for the table."""
     held = f.held
@@ -101,7 +113,7 @@ def decide(f: Facts) -> Step:
         return Step.LOOKUP
     left = held.expires_at - f.now
     if held.kind == "lease":
-        if left >= max(f.renew_below_s, f.min_ttl_s, WORKING_FLOOR_S):
+        if left >= renew_threshold(f, held):
             return Step.USE
         if held.renewable and not f.renew_tried:
             return Step.RENEW
@@ -135,6 +147,7 @@ class Stored:
     expires_at: float
     renewable: bool
     lease_id: str = ""
+    issued_ttl_s: int = 0  # the lease's TTL when minted (0 for bootstrap / unknown)
     grant_jti: str = ""  # the jti of the grant this token descends from (not a secret)
 
     def __repr__(self) -> str:  # never print the token
@@ -158,6 +171,7 @@ class TokenState:
                 "expires_at": t.expires_at,
                 "renewable": t.renewable,
                 "lease_id": t.lease_id,
+                "issued_ttl_s": t.issued_ttl_s,
                 "grant_jti": t.grant_jti,
             }
         body = {
@@ -190,6 +204,7 @@ class TokenState:
                     expires_at=float(tok["expires_at"]),
                     renewable=bool(tok["renewable"]),
                     lease_id=str(tok.get("lease_id", "")),
+                    issued_ttl_s=int(tok.get("issued_ttl_s", 0)),
                     grant_jti=str(tok.get("grant_jti", "")),
                 )
             nb = data.get("lease_not_before")
@@ -277,7 +292,7 @@ class TokenKeeper:
         st = self._forget_if_grant_replaced(state)
         tok = st.token
         known = (
-            Known(tok.kind, tok.expires_at, tok.renewable, verified=False)
+            Known(tok.kind, tok.expires_at, tok.renewable, False, tok.issued_ttl_s)
             if tok is not None
             else None
         )
@@ -362,7 +377,7 @@ class TokenKeeper:
             return replace(st, token=None), replace(f, held=None)
         expires = f.now + info.ttl_s
         tok = replace(st.token, expires_at=expires, renewable=info.renewable)
-        held = Known(tok.kind, expires, info.renewable, verified=True)
+        held = Known(tok.kind, expires, info.renewable, True, tok.issued_ttl_s)
         return replace(st, token=tok), replace(f, held=held)
 
     def _renew(self, st: TokenState, f: Facts) -> tuple[TokenState, Facts]:
@@ -459,9 +474,10 @@ class TokenKeeper:
             now + lease.ttl_s,
             lease.renewable,
             lease.id,
+            issued_ttl_s=lease.ttl_s,
             grant_jti=st.token.grant_jti,  # a lease descends from the grant of its bearer
         )
-        held = Known("lease", tok.expires_at, lease.renewable, verified=True)
+        held = Known("lease", tok.expires_at, lease.renewable, True, lease.ttl_s)
         st = replace(st, token=tok, lease_not_before=None)
         return st, replace(f, held=held, lease_not_before=None, renew_tried=False, now=now)
 
