@@ -307,6 +307,20 @@ def test_rate_limited_with_no_working_token_refuses_with_the_time(
         assert estate.tenancy.lease_requests == before + 2
 
 
+def test_a_lease_not_before_far_ahead_is_capped_at_the_budget_window(
+    box: Box, estate: Estate
+) -> None:
+    """A clock that stepped backwards must not keep the box from leasing for days."""
+    from monky_deployd.token import TokenState as State
+
+    far = estate.clock.now() + 10 * 86400
+    box.token_file.write_bytes(State(ENV, None, far).to_json())
+    assert box.tick().kind == "bootstrap"  # budget closed as far as the agent knows
+    estate.clock.advance(3600 + 60)
+    assert box.tick().kind == "lease"
+    assert counts(estate)["leases"] == 1
+
+
 # -- dead tokens and grants ------------------------------------------------------------------
 
 

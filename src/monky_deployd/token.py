@@ -49,6 +49,9 @@ STATE_VERSION = 1
 # report; the agent treats it as expired.
 WORKING_FLOOR_S = 60
 MAX_STEPS = 12
+# Tenancy's budget is per rolling hour: no wait is longer. Caps a retry_after_s and a stored
+# lease_not_before that a clock stepping backwards left far in the future.
+MAX_WAIT_S = 3600
 
 
 # -- pure planning ---------------------------------------------------------------------------
@@ -290,6 +293,9 @@ class TokenKeeper:
 
     def _round(self, state: TokenState) -> HeldToken:
         st = self._forget_if_grant_replaced(state)
+        latest = self._clock() + MAX_WAIT_S
+        if st.lease_not_before is not None and st.lease_not_before > latest:
+            st = replace(st, lease_not_before=latest)
         tok = st.token
         known = (
             Known(tok.kind, tok.expires_at, tok.renewable, False, tok.issued_ttl_s)
@@ -434,7 +440,7 @@ class TokenKeeper:
             return replace(st, token=None), replace(f, held=None)
         except RateLimited as err:
             now = self._clock()
-            not_before = now + max(1, err.retry_after_s)
+            not_before = now + min(max(1, err.retry_after_s), MAX_WAIT_S)
             log.warning(
                 f"tenancy rate-limited the lease ({'rotation' if rotate else 'swap'}); "
                 f"carrying on with the {st.token.kind} token, no lease request before "
