@@ -173,6 +173,16 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(tmp_path: Path
         assert [r.path for r in server.requests() if r.method == "GET"] == [deb_path]
         assert token not in second.stdout and grant not in second.stdout
 
+        # With the timer managed (the default), a host without systemd is refused by name.
+        managed = tmp_path / "managed.json"
+        managed.write_text(
+            json.dumps({**json.loads(extra.read_text()), "monky_deployd_manage_service": True})
+        )
+        third, recap3 = _playbook(inventory, managed, home)
+        assert recap3["failed"] == 1 and recap3["changed"] == 0, third.stdout[-6000:]
+        assert "the service manager of this host is 'sleep', not systemd" in third.stdout
+        assert token not in third.stdout and grant not in third.stdout
+
         # R1: the default ACL carries the agent's read grant to the file the tunneler rewrites
         # (write a temp file, rename over the original: a new inode, the explicit ACL is gone).
         acl = box.check(f"getfacl -p {IDENTITY_DIR}")
