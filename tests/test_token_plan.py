@@ -322,3 +322,8 @@ def test_state_record_round_trips_and_rejects_torn_files() -> None:
         TokenState.from_json(b'{"version": 1, "env": "e", "token": {"kind": "weird"}}')
     with pytest.raises(ValueError):
         TokenState.from_json(b"[]")
+    bad = b'{"version": 1, "env": "e", "token": {"kind": "lease", "token": "hvs.SECRET",'
+    bad += b' "obtained_at": "hvs.SECRET", "expires_at": 1, "renewable": true}}'
+    with pytest.raises(ValueError) as exc:
+        TokenState.from_json(bad)
+    assert "hvs.SECRET" not in str(exc.value)

@@ -216,8 +216,8 @@ class TokenState:
                 token=stored,
                 lease_not_before=float(nb) if nb is not None else None,
             )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"a field is missing or mistyped ({exc})") from exc
+        except (KeyError, TypeError, ValueError) as exc:  # the reason, never a field's value
+            raise ValueError(f"a field is missing or mistyped ({type(exc).__name__})") from None
 
 
 @dataclass(frozen=True)
