@@ -4,6 +4,7 @@ scenario, the totals and per-tick rates of: leases minted, lease requests, grant
 lookup-self calls, renew-self calls, all tenancy requests and all OpenBao requests.
 
     .venv/bin/python bench/token_economy.py [--ticks N] [--interval S] [--scenario NAME ...]
+                                            [--trace]   (also one line per tick that spent)
 
 Scenarios (no Docker needed: none of them reaches a container):
   steady        tenancy has no desired state: every tick is token + check-in (idle)
@@ -71,7 +72,9 @@ def snapshot(est: Estate) -> dict[str, int]:
     }
 
 
-def run(name: str, ticks: int, interval: float) -> tuple[dict[str, int], Counter[str]]:
+def run(
+    name: str, ticks: int, interval: float, trace: bool = False
+) -> tuple[dict[str, int], Counter[str]]:
     with Estate(env=ENV) as est, tempfile.TemporaryDirectory() as tmp:
         grant = est.write_grant(Path(tmp) / "grant.jwt")
         cfg = config.parse(
@@ -86,8 +89,12 @@ def run(name: str, ticks: int, interval: float) -> tuple[dict[str, int], Counter
         base = snapshot(est)
         outcomes: Counter[str] = Counter()
         for i in range(ticks):
+            before = snapshot(est)
             rec = tick.run_tick(cfg, clock=est.clock.now)
             outcomes[f"{rec.outcome}:{rec.code}"] += 1
+            spent = {k: v - before[k] for k, v in snapshot(est).items()}
+            if trace and (i == 0 or spent["lease_req"] or spent["logins"] or spent["renewals"]):
+                print(f"  tick {i:>5} " + " ".join(f"{k}={v}" for k, v in spent.items() if v))
             est.clock.advance(25 * 3600 if (name == "box-off" and i == 0) else interval)
         after = snapshot(est)
         return {k: after[k] - base[k] for k in after}, outcomes
@@ -103,13 +110,16 @@ def main(argv: list[str] | None = None) -> int:
         choices=("steady", "failing", "rate-limited", "box-off"),
         help="repeatable; default: all",
     )
+    ap.add_argument("--trace", action="store_true", help="print the ticks that spent something")
     args = ap.parse_args(argv)
     logging.disable(logging.CRITICAL)  # the agent's JSON lines are not the point here
     names = args.scenario or ["steady", "failing", "rate-limited", "box-off"]
     print(f"{args.ticks} ticks per scenario, fake clock +{args.interval:g} s per tick")
     print(f"{'scenario':<13}" + "".join(f"{c:>12}" for c in COLUMNS) + "   outcomes")
     for name in names:
-        totals, outcomes = run(name, args.ticks, args.interval)
+        if args.trace:
+            print(f"{name}: ticks that spent something")
+        totals, outcomes = run(name, args.ticks, args.interval, args.trace)
         print(f"{name:<13}" + "".join(f"{totals[c]:>12}" for c in COLUMNS), end="")
         print("   " + ", ".join(f"{k} x{v}" for k, v in sorted(outcomes.items())))
         per = "".join(f"{totals[c] / args.ticks:>12.3f}" for c in COLUMNS)
