@@ -25,7 +25,9 @@ if ! command -v setfacl >/dev/null 2>&1; then
   exit 1
 fi
 
-entries="g:$group:r"
+# Files: read only. The explicit mask `m::r` keeps setfacl from widening the group class to the
+# owning group's x/w bits (a file stays effectively 0640, as the contract says).
+entries="g:$group:r,m::r"
 getent passwd "$user" >/dev/null 2>&1 && entries="$entries,u:$user:r"
 dir_entries="g:$group:rx"
 getent passwd "$user" >/dev/null 2>&1 && dir_entries="$dir_entries,u:$user:rx"

@@ -527,9 +527,16 @@ ensure_ziti() {
     if install_tunneler; then bin="$(ziti_bin || true)"; fi
     [[ -n "$bin" ]] || left "ziti-edge-tunnel is not installed: the OpenZiti apt repository ($DEPLOYD_ZITI_KEY_URL, $DEPLOYD_ZITI_APT_URL) was not usable (install the ziti-edge-tunnel package, then re-run)"
   fi
-  # The run-host drop-in (R15): clears the packaged ExecStartPre= that fails with 203/EXEC.
-  install -d -m 0755 "$DEPLOYD_DROPIN_DIR"
-  put_copy "$DEPLOYD_DROPIN_DIR/10-monky-run-host.conf" 0644 root:root "$DEPLOYD_DROPIN_SRC"
+  # The run-host drop-in (R15): clears the packaged ExecStartPre= that fails with 203/EXEC. With
+  # --transport plain the agent needs the tunneler's intercepts (run mode), so no run-host there.
+  local dropin="$DEPLOYD_DROPIN_DIR/10-monky-run-host.conf" changed=0
+  if [[ "$DEPLOYD_TRANSPORT" == ziti ]]; then
+    install -d -m 0755 "$DEPLOYD_DROPIN_DIR"
+    cmp -s "$DEPLOYD_DROPIN_SRC" "$dropin" || changed=1
+    put_copy "$dropin" 0644 root:root "$DEPLOYD_DROPIN_SRC"
+  else
+    warn "--transport plain: the run-host drop-in is not installed (the agent needs the tunneler's intercepts)"
+  fi
 
   owner=root
   getent passwd ziti >/dev/null && owner=ziti
@@ -564,6 +571,11 @@ ensure_ziti() {
   fi
   [[ -n "$bin" ]] || return 0
   start_unit ziti-edge-tunnel.service
+  # A tunneler that was already running keeps its old command line until restarted.
+  if ((changed)) && systemd_running && systemctl is-active --quiet ziti-edge-tunnel.service; then
+    systemctl restart ziti-edge-tunnel.service ||
+      left "ziti-edge-tunnel.service failed to restart with the run-host drop-in (see journalctl -u ziti-edge-tunnel)"
+  fi
 }
 
 systemd_running() { [[ -d /run/systemd/system ]]; }

@@ -67,6 +67,7 @@ def test_identity_acls_survive_a_tunneler_rewrite(box: Box) -> None:
     assert "default:user:monky-deployd:r--" in dir_acl
     assert "user:monky-deployd:r-x" in dir_acl
     file_acl = box.sh(f"getfacl -cp {IDS}/env-dev-08.json").stdout
+    assert box.sh(f"stat -c %a {IDS}/env-dev-08.json").stdout == "640\n"
     assert "user:monky-deployd:r--" in file_acl and "group:ziti:r--" in file_acl
     before = box.sh(f"stat -c %i {IDS}/env-dev-08.json").stdout
     box.sh(
@@ -76,6 +77,8 @@ def test_identity_acls_survive_a_tunneler_rewrite(box: Box) -> None:
     )
     assert box.sh(f"stat -c %i {IDS}/env-dev-08.json").stdout != before  # a new inode
     assert "user:monky-deployd:r--" in box.sh(f"getfacl -cp {IDS}/env-dev-08.json").stdout
+    # The grant never widens the file: group class stays read-only (effectively 0640).
+    assert box.sh(f"stat -c '%a %U %G' {IDS}/env-dev-08.json").stdout == "640 ziti ziti\n"
     read = box.sh(f"runuser -u monky-deployd -- cat {IDS}/env-dev-08.json")
     assert "https://new:1280" in read.stdout
 

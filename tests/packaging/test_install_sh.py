@@ -24,6 +24,11 @@ IDENTITY = '{"ztAPI":"https://ctrl.example:1280","id":{"cert":"pem:x","key":"pem
 DEB = f"monky-deployd_{VERSION}_amd64.deb"
 IDS = "/opt/openziti/etc/identities"
 
+# Stand-in tunneler: `enroll --jwt FILE --identity OUT` writes an identity naming the JWT.
+FAKE_TUNNELER = """#!/bin/sh
+[ "$1" = enroll ] && [ "$2" = --jwt ] && [ "$4" = --identity ] || exit 64
+printf '{"enrolled_from":"%s"}' "$(cat "$3")" > "$5"
+"""
 FAKE_DOCKER = "#!/bin/sh\necho 'Docker version 29.0.1, build fake'\n"
 PREPARE = f"""
 set -e
@@ -265,6 +270,30 @@ def test_os_release_version_never_reaches_the_url_and_xtrace_shows_no_token(
             )
             # enabled offline, so it starts on the next boot with systemd
             assert box.sh("test -L /etc/systemd/system/timers.target.wants/monky-deployd.timer")
+
+            # R15: the tunneler arrives later; the same command, with the kit's files gone,
+            # enrols the kept JWT (no new kit needed).
+            box.sh(
+                "rm /root/grant.jwt /root/enrol.jwt; mkdir -p /opt/openziti/bin; "
+                f"printf %s {shlex.quote(FAKE_TUNNELER)} > /opt/openziti/bin/ziti-edge-tunnel; "
+                "chmod 0755 /opt/openziti/bin/ziti-edge-tunnel"
+            )
+            rerun = [a for a in args if a not in ("--bootstrap-file", "/root/grant.jwt")]
+            rerun = [a for a in rerun if a not in ("--identity-jwt", "/root/enrol.jwt")]
+            again = _piped(box, rerun, _env(server))
+            assert "identity enrolled into /opt/openziti/etc/identities/env-qa-02.json" in (
+                again.stdout
+            ), again.output
+            assert (
+                box.sh(f"cat {IDS}/env-qa-02.json").stdout == '{"enrolled_from":"enrol.jwt.body"}'
+            )
+            assert box.sh(f"stat -c '%a %G' {IDS}/env-qa-02.json").stdout == "640 ziti\n"
+            assert "user:monky-deployd:r--" in box.sh(f"getfacl -cp {IDS}/env-qa-02.json").stdout
+            assert box.sh("ls /etc/monky-deployd/identity-enrolment.jwt", check=False).returncode
+            left = again.stderr.split("NOT FINISHED")[1]
+            assert "not enrolled" not in left and "ziti-edge-tunnel is not installed" not in left
+            assert "systemd is not running" in left
+            assert again.rc == 3
     finally:
         server.close()
 
