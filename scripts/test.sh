@@ -27,7 +27,7 @@ step "mypy --strict src"
 mypy --strict src
 
 step "bash -n and shellcheck on every shell script"
-mapfile -t scripts < <(git ls-files '*.sh' 'packaging/install.sh' '.ci/run' | sort -u)
+mapfile -t scripts < <(git ls-files '*.sh' 'packaging/install.sh' '.ci/run' 'packaging/debian/*inst' 'packaging/debian/*rm' | sort -u)
 for s in "${scripts[@]}"; do bash -n "$s"; done
 shellcheck -S warning "${scripts[@]}"
 
