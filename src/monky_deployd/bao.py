@@ -35,7 +35,7 @@ import hvac.utils
 
 from . import __version__
 from .config import OpenBaoCfg
-from .errors import BaoError, DeployError, TokenError
+from .errors import BaoError, DeployError, TokenError, named_cause, root_words
 
 log = logging.getLogger(__name__)
 
@@ -366,7 +366,7 @@ class Bao:
         except DeployError:
             raise
         except httpx.TimeoutException as exc:
-            cause = _deploy_cause(exc)
+            cause = named_cause(exc)
             if cause is not None:
                 raise cause from exc
             raise BaoError(
@@ -376,16 +376,16 @@ class Bao:
                 hint=f"OpenBao's health and the transport to {self.address} (openbao.timeout_s)",
             ) from exc
         except httpx.ProtocolError as exc:
-            cause = _deploy_cause(exc)
+            cause = named_cause(exc)
             if cause is not None:
                 raise cause from exc
-            raise self._bad(what, f"something that is not HTTP ({_root(exc)})") from exc
+            raise self._bad(what, f"something that is not HTTP ({root_words(exc)})") from exc
         except httpx.TransportError as exc:
-            cause = _deploy_cause(exc)
+            cause = named_cause(exc)
             if cause is not None:
                 raise cause from exc
             raise BaoError(
-                f"cannot reach OpenBao at {self.address}: {_root(exc)}",
+                f"cannot reach OpenBao at {self.address}: {root_words(exc)}",
                 code="OPENBAO_UNREACHABLE",
                 hint=f"that the OpenBao intercept {self.address} is reachable from this box "
                 "(openbao.host/port in config.yaml, the #openbao-client role attribute)",
@@ -476,25 +476,3 @@ def _nonempty(value: object) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError("empty")
     return value
-
-
-def _deploy_cause(exc: BaseException) -> DeployError | None:
-    seen: BaseException | None = exc
-    hops = 0
-    while seen is not None and hops < 20:
-        if isinstance(seen, DeployError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-        hops += 1
-    return None
-
-
-def _root(exc: BaseException) -> str:
-    seen = exc
-    hops = 0
-    while (seen.__cause__ or seen.__context__) is not None and hops < 20:
-        nxt = seen.__cause__ or seen.__context__
-        assert nxt is not None
-        seen = nxt
-        hops += 1
-    return str(seen) or type(seen).__name__

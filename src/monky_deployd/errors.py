@@ -123,3 +123,27 @@ class PreflightError(DeployError):
 
 class CommandError(DeployError):
     default_code = "COMMAND_FAILED"
+
+
+def named_cause(exc: BaseException) -> DeployError | None:
+    """The first ``DeployError`` in ``exc``'s cause chain: a lower layer (the Ziti transport
+    under httpx) that already named the fault; None when there is none."""
+    seen: BaseException | None = exc
+    for _ in range(20):
+        if seen is None:
+            return None
+        if isinstance(seen, DeployError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def root_words(exc: BaseException) -> str:
+    """The innermost exception's words (the OS's or the library's), for a sentence."""
+    seen = exc
+    for _ in range(20):
+        nxt = seen.__cause__ or seen.__context__
+        if nxt is None:
+            break
+        seen = nxt
+    return str(seen) or type(seen).__name__

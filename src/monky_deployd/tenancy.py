@@ -24,7 +24,14 @@ import httpx
 
 from . import __version__
 from .config import TenancyCfg
-from .errors import DeployError, TenancyError, TokenError, TransportError
+from .errors import (
+    DeployError,
+    TenancyError,
+    TokenError,
+    TransportError,
+    named_cause,
+    root_words,
+)
 
 log = logging.getLogger(__name__)
 
@@ -157,11 +164,11 @@ class Tenancy:
                 f"{self.address} (tenancy.timeout_s)",
             ) from exc
         except httpx.TransportError as exc:
-            cause = _root_cause(exc)
-            if isinstance(cause, DeployError):  # e.g. the Ziti transport named the fault
-                raise cause from exc
+            named = named_cause(exc)
+            if named is not None:  # e.g. the Ziti transport named the fault
+                raise named from exc
             raise TransportError(
-                f"cannot reach tenancy at {self.address}: {cause}",
+                f"cannot reach tenancy at {self.address}: {root_words(exc)}",
                 code="TENANCY_UNREACHABLE",
                 hint=f"that the tenancy intercept {self.address} is reachable from this box "
                 "(the intercept port is 443)",
@@ -257,14 +264,3 @@ def _nonempty_str(value: object) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError("empty")
     return value
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    seen = exc
-    while seen.__cause__ is not None or seen.__context__ is not None:
-        nxt = seen.__cause__ or seen.__context__
-        assert nxt is not None
-        if isinstance(nxt, DeployError):
-            return nxt
-        seen = nxt
-    return seen
