@@ -152,10 +152,12 @@ class Request:
 
 
 class RegistryServer:
-    """Loopback HTTP: serves ``files`` (path -> bytes), 404 otherwise, records every request."""
+    """Loopback HTTP: serves ``files`` (path -> bytes), 302s ``redirects``, 404 otherwise;
+    records every request."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
+        self.redirects: dict[str, str] = {}  # path -> Location of a 302
         self.requests: list[Request] = []
         self.stall_path: str | None = None
         self.stalled = threading.Event()  # set when a request for stall_path arrived
@@ -172,6 +174,13 @@ class RegistryServer:
                 if self.path == server.stall_path:
                     server.stalled.set()
                     server.release.wait(120)
+                target = server.redirects.get(self.path)
+                if target is not None:
+                    self.send_response(302)
+                    self.send_header("Location", target)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = server.files.get(self.path)
                 if body is None:
                     self.send_response(404)
@@ -202,3 +211,11 @@ class RegistryServer:
         self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def __enter__(self) -> RegistryServer:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

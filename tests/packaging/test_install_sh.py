@@ -326,9 +326,15 @@ def test_absent_docker_is_installed_with_the_data_root_placed_first(
 ) -> None:
     """R17: no Docker on the box; Docker's apt repository is not usable (the loopback mirror
     answers 404), so the distribution's docker.io is installed, with --docker-data-root written
-    to daemon.json before the package (and so its first start) arrived."""
-    registry_server.files[registry_server.gitlab_path(VERSION, DEB)] = built_deb.read_bytes()
-    with Box(pkg_image) as box:
+    to daemon.json before the package (and so its first start) arrived.
+    The registry redirects the download to object storage on another origin (as GitLab does):
+    the DEPLOY-TOKEN must not follow it there."""
+    storage = RegistryServer()
+    storage.files["/bucket/pkg.deb"] = built_deb.read_bytes()
+    registry_server.redirects[registry_server.gitlab_path(VERSION, DEB)] = (
+        f"http://127.0.0.1:{storage.port}/bucket/pkg.deb"
+    )
+    with storage, Box(pkg_image) as box:
         box.sh(f"printf %s {shlex.quote(GRANT)} > /root/grant.jwt")
         assert box.sh("command -v docker dockerd", check=False).stdout == ""
         args = [
@@ -337,6 +343,10 @@ def test_absent_docker_is_installed_with_the_data_root_placed_first(
         ]  # fmt: skip
         result = _piped(box, args, _env(registry_server, MONKY_DEPLOYD_TOKEN=TOKEN))
         assert "installing the distribution's docker.io" in result.stderr, result.output
+        registry = [r for r in registry_server.requests if r.path.startswith("/api/")]
+        assert [r.headers.get("DEPLOY-TOKEN") for r in registry] == [TOKEN]
+        assert [r.path for r in storage.requests] == ["/bucket/pkg.deb"]
+        assert "DEPLOY-TOKEN" not in storage.requests[0].headers
         assert box.sh("dpkg-query -W -f='${Status}' docker.io").stdout == "install ok installed"
         assert box.sh("cat /etc/docker/daemon.json").stdout == (
             '{\n  "data-root": "/srv/docker"\n}\n'
