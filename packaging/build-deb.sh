@@ -40,7 +40,9 @@ fi
 command -v docker >/dev/null || die "docker missing (scripts/docker-up.sh)"
 "$repo/scripts/debian-image.sh" >/dev/null
 
-# Builder image: the bookworm root plus python3-venv (cached).
+# Builder image: the bookworm root plus python3-venv (cached; concurrent builds wait on a lock).
+exec 8>"/tmp/.monky-debbuild-image.lock"
+flock 8
 if ! docker image inspect "$builder_image" >/dev/null 2>&1; then
   echo "build-deb: creating $builder_image (apt-get install python3-venv)"
   cname="monky-debbuild-$$"
@@ -50,6 +52,7 @@ if ! docker image inspect "$builder_image" >/dev/null 2>&1; then
   docker commit "$cname" "$builder_image" >/dev/null
   docker rm "$cname" >/dev/null
 fi
+flock -u 8
 
 work="$(mktemp -d /tmp/monky-build-deb.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
@@ -123,10 +126,11 @@ CTL
 
 mkdir -p "$out"
 deb="$out/monky-deployd_${version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz -z6 --build "$stage" "$deb.tmp" >/dev/null
-mv -f "$deb.tmp" "$deb"
+# Written under a private name, then renamed: a concurrent build never sees half a file.
+dpkg-deb --root-owner-group -Zxz -z6 --build "$stage" "$deb.tmp.$$" >/dev/null
+mv -f "$deb.tmp.$$" "$deb"
 # The kit's one-liner with this release's version as its default.
-sed "s/@DEPLOYD_RELEASE_VERSION@/$version/" "$repo/packaging/install.sh" >"$out/install.sh.tmp"
-chmod 0755 "$out/install.sh.tmp"
-mv -f "$out/install.sh.tmp" "$out/install.sh"
+sed "s/@DEPLOYD_RELEASE_VERSION@/$version/" "$repo/packaging/install.sh" >"$out/install.sh.tmp.$$"
+chmod 0755 "$out/install.sh.tmp.$$"
+mv -f "$out/install.sh.tmp.$$" "$out/install.sh"
 echo "$deb"

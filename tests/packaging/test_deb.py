@@ -157,3 +157,14 @@ def test_reinstall_upgrade_remove_purge(pkg_image: str, built_deb: Path) -> None
         gone = b.sh("ls -d /var/lib/monky-deployd /etc/monky-deployd 2>&1", check=False).stdout
         assert gone.count("No such file or directory") == 2
         assert b.sh("getent passwd monky-deployd", check=False).returncode == 0  # user kept
+
+
+def test_install_reuses_a_leftover_group_and_tolerates_no_identity_dir(
+    pkg_image: str, built_deb: Path
+) -> None:
+    with Box(pkg_image) as b:
+        b.sh("addgroup --quiet --system monky-deployd")
+        _install(b, built_deb)
+        assert b.sh("id -gn monky-deployd").stdout.strip() == "monky-deployd"
+        assert b.sh(f"ls -d {IDS}", check=False).returncode != 0  # not created by the package
+        assert {"docker", "ziti"} <= set(b.sh("id -nG monky-deployd").stdout.split())
