@@ -545,7 +545,7 @@ def test_whole_ticks_failing_deploy_for_three_hours_spend_one_lease(
         rec = tick.run_tick(cfg, clock=estate.clock.now)
         codes.add(rec.code)
         estate.clock.advance(60)
-    assert codes == {"SECRET_MISSING"}  # the deploy fails on every tick
+    assert codes == {"ENV_INCOMPLETE"}  # the deploy fails on every tick (secret absent)
     assert estate.tenancy.report_count == 180
     c = counts(estate)
     assert c["leases"] == 1 and c["lease_requests"] == 1 and c["logins"] == 1

@@ -38,7 +38,7 @@ from .bundle import Bundle
 from .bundle import validate as validate_bundle
 from .compose import Compose, Service, docker_env
 from .config import Config
-from .errors import DeployError, EnvError, TokenError
+from .errors import BaoError, DeployError, EnvError, TokenError
 from .fsutil import atomic_write, read_if_exists
 from .plan import Action, Facts, Plan, decide, needs_container_check
 from .report import PhaseTiming, TickRecord
@@ -105,6 +105,21 @@ def _fail(rec: TickRecord, err: DeployError) -> None:
     )
 
 
+def _render(template: str, values: dict[str, str], absent: dict[str, str]) -> str:
+    """``envfile.render``; an ENV_INCOMPLETE also says which variables OpenBao lacks."""
+    try:
+        return envfile.render(template, values)
+    except EnvError as err:
+        lacking = [f"{name} ({where})" for name, where in sorted(absent.items())]
+        if err.code != "ENV_INCOMPLETE" or not lacking:
+            raise
+        raise EnvError(
+            f"{err.message}; not found in OpenBao: {', '.join(lacking)}",
+            code=err.code,
+            hint=err.hint,
+        ) from err
+
+
 class _Tick:
     def __init__(self, cfg: Config, state: StateDir, rec: TickRecord, clock: Clock) -> None:
         self.cfg, self.state, self.rec, self.clock = cfg, state, rec, clock
@@ -112,6 +127,7 @@ class _Tick:
         self.tenancy: Tenancy | None = None
         self.keeper: TokenKeeper | None = None
         self.held: HeldToken | None = None
+        self.bao: Bao | None = None
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -140,9 +156,9 @@ class _Tick:
     def _run_with_client(self, client: httpx.Client) -> None:
         cfg = self.cfg
         self.tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
-        bao = Bao(client, cfg.openbao)
+        self.bao = Bao(client, cfg.openbao)
         with self.phase("token"):
-            self.keeper = TokenKeeper(cfg, bao, self.tenancy, self.clock)
+            self.keeper = TokenKeeper(cfg, self.bao, self.tenancy, self.clock)
             self.held = self.keeper.acquire()
 
         applied = self.state.read_applied()
@@ -261,32 +277,27 @@ class _Tick:
         )
 
     def _apply(self, revision: str, raw: dict[str, Any], applied: Applied | None) -> None:
-        assert self.held is not None
         with self.phase("bundle"):
             bundle = validate_bundle(revision, raw)
+            registry_auth.select_entry([{"name": e.name, "use": e.use} for e in bundle.manifest])
         with self.phase("secrets"):
-            values, reg_value = self._read_secrets(bundle)
+            values, absent, reg_value = self._read_secrets(bundle)
         secrets = tuple(values.values()) + ((str(reg_value),) if reg_value is not None else ())
         with self.phase("render"):
-            env_text = envfile.render(bundle.env_template, values)
+            env_text = _render(bundle.env_template, values, absent)
         with self.phase("registry"):
-            entry = registry_auth.select_entry(
-                [{"name": e.name, "use": e.use} for e in bundle.manifest]
-            )
-            cred = (
-                registry_auth.parse_credential(reg_value, bundle.registry_host) if entry else None
-            )
-            if cred is not None:
+            cred = None
+            if bundle.registry_entries:
+                cred = registry_auth.parse_credential(reg_value, bundle.registry_host)
                 secrets += (cred.password,)
-            registry_auth.write_docker_config(
-                self.state.docker_dir, bundle.registry_host or "", cred
-            )
         with self.phase("preflight"):
             env = docker_env(self.cfg.docker, self.state.docker_dir)
             info = preflight.docker_info(
                 env, self.cfg.docker.binary, self.cfg.docker.command_timeout_s
             )
             preflight.run(info, self.cfg.docker, self.cfg.disk, bundle.disk_need_bytes)
+        # Everything is checked: only now does anything on the box change.
+        registry_auth.write_docker_config(self.state.docker_dir, bundle.registry_host or "", cred)
         self.state.write_revision(revision, bundle.compose, env_text)
         compose = self._compose(bundle.project, revision, secrets)
         with self.phase("pull"):
@@ -306,17 +317,24 @@ class _Tick:
         self.rec.outcome = "applied"
         self.rec.message = f"applied {revision}: {running} services running"
 
-    def _read_secrets(self, bundle: Bundle) -> tuple[dict[str, str], object | None]:
-        assert self.held is not None
-        bao = Bao(self._client(), self.cfg.openbao)
+    def _read_secrets(self, bundle: Bundle) -> tuple[dict[str, str], dict[str, str], object]:
+        """Values by variable name; variables whose secret OpenBao does not have (name ->
+        path#key); the registry credential's raw value (None without such an entry)."""
+        assert self.held is not None and self.bao is not None
         values: dict[str, str] = {}
-        reg_value: object | None = None
+        absent: dict[str, str] = {}
+        reg_value: object = None
         for entry in bundle.manifest:
-            value = bao.read_secret(self.held.token, entry.path, entry.key)
+            try:
+                value = self.bao.read_secret(self.held.token, entry.path, entry.key)
+            except BaoError as err:
+                if err.code != "SECRET_MISSING" or entry.use is not None:
+                    raise
+                absent[entry.name] = f"{entry.path}#{entry.key}"
+                continue
             if entry.use is not None:
                 reg_value = value
-                continue
-            if isinstance(value, str):
+            elif isinstance(value, str):
                 values[entry.name] = value
             elif isinstance(value, int | float) and not isinstance(value, bool):
                 values[entry.name] = str(value)
@@ -327,16 +345,12 @@ class _Tick:
                     code="SECRET_NOT_STRING",
                     hint=f"the value stored at {entry.path} in OpenBao's KV mount",
                 )
-        return values, reg_value
+        return values, absent, reg_value
 
     def _record_services(self, project: str) -> None:
         self.rec.services = [
             s.as_report() for s in docker_api.project_containers(self.cfg.docker, project)
         ]
-
-    def _client(self) -> httpx.Client:
-        assert self.client is not None
-        return self.client
 
     # -- report ------------------------------------------------------------------------------
 

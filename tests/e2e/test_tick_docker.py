@@ -91,14 +91,27 @@ def test_missing_variable_refuses_and_keeps_containers(lab: Lab) -> None:
     assert run.summary["outcome"] == "refused"
 
 
-def test_secret_missing_in_openbao_refuses(lab: Lab) -> None:
+def test_secret_missing_in_openbao_refuses_naming_variable_and_path(lab: Lab) -> None:
     lab.estate.bao.delete_secret("envs/env-e2e-01/app")
+    template = "DB_PASSWORD=${DB_PASSWORD}\nAPI_KEY=${API_KEY}\n"
+    lab.estate.tenancy.set_desired("r1", lab.bundle(env_template=template))
+    run = lab.tick()
+    assert run.rc == 5
+    first = run.errors[0]
+    assert first["code"] == "ENV_INCOMPLETE" and first["phase"] == "render"
+    assert "API_KEY, DB_PASSWORD" in first["message"]
+    assert "not found in OpenBao: DB_PASSWORD (envs/env-e2e-01/app#db_password)" in first["message"]
+    assert lab.containers() == {}
+    assert not (lab.state_dir / "docker" / "config.json").exists()
+
+
+def test_registry_secret_missing_in_openbao_is_named(lab: Lab) -> None:
+    lab.estate.bao.delete_secret("envs/env-e2e-01/registry")
     lab.estate.tenancy.set_desired("r1", lab.bundle())
     run = lab.tick()
     assert run.rc == 5
     assert run.errors[0]["code"] == "SECRET_MISSING"
-    assert "envs/env-e2e-01/app" in run.errors[0]["message"]
-    assert lab.containers() == {}
+    assert "envs/env-e2e-01/registry" in run.errors[0]["message"]
 
 
 NASTY = "a$b $$c ${D} 'q' \"dq\" #h {} back\\slash\\n  trail  é="
