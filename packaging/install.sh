@@ -302,10 +302,16 @@ installed_version() {
 }
 
 install_package() {
-  local arch deb url
+  local arch deb url want="$DEPLOYD_VERSION"
   arch="$(dpkg --print-architecture)"
-  if [[ -z "$DEPLOYD_DEB_FILE" && "$(installed_version)" == "$DEPLOYD_VERSION" ]]; then
-    log "monky-deployd $DEPLOYD_VERSION already installed"
+  if [[ -n "$DEPLOYD_DEB_FILE" ]]; then
+    want="$(dpkg-deb -f "$DEPLOYD_DEB_FILE" Version)" || {
+      printf 'install.sh: FAILED: %s is not a Debian package\n' "$DEPLOYD_DEB_FILE" >&2
+      exit 1
+    }
+  fi
+  if [[ "$(installed_version)" == "$want" ]]; then
+    log "monky-deployd $want already installed"
     return 0
   fi
   if [[ -n "$DEPLOYD_DEB_FILE" ]]; then

@@ -170,6 +170,7 @@ def test_tunneler_and_systemctl_missing_fail_at_the_end_naming_what_is_left(
     first: FirstRun,
 ) -> None:
     assert first.run.rc == 3, first.run.output
+    assert "FAILED" not in first.run.output
     tail = first.run.stderr.split("NOT FINISHED", 1)[1]
     assert "ziti-edge-tunnel is not installed" in tail
     assert "monky-deployd.timer not enabled or started: systemctl is not available" in tail
@@ -364,3 +365,20 @@ def test_absent_docker_is_installed_with_the_data_root_placed_first(
         # Debian 12 has no Compose v2 package: named as left, with the rest installed.
         assert result.rc == 3
         assert "Docker Compose v2 is not installed" in result.stderr.split("NOT FINISHED")[1]
+
+
+def test_local_deb_installs_without_any_download_and_once(
+    pkg_image: str, registry_server: RegistryServer, built_deb: Path
+) -> None:
+    with Box(pkg_image) as box:
+        box.sh(PREPARE)
+        args = [
+            "--env", "env-dev-08", "--deb", f"/dist/{built_deb.name}",
+            "--bootstrap-file", "/root/grant.jwt", "--identity-file", "/root/id.json",
+        ]  # fmt: skip
+        first = _piped(box, args, _env(registry_server))
+        assert box.sh("dpkg-query -W -f='${Version}' monky-deployd").stdout == VERSION
+        assert not [r for r in registry_server.requests if r.path.startswith("/api/")]
+        assert first.rc == 3 and "FAILED" not in first.output  # only the tunneler/systemd left
+        again = _piped(box, args, _env(registry_server))
+        assert f"monky-deployd {VERSION} already installed" in again.stdout
