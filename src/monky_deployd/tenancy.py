@@ -145,10 +145,13 @@ class Tenancy:
                 for chunk in resp.iter_bytes():
                     size += len(chunk)
                     if size > self._max_body:
-                        raise self._bad(
-                            endpoint,
-                            f"the answer is larger than {self._max_body} bytes (max_bundle_bytes)",
+                        raise TenancyError(
+                            f"tenancy at {self.address} answered POST /{endpoint} with more than "
+                            f"{self._max_body} bytes (max_bundle_bytes); refused unread",
                             code="TENANCY_RESPONSE_TOO_LARGE",
+                            outcome="refused",
+                            hint="the bundle published for this environment (a compose file and "
+                            "template of megabytes is a mistake), or raise max_bundle_bytes",
                         )
                     chunks.append(chunk)
                 resp._content = b"".join(chunks)
@@ -185,10 +188,10 @@ class Tenancy:
             raise self._bad(endpoint, f"HTTP {resp.status_code} with JSON that is not an object")
         return data
 
-    def _bad(self, endpoint: str, what: str, code: str = "TENANCY_BAD_RESPONSE") -> TenancyError:
+    def _bad(self, endpoint: str, what: str) -> TenancyError:
         return TenancyError(
             f"tenancy at {self.address} answered POST /{endpoint} with {what}",
-            code=code,
+            code="TENANCY_BAD_RESPONSE",
             hint="the tenancy service's version and logs; the agent speaks contract v1",
         )
 

@@ -90,7 +90,7 @@ def test_oversized_bundle_is_refused_unread(
     huge = dict(GOOD, env_template="# " + "x" * (5 * 1024 * 1024))
     estate.tenancy.set_desired("r1", huge)
     rec, errors = tick(estate, tmp_path, caplog)
-    assert rec.code == "TENANCY_RESPONSE_TOO_LARGE"
+    assert (rec.code, rec.outcome, exit_code(rec)) == ("TENANCY_RESPONSE_TOO_LARGE", "refused", 5)
     assert "max_bundle_bytes" in errors[0].getMessage()
     assert not list((tmp_path / "state" / "revisions").iterdir())
 
