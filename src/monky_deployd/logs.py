@@ -34,10 +34,6 @@ def phase(name: str) -> Iterator[None]:
         _phase.reset(token)
 
 
-def current_phase() -> str:
-    return _phase.get()
-
-
 class _ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "event"):

@@ -18,7 +18,6 @@ Every refusal has its own code; no message ever holds the password or the raw va
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import os
 import re
@@ -194,18 +193,6 @@ def write_docker_config(
             return False
     fsutil.atomic_write(path, data, CONFIG_MODE)
     return True
-
-
-def stored_username(docker_dir: Path, registry_host: str) -> str | None:
-    """The username config.json holds for ``registry_host`` (for logs), or None."""
-    raw = fsutil.read_if_exists(docker_dir / CONFIG_NAME)
-    if raw is None:
-        return None
-    try:
-        entry = json.loads(raw)["auths"][config_key(registry_host)]["auth"]
-        return base64.b64decode(entry).decode().partition(":")[0]
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        return None
 
 
 def docker_env(docker_dir: Path, docker_host: str | None = None) -> dict[str, str]:
