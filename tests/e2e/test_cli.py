@@ -79,3 +79,26 @@ def test_text_log_format(tmp_path: Path) -> None:
     last = proc.stdout.strip().splitlines()[-1]
     assert "[summary] tick idle:" in last
     assert not last.startswith("{")
+
+
+def test_ziti_identity_faults_are_named_first_through_the_cli(tmp_path: Path) -> None:
+    """transport: ziti with a missing identity, then `{}` (which crashes the 0.6 SDK): the tick
+    names the identity fault in its first error line, in the transport phase, and exits 5."""
+    identity = tmp_path / "env-cli-01.json"
+    cfg = {
+        "env": "env-cli-01",
+        "transport": "ziti",
+        "identity": str(identity),
+        "state_dir": str(tmp_path / "state"),
+        "grant_file": str(tmp_path / "grant.jwt"),
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    for content, code in ((None, "IDENTITY_MISSING"), ("{}", "IDENTITY_INCOMPLETE")):
+        if content is not None:
+            identity.write_text(content)
+        proc = run("apply", "--once", "--config", str(path))
+        assert proc.returncode == 5, proc.stdout + proc.stderr
+        errors = [ln for ln in parse_lines(proc.stdout) if ln["level"] == "ERROR"]
+        assert errors[0]["code"] == code and errors[0]["phase"] == "transport"
+        assert str(identity) in errors[0]["message"]
