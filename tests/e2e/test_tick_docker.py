@@ -167,3 +167,19 @@ def test_unauthenticated_pull_names_the_registry_words(lab: Lab) -> None:
     assert err["code"] == "REGISTRY_AUTH"
     assert "no basic auth credentials" in err["message"]
     assert "no basic auth credentials" in lab.estate.tenancy.reports[-1]["detail"]
+
+
+def test_disk_preflight_refuses_before_any_pull_or_write(lab: Lab) -> None:
+    lab.write_config(disk={"headroom_bytes": 2**60})  # no filesystem here has an exbibyte free
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
+    pulls = lab.pulls()
+    run = lab.tick()
+    assert run.rc == 5
+    first = run.errors[0]
+    assert first["code"] == "DISK_INSUFFICIENT" and first["phase"] == "preflight"
+    assert "free" in first["message"]
+    assert lab.pulls() == pulls
+    assert lab.containers() == {}
+    assert not (lab.state_dir / "docker" / "config.json").exists()
+    assert not list((lab.state_dir / "revisions").iterdir())
+    assert lab.estate.tenancy.reports[-1]["code"] == "DISK_INSUFFICIENT"
