@@ -28,28 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
 
 from monky_deployd import config, tick  # noqa: E402
-from monky_deployd.bao import Bao  # noqa: E402
-from monky_deployd.tenancy import Tenancy  # noqa: E402
 from tests.fakes.estate import Estate  # noqa: E402
 
 ENV = "env-bench-01"
 COLUMNS = ("leases", "lease_req", "logins", "lookups", "renewals", "tenancy_req", "bao_req")
-
-
-def spend_budget(est: Estate) -> None:
-    with httpx.Client(trust_env=False, verify=False) as client:
-        bao = Bao(client, config.OpenBaoCfg(host=est.bao.host, port=est.bao.port))
-        ten = Tenancy(
-            client,
-            config.TenancyCfg(host=est.tenancy.host, port=est.tenancy.port),
-            ENV,
-            max_body_bytes=1 << 20,
-        )
-        for _ in range(est.tenancy.lease_budget):
-            ten.lease(bao.login_jwt(est.grant).token)
 
 
 def failing_bundle() -> dict[str, object]:
@@ -83,7 +67,7 @@ def run(
         )
         setup: dict[str, Callable[[], None]] = {
             "failing": lambda: est.tenancy.set_desired("r1", failing_bundle()),
-            "rate-limited": lambda: spend_budget(est),
+            "rate-limited": est.spend_lease_budget,
         }
         if name in setup:
             setup[name]()

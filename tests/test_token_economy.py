@@ -99,20 +99,6 @@ def counts(est: Estate) -> dict[str, int]:
     }
 
 
-def spend_budget(est: Estate, n: int = 5, env: str = ENV) -> None:
-    """Other boxes of the environment mint `n` leases (real HTTP to the fake tenancy)."""
-    with http_client() as client:
-        bao = Bao(client, config.OpenBaoCfg(host=est.bao.host, port=est.bao.port))
-        tenancy = Tenancy(
-            client,
-            config.TenancyCfg(host=est.tenancy.host, port=est.tenancy.port),
-            env,
-            max_body_bytes=1 << 20,
-        )
-        for _ in range(n):
-            tenancy.lease(bao.login_jwt(est.grant).token)
-
-
 def all_tokens(est: Estate) -> list[str]:
     return [rec.token for rec in est.bao.tokens.records()]
 
@@ -227,7 +213,7 @@ def test_a_failed_rotation_carries_on_with_the_lease_and_retries_next_tick(
 def test_rate_limited_while_the_bootstrap_token_works(
     box: Box, estate: Estate, caplog: pytest.LogCaptureFixture
 ) -> None:
-    spend_budget(estate)
+    estate.spend_lease_budget()
     requests_before = estate.tenancy.lease_requests
     caplog.set_level(logging.INFO)
     held = box.tick()
@@ -262,7 +248,7 @@ def test_rotation_rate_limited_keeps_the_lease_and_waits(box: Box, estate: Estat
     assert record is not None
     record.renewable = False
     estate.clock.advance(19 * 3600)  # 5 h left: rotation due
-    spend_budget(estate)
+    estate.spend_lease_budget()
     asked = estate.tenancy.lease_requests
     assert box.tick().kind == "lease"  # 429 on the rotation: the old lease carries on
     assert estate.tenancy.lease_requests == asked + 1
@@ -284,7 +270,7 @@ def test_rate_limited_with_no_working_token_refuses_with_the_time(
 ) -> None:
     with Estate(env=ENV, bao_kwargs={"bootstrap_ttl_s": 30}) as estate:
         box = Box(estate, tmp_path)
-        spend_budget(estate)
+        estate.spend_lease_budget()
         before = estate.tenancy.lease_requests
         with pytest.raises(TokenError) as exc:
             box.acquire()
@@ -610,7 +596,7 @@ def test_whole_ticks_rate_limited_apply_with_bootstrap_then_swap(
         est = lab.estate
         est.bao.set_secret("envs/env-e2e-01/app", {"db_password": "pw"})
         est.tenancy.set_desired("r1", lab.bundle())
-        spend_budget(est, env="env-e2e-01")
+        est.spend_lease_budget()
         asked = est.tenancy.lease_requests
         cfg = config.load(lab.config_path)
         token_file = cfg.state_dir / "token.json"

@@ -52,6 +52,26 @@ class Estate:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def spend_lease_budget(self, n: int | None = None) -> None:
+        """Other boxes of the environment mint ``n`` leases (default: the whole budget), through
+        the agent's own OpenBao and tenancy clients over real HTTP."""
+        import httpx
+
+        from monky_deployd import config
+        from monky_deployd.bao import Bao
+        from monky_deployd.tenancy import Tenancy
+
+        with httpx.Client(trust_env=False) as client:
+            bao = Bao(client, config.OpenBaoCfg(host=self.bao.host, port=self.bao.port))
+            tenancy = Tenancy(
+                client,
+                config.TenancyCfg(host=self.tenancy.host, port=self.tenancy.port),
+                self.env,
+                max_body_bytes=1 << 20,
+            )
+            for _ in range(self.tenancy.lease_budget if n is None else n):
+                tenancy.lease(bao.login_jwt(self.grant).token)
+
     def write_grant(self, path: Path, text: str | None = None) -> Path:
         """Write the grant (or `text`) as the kit does: JWT text plus a newline, mode 0600."""
         write_private(path, ((self.grant if text is None else text) + "\n").encode())
