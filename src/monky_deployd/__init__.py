@@ -3,3 +3,4 @@
 from __future__ import annotations
 
 __version__ = "0.1.0"
+USER_AGENT = f"monky-deployd/{__version__}"

@@ -24,7 +24,7 @@ def ensure_private_dir(path: Path, mode: int = 0o700) -> Path:
     except OSError as exc:
         raise StateError(
             f"cannot create directory {path} with mode {mode:o}: {exc.strerror or exc}",
-            hint=f"ownership and permissions of {path.parent} for user {_user()}",
+            hint=f"ownership and permissions of {path.parent} for user {user_name()}",
         ) from exc
     return path
 
@@ -54,7 +54,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     except OSError as exc:
         raise StateError(
             f"cannot write {path}: {exc.strerror or exc}",
-            hint=f"free space and permissions of {directory} for user {_user()}",
+            hint=f"free space and permissions of {directory} for user {user_name()}",
         ) from exc
     finally:
         if tmp_name:
@@ -71,14 +71,16 @@ def read_if_exists(path: Path) -> bytes | None:
     except OSError as exc:
         raise StateError(
             f"cannot read {path}: {exc.strerror or exc}",
-            hint=f"ownership and mode of {path} for user {_user()}",
+            hint=f"ownership and mode of {path} for user {user_name()}",
         ) from exc
 
 
-def _user() -> str:
+def user_name(uid: int | None = None) -> str:
+    """The account name of ``uid`` (default: this process's effective user), or ``uid N``."""
     import pwd
 
+    uid = os.geteuid() if uid is None else uid
     try:
-        return pwd.getpwuid(os.geteuid()).pw_name
+        return pwd.getpwuid(uid).pw_name
     except KeyError:
-        return str(os.geteuid())
+        return f"uid {uid}"

@@ -15,9 +15,7 @@ import hvac
 import hvac.adapters
 import hvac.utils
 
-from . import __version__
-
-USER_AGENT = f"monky-deployd/{__version__}"
+from . import USER_AGENT
 
 
 class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]

@@ -25,7 +25,6 @@ import datetime as dt
 import grp
 import json
 import os
-import pwd
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 from .errors import IdentityError
+from .fsutil import user_name
 
 AGENT_USER = "monky-deployd"
 PEM_FIELDS = ("cert", "key", "ca")
@@ -115,13 +115,6 @@ def _read(path: Path, *, what: str) -> bytes:
         ) from exc
 
 
-def _user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
-
-
 def _group_name(gid: int) -> str:
     try:
         return grp.getgrgid(gid).gr_name
@@ -130,7 +123,7 @@ def _group_name(gid: int) -> str:
 
 
 def _describe(st: os.stat_result) -> str:
-    return f"{_user_name(st.st_uid)}:{_group_name(st.st_gid)} mode {stat.S_IMODE(st.st_mode):04o}"
+    return f"{user_name(st.st_uid)}:{_group_name(st.st_gid)} mode {stat.S_IMODE(st.st_mode):04o}"
 
 
 def _membership(user: str, gid: int) -> str:
@@ -153,7 +146,7 @@ def _membership(user: str, gid: int) -> str:
 
 def unreadable_reason(path: Path) -> str:
     """The running user, then why ``path`` is closed to it: owner:group, mode, group membership."""
-    user = _user_name(os.geteuid())
+    user = user_name(os.geteuid())
     who = f"user {user} (uid {os.geteuid()})"
     # A directory on the way that this user cannot search hides the file itself.
     for parent in reversed(path.absolute().parents):
@@ -182,7 +175,7 @@ def _group_hint(path: Path) -> str:
         group = _group_name(path.stat().st_gid)
     except OSError:
         group = "ziti"
-    user = _user_name(os.geteuid())
+    user = user_name(os.geteuid())
     user = AGENT_USER if user in ("root", f"uid {os.geteuid()}") else user
     directory = path.parent
     return (

@@ -32,8 +32,9 @@ class TickRecord:
     finished_at: float | None = None
 
 
-def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def rfc3339(ts: float, timespec: str = "milliseconds") -> str:
+    """UTC, ``Z``-suffixed; ``timespec`` as for ``datetime.isoformat``."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 def body(rec: TickRecord) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from . import __version__
+from . import USER_AGENT
 from .config import TenancyCfg
 from .errors import (
     DeployError,
@@ -34,8 +34,6 @@ from .errors import (
 )
 
 log = logging.getLogger(__name__)
-
-USER_AGENT = f"monky-deployd/{__version__}"
 
 
 class RateLimited(TenancyError):

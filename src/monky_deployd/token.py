@@ -31,12 +31,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 
 from .bao import Bao, RenewRefused, read_grant
 from .config import Config, TokenCfg
 from .errors import DeployError, TokenError
 from .fsutil import atomic_write, read_if_exists
+from .report import rfc3339
 from .tenancy import Lease, RateLimited, Tenancy
 from .token_plan import WORKING_FLOOR_S, Facts, Kind, Known, Step, decide
 
@@ -148,10 +148,6 @@ def grant_jti(jwt: str) -> str:
         return str(claims.get("jti") or "") if isinstance(claims, dict) else ""
     except (IndexError, ValueError, UnicodeDecodeError):
         return ""
-
-
-def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- the keeper ------------------------------------------------------------------------------
@@ -355,12 +351,12 @@ class TokenKeeper:
             log.warning(
                 f"tenancy rate-limited the lease ({'rotation' if rotate else 'swap'}); "
                 f"carrying on with the {st.token.kind} token, no lease request before "
-                f"{rfc3339(not_before)}",
+                f"{rfc3339(not_before, 'seconds')}",
                 extra={
                     "event": "token.rate_limited",
                     "kind": st.token.kind,
                     "retry_after_s": err.retry_after_s,
-                    "lease_not_before": rfc3339(not_before),
+                    "lease_not_before": rfc3339(not_before, "seconds"),
                 },
             )
             return replace(st, lease_not_before=not_before), replace(f, lease_not_before=not_before)
@@ -401,7 +397,7 @@ class TokenKeeper:
     def _refusal(self, step: Step, st: TokenState) -> TokenError:
         if step is Step.REFUSE_RATE_LIMITED:
             assert st.lease_not_before is not None
-            when = rfc3339(st.lease_not_before)
+            when = rfc3339(st.lease_not_before, "seconds")
             log.warning(
                 f"no working token and the lease budget is spent until {when}",
                 extra={"event": "token.rate_limited", "lease_not_before": when},

@@ -5,15 +5,12 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-from tests.e2e.lab import parse_lines
+from tests.e2e.lab import CLI, parse_lines
 from tests.fakes.estate import Estate
-
-CLI = (sys.executable, "-m", "monky_deployd.cli")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
