@@ -16,11 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from monky_deployd_testkit import dockerlab
+from monky_deployd_testkit.lab import CLI, Lab
 
-from tests.e2e.lab import CLI, Lab  # noqa: E402
-from tests.support import dockerlab  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BASELINE = (sys.executable, "-c", "import httpx, pydantic, hvac, yaml, pythonjsonlogger")
 

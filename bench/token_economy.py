@@ -25,12 +25,11 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from monky_deployd import config
+from monky_deployd.agent import tick
+from monky_deployd_testkit.fakes.estate import Estate
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-
-from monky_deployd import config, tick  # noqa: E402
-from tests.fakes.estate import Estate  # noqa: E402
 
 ENV = "env-bench-01"
 COLUMNS = ("leases", "lease_req", "logins", "lookups", "renewals", "tenancy_req", "bao_req")

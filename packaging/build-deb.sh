@@ -63,6 +63,8 @@ mkdir -p "$work/src" "$stage/opt/monky-deployd" "$pip_cache"
 cp "$repo/pyproject.toml" "$work/src/"
 cp -r "$repo/src" "$work/src/src"
 find "$work/src" -name __pycache__ -prune -exec rm -rf {} +
+# The test kit (loopback fakes, Docker lab) lives beside the agent in src/ but is not shipped.
+rm -rf "$work/src/src/monky_deployd_testkit"
 if [[ -f "$repo/README.md" ]]; then cp "$repo/README.md" "$work/src/"; else echo "monky-deployd" >"$work/src/README.md"; fi
 
 # The host's trust store and pip settings reach pip in the container (a TLS-intercepting proxy's CA

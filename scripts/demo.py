@@ -1,7 +1,7 @@
 """The main job, shown end to end: one real tick against loopback reference services.
 
-Starts the reference tenancy and OpenBao fakes (tests/fakes) on 127.0.0.1, a real registry with
-htpasswd auth holding a real busybox image, publishes a desired bundle, then runs
+Starts the reference tenancy and OpenBao fakes (monky_deployd_testkit.fakes) on 127.0.0.1, a real
+registry with htpasswd auth holding a real busybox image, publishes a desired bundle, then runs
 `monky-deployd apply --once` twice: the first tick applies the bundle to real containers, the
 second is a no-op. Without a reachable Docker engine it says so and prints what would have run.
 """
@@ -15,11 +15,10 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from monky_deployd_testkit import dockerlab
+from monky_deployd_testkit.fakes.estate import Estate
 
-from tests.fakes.estate import Estate  # noqa: E402
-from tests.support import dockerlab  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 ENV = "env-demo-01"
 

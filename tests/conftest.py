@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.dockerlab import Registry, ensure_busybox_image
+from monky_deployd_testkit.dockerlab import Registry, ensure_busybox_image
 
 
 @pytest.fixture(scope="session")

@@ -19,10 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__, logs
-from .config import DEFAULT_CONFIG_PATH, load
-from .errors import ConfigError
-from .report import TickRecord
+from monky_deployd import __version__
+from monky_deployd.agent import logs
+from monky_deployd.config import DEFAULT_CONFIG_PATH, load
+from monky_deployd.core.errors import ConfigError
+from monky_deployd.core.report import TickRecord
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -94,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_CONFIG
     config_ms = int((time.monotonic() - started) * 1000)
-    from .tick import run_tick  # imported after config so a bad config fails fast
+    from monky_deployd.agent.tick import (
+        run_tick,  # imported after config so a bad config fails fast
+    )
 
     return exit_code(run_tick(cfg, config_ms=config_ms))
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import ConfigError
+from monky_deployd.core.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = Path("/etc/monky-deployd/config.yaml")
 TENANCY_INTERCEPT_PORT = 443  # the Ziti intercept; the pod's own listener port never goes here

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.e2e.lab import CLI, parse_lines
-from tests.fakes.estate import Estate
+from monky_deployd_testkit.fakes.estate import Estate
+from monky_deployd_testkit.lab import CLI, parse_lines
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.lab import Lab
-from tests.support.dockerlab import Registry
+from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.lab import Lab
 
 pytestmark = pytest.mark.docker
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from monky_deployd.config import load
-from monky_deployd.errors import ConfigError
+from monky_deployd.core.errors import ConfigError
 
 
 def write(tmp_path: Path, text: str) -> Path:

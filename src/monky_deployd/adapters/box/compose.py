@@ -1,0 +1,95 @@
+"""``docker compose`` for one project directory, through ``runner``.
+
+The docker CLI always runs with ``DOCKER_CONFIG=<state_dir>/docker`` (the agent's own registry
+credential, never ``$HOME/.docker``) and, when configured, ``DOCKER_HOST``. Pull failures are
+classified by ``pullerrors`` so the registry's own words reach the log and the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box.docker_config import docker_env as docker_only_env
+from monky_deployd.adapters.box.state import COMPOSE_FILE
+from monky_deployd.config import DockerCfg
+from monky_deployd.core import pullerrors
+from monky_deployd.core.errors import CommandError
+
+
+def docker_env(cfg: DockerCfg, docker_dir: Path) -> dict[str, str]:
+    """The whole environment of every docker child: PATH, DOCKER_CONFIG, DOCKER_HOST if set."""
+    return runner.base_env(docker_only_env(docker_dir, cfg.host))
+
+
+class Compose:
+    def __init__(
+        self,
+        cfg: DockerCfg,
+        docker_dir: Path,
+        project: str,
+        workdir: Path,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        self.cfg = cfg
+        self.project = project
+        self.workdir = workdir
+        self.env = docker_env(cfg, docker_dir)
+        self.secrets = tuple(secrets)
+
+    def _argv(self, *args: str) -> tuple[str, ...]:
+        return (
+            self.cfg.binary,
+            "compose",
+            "--project-name",
+            self.project,
+            "--project-directory",
+            str(self.workdir),
+            "--file",
+            str(self.workdir / COMPOSE_FILE),
+            *args,
+        )
+
+    def _run(self, *args: str, timeout: float, code: str) -> runner.Result:
+        return runner.run(
+            self._argv(*args),
+            env=self.env,
+            timeout=timeout,
+            cwd=str(self.workdir),
+            secrets=self.secrets,
+            code=code,
+        )
+
+    def pull(self, registry_host: str | None = None) -> None:
+        result = runner.run(
+            self._argv("pull", "--quiet"),
+            env=self.env,
+            timeout=self.cfg.pull_timeout_s,
+            cwd=str(self.workdir),
+            secrets=self.secrets,
+            check=False,
+        )
+        if result.returncode != 0:
+            output = runner.mask(result.stderr + "\n" + result.stdout, self.secrets)
+            raise pullerrors.pull_error(
+                output, returncode=result.returncode, registry_host=registry_host
+            )
+
+    def up(self) -> None:
+        try:
+            self._run(
+                "up",
+                "--detach",
+                "--remove-orphans",
+                timeout=self.cfg.up_timeout_s,
+                code="UP_FAILED",
+            )
+        except CommandError as exc:
+            if exc.code == "UP_FAILED" and "no space left on device" in exc.detail:
+                exc.code = "DISK_FULL"
+            raise
+
+    def down(self) -> None:
+        """Stop and remove the project's containers and networks; volumes are kept."""
+        self._run("down", "--remove-orphans", timeout=self.cfg.up_timeout_s, code="DOWN_FAILED")

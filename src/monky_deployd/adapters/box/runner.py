@@ -1,0 +1,113 @@
+"""The one place the agent starts subprocesses.
+
+``run`` takes an argument tuple (never a shell string), an explicit environment built from a
+minimal base (``PATH`` plus what the caller adds, such as ``DOCKER_CONFIG``), a timeout, and a
+list of secret strings to mask. The command is logged with secrets masked; on failure a
+``CommandError`` carries the tail of stderr (masked) as ``detail``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from monky_deployd.core.errors import CommandError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+STDERR_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    ms: int
+
+
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """Replace every non-trivial secret in ``text`` with ``***``."""
+    for secret in sorted({s for s in secrets if s and len(s) >= 3}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A minimal child environment: PATH (the agent's, or a safe default) plus ``extra``."""
+    env = {"PATH": os.environ.get("PATH") or DEFAULT_PATH, "LANG": "C.UTF-8"}
+    if extra:
+        env.update(extra)
+    return env
+
+
+def tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run(
+    argv: tuple[str, ...],
+    *,
+    env: Mapping[str, str],
+    timeout: float,
+    cwd: str | None = None,
+    secrets: Iterable[str] = (),
+    check: bool = True,
+    code: str = "COMMAND_FAILED",
+) -> Result:
+    """Run ``argv`` and return its result; raise ``CommandError`` (with stderr tail) on failure."""
+    secrets = tuple(secrets)
+    shown = mask(" ".join(argv), secrets)
+    log.debug("run", extra={"event": "command.start", "argv": shown})
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            argv,
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise CommandError(
+            f"cannot run {argv[0]}: not found on PATH",
+            code="COMMAND_NOT_FOUND",
+            hint=f"that {argv[0]} is installed and on PATH={env.get('PATH', '')}",
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+        raise CommandError(
+            f"{shown} did not finish within {timeout:.0f} s",
+            code="COMMAND_TIMEOUT",
+            hint="the Docker daemon's health and the registry's reachability",
+            detail=mask(tail(err or ""), secrets),
+        ) from exc
+    ms = int((time.monotonic() - started) * 1000)
+    result = Result(argv, proc.returncode, proc.stdout, proc.stderr, ms)
+    log.debug(
+        "ran",
+        extra={"event": "command.end", "argv": shown, "rc": proc.returncode, "ms": ms},
+    )
+    if check and proc.returncode != 0:
+        detail = mask(tail(proc.stderr or proc.stdout), secrets)
+        raise CommandError(
+            f"{shown} exited with status {proc.returncode}: {last_line(detail)}",
+            code=code,
+            detail=detail,
+        )
+    return result
+
+
+def last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else "(no output)"

@@ -1,0 +1,171 @@
+"""The agent's state directory (``state_dir``, mode 0700).
+
+Layout::
+
+    <state_dir>/lock                 flock: one tick at a time
+    <state_dir>/applied.json         what is applied: revision, project, services (0600)
+    <state_dir>/token.json           token bookkeeping (token.py; 0600)
+    <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
+    <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600)
+
+Every file is written with ``fsutil.atomic_write``. A revision directory is assembled under a
+temporary name and renamed into place, so a crash never leaves a half-written project.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from monky_deployd.adapters.fsutil import atomic_write, ensure_private_dir, read_if_exists
+from monky_deployd.core.errors import LockBusy, StateError
+
+COMPOSE_FILE = "compose.yaml"
+ENV_FILE = ".env"
+KEEP_REVISIONS = 3
+
+
+@dataclass(frozen=True)
+class Applied:
+    revision: str
+    project: str
+    services: list[str] = field(default_factory=list)
+    applied_at: str = ""
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+
+class StateDir:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.docker_dir = root / "docker"
+        self.revisions_dir = root / "revisions"
+        self.applied_file = root / "applied.json"
+        self.token_file = root / "token.json"
+
+    def ensure(self) -> StateDir:
+        ensure_private_dir(self.root)
+        ensure_private_dir(self.docker_dir)
+        ensure_private_dir(self.revisions_dir)
+        return self
+
+    # -- lock --------------------------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, wait_s: float) -> Iterator[None]:
+        """Hold the tick lock; wait up to ``wait_s`` for another tick, then raise LockBusy."""
+        path = self.root / "lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StateError(
+                f"cannot open the lock file {path}: {exc.strerror}",
+                hint=f"ownership of {self.root}",
+            ) from exc
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() >= deadline:
+                        holder = _read_holder(fd)
+                        raise LockBusy(
+                            f"another monky-deployd tick{holder} holds {path}; "
+                            f"waited {wait_s:.0f} s and gave up without touching anything",
+                            hint="`systemctl status monky-deployd` or `pgrep -af monky-deployd`; "
+                            "run again when it has finished",
+                        ) from exc
+                    time.sleep(0.1)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            yield
+        finally:
+            os.close(fd)
+
+    # -- applied record ----------------------------------------------------------------------
+
+    def read_applied(self) -> Applied | None:
+        raw = read_if_exists(self.applied_file)
+        if raw is None:
+            return None
+        try:
+            data: dict[str, Any] = json.loads(raw)
+            applied = Applied(
+                revision=str(data["revision"]),
+                project=str(data["project"]),
+                services=[str(s) for s in data.get("services", [])],
+                applied_at=str(data.get("applied_at", "")),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None  # unreadable record: the next check-in re-applies the desired bundle
+        if not (self.revision_dir(applied.revision) / COMPOSE_FILE).is_file():
+            return None
+        return applied
+
+    def write_applied(self, applied: Applied) -> None:
+        atomic_write(self.applied_file, applied.to_json(), 0o600)
+
+    # -- revisions ---------------------------------------------------------------------------
+
+    def revision_dir(self, revision: str) -> Path:
+        return self.revisions_dir / revision
+
+    def write_revision(self, revision: str, compose_text: str, env_text: str) -> Path:
+        """Assemble ``revisions/<revision>/`` under a temporary name, then rename it in place."""
+        final = self.revision_dir(revision)
+        staging = self.revisions_dir / f".{revision}.staging"
+        try:
+            shutil.rmtree(staging, ignore_errors=True)
+            ensure_private_dir(staging)
+            atomic_write(staging / COMPOSE_FILE, compose_text.encode(), 0o600)
+            atomic_write(staging / ENV_FILE, env_text.encode(), 0o600)
+            if final.exists():
+                old = self.revisions_dir / f".{revision}.old"
+                shutil.rmtree(old, ignore_errors=True)
+                os.rename(final, old)
+                os.rename(staging, final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(staging, final)
+        except OSError as exc:
+            raise StateError(
+                f"cannot write the project directory {final}: {exc.strerror or exc}",
+                hint=f"free space and permissions of {self.revisions_dir}",
+            ) from exc
+        return final
+
+    def prune_revisions(self, keep: set[str]) -> None:
+        """Remove revision directories beyond the newest KEEP_REVISIONS, never one in ``keep``."""
+        try:
+            dirs = sorted(
+                (p for p in self.revisions_dir.iterdir() if p.is_dir()),
+                key=lambda p: p.stat().st_mtime,
+                reverse=True,
+            )
+        except OSError:
+            return
+        for stale in dirs[KEEP_REVISIONS:]:
+            if stale.name not in keep:
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except OSError:
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""

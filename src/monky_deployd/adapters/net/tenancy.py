@@ -1,0 +1,267 @@
+"""The tenancy deploy API client (contract.md, "Tenancy deploy API").
+
+Every answer is translated at this boundary into what the agent can act on:
+
+- 401 ``GRANT_SUPERSEDED``   -> ``TokenError(code="GRANT_SUPERSEDED")`` (a newer kit exists)
+- 401 ``TOKEN_INVALID``      -> ``TokenError(code="TOKEN_INVALID")``
+- 403 ``ENV_MISMATCH``       -> ``TokenError(code="ENV_MISMATCH")``
+- 429 ``LEASE_RATE_LIMITED`` -> ``RateLimited`` (carries ``retry_after_s``)
+- 5xx                        -> ``TenancyError(code="TENANCY_UNAVAILABLE")``
+- unreachable / timeout      -> ``TransportError(code="TENANCY_UNREACHABLE")``
+- not JSON / wrong shape / too large -> ``TenancyError(code="TENANCY_BAD_RESPONSE")``
+
+Messages name tenancy and its address, never a token.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from monky_deployd import USER_AGENT
+from monky_deployd.config import TenancyCfg
+from monky_deployd.core.errors import (
+    DeployError,
+    TenancyError,
+    TokenError,
+    TransportError,
+    named_cause,
+    root_words,
+)
+
+log = logging.getLogger(__name__)
+
+
+class RateLimited(TenancyError):
+    default_code = "LEASE_RATE_LIMITED"
+
+    def __init__(self, message: str, *, retry_after_s: int, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class Lease:
+    id: str
+    token: str
+    accessor: str
+    ttl_s: int
+    renewable: bool
+
+    def __repr__(self) -> str:  # never print the token
+        return f"Lease(id={self.id!r}, ttl_s={self.ttl_s}, renewable={self.renewable})"
+
+
+@dataclass(frozen=True)
+class Checkin:
+    status: int  # 200, 204 or 304
+    revision: str | None = None
+    bundle: dict[str, Any] | None = None
+
+
+class Tenancy:
+    def __init__(
+        self, client: httpx.Client, cfg: TenancyCfg, env: str, *, max_body_bytes: int
+    ) -> None:
+        self._client = client
+        self._cfg = cfg
+        self.env = env
+        self.address = f"{cfg.host}:{cfg.port}"
+        self.url = f"http://{self.address}"
+        self._max_body = max_body_bytes
+
+    # -- endpoints ---------------------------------------------------------------------------
+
+    def lease(self, token: str) -> Lease:
+        resp = self._post("lease", token, {})
+        if resp.status_code != 201:
+            self._raise_unexpected("lease", resp)
+        body = self._json("lease", resp)
+        try:
+            raw = body["lease"]
+            return Lease(
+                id=str(raw["id"]),
+                token=_nonempty_str(raw["token"]),
+                accessor=str(raw.get("accessor", "")),
+                ttl_s=int(raw["ttl_s"]),
+                renewable=bool(raw.get("renewable", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._bad("lease", "the lease answer lacks lease.id/token/ttl_s") from exc
+
+    def checkin(self, token: str, body: dict[str, Any], revision: str | None) -> Checkin:
+        headers = {"If-None-Match": f'"{revision}"'} if revision else {}
+        resp = self._post("checkin", token, body, headers)
+        if resp.status_code == 304:
+            return Checkin(304, revision=revision)
+        if resp.status_code == 204:
+            return Checkin(204)
+        if resp.status_code != 200:
+            self._raise_unexpected("checkin", resp)
+        data = self._json("checkin", resp)
+        rev = data.get("revision")
+        bundle = data.get("bundle")
+        if not isinstance(rev, str) or not rev or not isinstance(bundle, dict):
+            raise self._bad("checkin", "the check-in answer lacks a revision string and bundle")
+        return Checkin(200, revision=rev, bundle=bundle)
+
+    def report(self, token: str, body: dict[str, Any]) -> None:
+        resp = self._post("reports", token, body)
+        if resp.status_code not in (200, 201, 202, 204):
+            self._raise_unexpected("reports", resp)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _post(
+        self,
+        endpoint: str,
+        token: str,
+        body: dict[str, Any],
+        extra_headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        url = f"{self.url}/v1/envs/{self.env}/{endpoint}"
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "User-Agent": USER_AGENT,
+            "Content-Type": "application/json",
+            **(extra_headers or {}),
+        }
+        try:
+            with self._client.stream(
+                "POST",
+                url,
+                content=json.dumps(body).encode(),
+                headers=headers,
+                timeout=self._cfg.timeout_s,
+            ) as resp:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in resp.iter_bytes():
+                    size += len(chunk)
+                    if size > self._max_body:
+                        raise TenancyError(
+                            f"tenancy at {self.address} answered POST /{endpoint} with more than "
+                            f"{self._max_body} bytes (max_bundle_bytes); refused unread",
+                            code="TENANCY_RESPONSE_TOO_LARGE",
+                            outcome="refused",
+                            hint="the bundle published for this environment (a compose file and "
+                            "template of megabytes is a mistake), or raise max_bundle_bytes",
+                        )
+                    chunks.append(chunk)
+                resp._content = b"".join(chunks)
+                return resp
+        except DeployError:
+            raise
+        except httpx.TimeoutException as exc:
+            raise TransportError(
+                f"tenancy at {self.address} did not answer POST /{endpoint} "
+                f"within {self._cfg.timeout_s:.0f} s",
+                code="TENANCY_TIMEOUT",
+                hint="the tenancy service's health and the transport to "
+                f"{self.address} (tenancy.timeout_s)",
+            ) from exc
+        except httpx.TransportError as exc:
+            named = named_cause(exc)
+            if named is not None:  # e.g. the Ziti transport named the fault
+                raise named from exc
+            raise TransportError(
+                f"cannot reach tenancy at {self.address}: {root_words(exc)}",
+                code="TENANCY_UNREACHABLE",
+                hint=f"that the tenancy intercept {self.address} is reachable from this box "
+                "(the intercept port is 443)",
+            ) from exc
+
+    def _json(self, endpoint: str, resp: httpx.Response) -> dict[str, Any]:
+        try:
+            data = resp.json()
+        except ValueError as exc:
+            raise self._bad(
+                endpoint, f"HTTP {resp.status_code} with a body that is not JSON"
+            ) from exc
+        if not isinstance(data, dict):
+            raise self._bad(endpoint, f"HTTP {resp.status_code} with JSON that is not an object")
+        return data
+
+    def _bad(self, endpoint: str, what: str) -> TenancyError:
+        return TenancyError(
+            f"tenancy at {self.address} answered POST /{endpoint} with {what}",
+            code="TENANCY_BAD_RESPONSE",
+            hint="the tenancy service's version and logs; the agent speaks contract v1",
+        )
+
+    def _raise_unexpected(self, endpoint: str, resp: httpx.Response) -> None:
+        code, message, retry_after = _error_body(resp)
+        status = resp.status_code
+        where = f"tenancy at {self.address} (POST /{endpoint})"
+        if status == 401 and code == "GRANT_SUPERSEDED":
+            raise TokenError(
+                "grant superseded: a newer kit was revealed for this environment "
+                f"({self.env}), so this box's grant and every token from it are dead",
+                code="GRANT_SUPERSEDED",
+                hint="install the newest kit for this environment on this box "
+                "(its grant.jwt); this is not a network or policy fault",
+            )
+        if status == 401:
+            raise TokenError(
+                f"{where} rejected the token as unknown, expired or revoked ({code or 'HTTP 401'})",
+                code="TOKEN_INVALID",
+                hint="the token bookkeeping in the state dir; the agent logs in again",
+            )
+        if status == 403 and code == "ENV_MISMATCH":
+            raise TokenError(
+                f"{where} says the token belongs to another environment than {self.env}",
+                code="ENV_MISMATCH",
+                hint="`env` in config.yaml and the environment of grant.jwt agree",
+            )
+        if status == 429 and code == "LEASE_RATE_LIMITED":
+            wait = retry_after if retry_after is not None else _retry_header(resp)
+            raise RateLimited(
+                f"tenancy refused a new lease for {self.env}: the budget of leases per hour "
+                f"is spent; it frees up in {wait} s",
+                retry_after_s=wait,
+                hint="why this environment spent its lease budget (other boxes or kits "
+                "sharing the environment)",
+            )
+        if status >= 500:
+            raise TenancyError(
+                f"{where} failed with HTTP {status}" + (f" {code}" if code else ""),
+                code="TENANCY_UNAVAILABLE",
+                hint="the tenancy service's health and logs",
+                detail=message,
+            )
+        raise TenancyError(
+            f"{where} answered HTTP {status}" + (f" {code}: {message}" if code else ""),
+            code="TENANCY_REJECTED",
+            hint="the tenancy service's logs for this request",
+            detail=message,
+        )
+
+
+def _error_body(resp: httpx.Response) -> tuple[str, str, int | None]:
+    try:
+        err = resp.json()["error"]
+        retry = err.get("retry_after_s")
+        return (
+            str(err.get("code", "")),
+            str(err.get("message", ""))[:500],
+            int(retry) if retry is not None else None,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "", "", None
+
+
+def _retry_header(resp: httpx.Response) -> int:
+    try:
+        return max(1, int(resp.headers.get("Retry-After", "60")))
+    except ValueError:
+        return 60
+
+
+def _nonempty_str(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("empty")
+    return value

@@ -1,0 +1,24 @@
+"""The agent's one HTTP client for tenancy and OpenBao.
+
+``transport: plain`` dials the configured host:port directly (a tunneler intercepts the Ziti
+addresses for the box, or tests point them at loopback). ``transport: ziti`` hands the client an
+httpx transport that dials through the OpenZiti SDK (``ziti.open_transport``).
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from monky_deployd.adapters.tls import no_tls
+from monky_deployd.config import Config
+
+
+def open_client(cfg: Config) -> httpx.Client:
+    timeout = httpx.Timeout(max(cfg.tenancy.timeout_s, cfg.openbao.timeout_s), connect=10.0)
+    if cfg.transport == "ziti":
+        from monky_deployd.adapters.net import ziti  # the SDK loads only when it is used
+
+        return httpx.Client(
+            transport=ziti.open_transport(cfg), timeout=timeout, trust_env=False, verify=no_tls()
+        )
+    return httpx.Client(timeout=timeout, trust_env=False, verify=no_tls())

@@ -1,0 +1,383 @@
+"""Render the bundle's ``.env`` template with secret values, byte-exact for Compose.
+
+The template is the author's own ``.env`` file. The agent reads it the way Compose's dotenv
+parser (compose-go v2 ``dotenv``) reads it, statement by statement, and substitutes every plain
+``${NAME}`` that sits inside the value of a real assignment (``NAME=value``, ``export NAME=value``
+or Compose's ``NAME: value``). Comments, blank lines, bare ``NAME`` lines and anything else are
+never variables (R13: the template's header comment says "substitutes every ${VAR}").
+
+Only assignments that contain a substitution are rewritten: their value is decoded as Compose
+would decode it (unquoted, double- or single-quoted), the secrets are put in, and the whole value
+is written back double-quoted, escaped so Compose hands it on unchanged both through
+``env_file: .env`` and through ``${VAR}`` interpolation of the compose file::
+
+    \\ -> \\\\    " -> \\"    newline -> \\n    carriage return -> \\r    $ -> $$ (secrets only)
+
+Every other byte of the template is kept as written. The rules, and what was measured with a real
+container, are in docs/envfile.md.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from monky_deployd.core.errors import EnvError
+
+# Go's unicode.IsSpace (what Compose trims at the end of an unquoted value and skips between
+# statements) and the parser's own isSpace (no newline; skipped around keys and after `=`).
+_GO_SPACE = frozenset(
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_LINE_SPACE = frozenset("\t\v\f\r \x85\xa0")
+_EXPORT = re.compile(r"export[\t\n\f\r ]+")
+_KEY_PUNCTUATION = frozenset("_.-[]")
+# compose-go's template pattern: $$ | $name | ${name[:?][-+?]rest} | ${ (invalid).
+_SUBST = re.compile(
+    r"\$(?:(?P<escaped>\$)|(?P<named>[_a-zA-Z][_a-zA-Z0-9]*)"
+    r"|\{(?:(?P<braced>[_a-zA-Z][_a-zA-Z0-9]*)(?P<modifier>:?[-+?].*)?\}|(?P<invalid>)))"
+)
+_PLAIN_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# compose-go's expandEscapes: the escapes it decodes inside double quotes.
+_ESCAPE = re.compile(r"\\(?:[abcfnrtv$\"\\]|0[0-9]{0,3})")
+_SIMPLE_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+}
+# Linux refuses exec() when one environment string ("NAME=value" plus its NUL) is longer than
+# MAX_ARG_STRLEN (32 pages of 4 KiB); the container then fails with "argument list too long".
+MAX_ENV_STRING_BYTES = 131072
+
+# Names whose `${NAME}` Compose resolves from its own process environment before `.env`: the
+# agent's child environment for docker (``adapters.box.runner.base_env`` plus DOCKER_CONFIG /
+# DOCKER_HOST; a test holds the two together).
+CHILD_ENV_NAMES = ("PATH", "LANG", "DOCKER_CONFIG", "DOCKER_HOST")
+RESERVED_NAMES = frozenset(CHILD_ENV_NAMES)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A piece of an assignment's value: literal text in Compose's pre-interpolation form
+    (``$$`` still meaning ``$``), or a reference to a variable the agent substitutes."""
+
+    text: str
+    ref: bool = False
+
+
+@dataclass(frozen=True)
+class _Assignment:
+    name: str
+    line: int
+    start: int  # span of the value in the template (quotes included)
+    end: int
+    parts: tuple[_Part, ...]
+
+    @property
+    def refs(self) -> tuple[str, ...]:
+        return tuple(p.text for p in self.parts if p.ref)
+
+
+def template_variables(template: str) -> set[str]:
+    """The ``${NAME}`` variables the template's assignments use (comments never count).
+
+    Raises ``EnvError`` ``ENV_TEMPLATE_INVALID`` when Compose itself could not read the template.
+    """
+    return {name for a in _parse(template) for name in a.refs}
+
+
+def render(template: str, values: Mapping[str, str]) -> str:
+    """The template with every ``${NAME}`` of its assignments replaced by ``values[NAME]``.
+
+    Refuses (``EnvError``, outcome ``refused``) with ``ENV_TEMPLATE_INVALID``,
+    ``ENV_NAME_RESERVED``, ``ENV_INCOMPLETE`` (naming every unresolved variable) or
+    ``ENV_VALUE_UNCARRIABLE``; messages name variables, never values.
+    """
+    assignments = _parse(template)
+    _check_reserved(assignments)
+    wanted = {name for a in assignments for name in a.refs}
+    missing = sorted(wanted - values.keys())
+    if missing:
+        raise EnvError(
+            f"the .env template uses {len(missing)} variable(s) that have no value: "
+            f"{', '.join(missing)}",
+            code="ENV_INCOMPLETE",
+            hint="the bundle's manifest needs an entry (without `use`) for each variable named, "
+            "and each entry's OpenBao KV path and key must exist",
+        )
+    _check_carriable(assignments, values)
+    out: list[str] = []
+    pos = 0
+    for a in assignments:
+        if not a.refs:
+            continue
+        out.append(template[pos : a.start])
+        out.append(_quote(a.parts, values))
+        pos = a.end
+    out.append(template[pos:])
+    return "".join(out)
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+def _check_reserved(assignments: list[_Assignment]) -> None:
+    clash = sorted({a.name for a in assignments if a.name in RESERVED_NAMES})
+    if clash:
+        raise EnvError(
+            f"the .env template assigns {', '.join(clash)}, which docker compose takes from the "
+            "agent's own environment instead of .env when interpolating the compose file, so the "
+            "value would not reach the container the same way through both paths",
+            code="ENV_NAME_RESERVED",
+            hint="rename the variable in the bundle's env_template; reserved: "
+            + ", ".join(sorted(RESERVED_NAMES)),
+        )
+
+
+def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) -> None:
+    faults: dict[str, str] = {}
+    for name in sorted({n for a in assignments for n in a.refs}):
+        value = values[name]
+        if "\0" in value:
+            faults[name] = "contains a NUL character, which no process environment can hold"
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            faults[name] = "is not valid Unicode text (a lone surrogate), so it has no UTF-8 bytes"
+    for a in assignments:
+        if not a.refs or any(n in faults for n in a.refs):
+            continue
+        size = len(a.name.encode()) + 2  # "=" and the terminating NUL
+        for p in a.parts:
+            size += len((values[p.text] if p.ref else p.text).encode("utf-8", "surrogatepass"))
+        if size > MAX_ENV_STRING_BYTES:
+            faults[a.name] = (
+                f"would make an environment string of about {size} bytes; Linux starts no "
+                f"process with one longer than {MAX_ENV_STRING_BYTES} bytes"
+            )
+    if faults:
+        names = sorted(faults)
+        raise EnvError(
+            f"the .env file cannot carry {', '.join(names)}: "
+            + "; ".join(f"{n} {faults[n]}" for n in names),
+            code="ENV_VALUE_UNCARRIABLE",
+            hint="the secret's value in OpenBao (store it encoded, e.g. base64, if it must hold "
+            "such data)",
+        )
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+
+def _quote(parts: tuple[_Part, ...], values: Mapping[str, str]) -> str:
+    """A double-quoted .env value that Compose decodes to exactly ``parts`` with secrets in."""
+    text = "".join(values[p.text].replace("$", "$$") if p.ref else p.text for p in parts)
+    return '"' + _escape_double(text) + '"'
+
+
+def _escape_double(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+
+
+# -- reading (a port of compose-go's dotenv parser) ------------------------------------------
+
+
+def _invalid(template: str, pos: int, what: str) -> EnvError:
+    line = template.count("\n", 0, pos) + 1
+    return EnvError(
+        f"the .env template cannot be read by docker compose: line {line} {what}",
+        code="ENV_TEMPLATE_INVALID",
+        hint="the bundle's env_template: each line must be a comment, blank, NAME=value "
+        "(values with spaces or # quoted), or a bare NAME",
+    )
+
+
+def _parse(template: str) -> list[_Assignment]:
+    """Walk the template as Compose's dotenv parser does; return every assignment."""
+    src = template
+    n = len(src)
+    i = 1 if src.startswith("\ufeff") else 0
+    found: list[_Assignment] = []
+    while True:
+        while i < n and src[i] in _GO_SPACE:
+            i += 1
+        if i >= n:
+            return found
+        if src[i] == "#":
+            nl = src.find("\n", i)
+            if nl < 0:
+                return found
+            i = nl
+            continue
+        stmt = i
+        if _EXPORT.match(src, i):
+            i += len("export")
+            while i < n and src[i] in _LINE_SPACE:
+                i += 1
+        key_start = i
+        sep = ""
+        while i < n:
+            ch = src[i]
+            if ch in "=:\n":
+                sep = ch
+                break
+            if ch in _LINE_SPACE or ch in _KEY_PUNCTUATION or _is_letter_or_number(ch):
+                i += 1
+                continue
+            raise _invalid(src, i, f"has {ch!r} where a variable name was expected")
+        key = src[key_start:i].rstrip("".join(_GO_SPACE))
+        if " " in key:
+            raise _invalid(src, stmt, "has a variable name containing a space")
+        if not sep:  # text without `=` at the end of the file: not an assignment
+            return found
+        i += 1
+        if sep == "\n":  # a bare NAME: Compose copies it from its own environment
+            continue
+        while i < n and src[i] in _LINE_SPACE:
+            i += 1
+        value_start = i
+        if i < n and src[i] in "\"'":
+            end, parts = _read_quoted(src, i)
+            i = end
+        else:
+            nl = src.find("\n", i)
+            line_end = n if nl < 0 else nl
+            raw = src[i:line_end].split(" #", 1)[0].rstrip("".join(_GO_SPACE))
+            end = i + len(raw)
+            parts = _substitutions(src, i, raw)
+            i = line_end
+        found.append(_Assignment(key, src.count("\n", 0, stmt) + 1, value_start, end, parts))
+
+
+def _read_quoted(src: str, start: int) -> tuple[int, tuple[_Part, ...]]:
+    """Decode the quoted value at ``start``; return (index after the closing quote, parts)."""
+    quote = src[start]
+    chars: list[str] = []
+    escaped = False
+    for i in range(start + 1, len(src)):
+        ch = src[i]
+        if ch != quote:
+            if not escaped and ch == "\\":
+                escaped = True
+                continue
+            if escaped:
+                escaped = False
+                chars.append("\\")
+            chars.append(ch)
+            continue
+        if escaped:
+            escaped = False
+            chars.append(ch)
+            continue
+        text = "".join(chars)
+        if quote == '"':
+            return i + 1, _substitutions(src, start, _expand_escapes(text))
+        return i + 1, _single_quoted_parts(text)
+    raise _invalid(src, start, "has a quoted value without its closing quote")
+
+
+def _expand_escapes(text: str) -> str:
+    """compose-go's expandEscapes: decode escapes, keeping ``$`` in pre-interpolation form."""
+
+    def decode(match: re.Match[str]) -> str:
+        seq = match.group(0)
+        if seq == "\\$":
+            return "$$"
+        if seq.startswith("\\0"):
+            digits = seq[2:]
+            # Go rewrites `\0ddd` to `\ddd`, which decodes only as three octal digits <= 255;
+            # otherwise the rewritten `\ddd` is kept (so `\0` alone becomes a lone backslash).
+            if len(digits) == 3 and all(c in "01234567" for c in digits):
+                code = int(digits, 8)
+                if code <= 255:
+                    return chr(code)
+            return "\\" + digits
+        return _SIMPLE_ESCAPES[seq[1]]
+
+    return _ESCAPE.sub(decode, text)
+
+
+def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
+    """Split an interpolated value into literal text and the agent's ``${NAME}`` references.
+
+    Tokenizes like compose-go's ``template.Substitute``: ``$$``, ``$NAME`` and
+    ``${NAME:-default}`` (up to its first balanced ``}``) are Compose's own and stay literal;
+    ``$NAME`` is kept as ``${NAME}`` (same meaning) so a secret put right after it cannot extend
+    the name.
+    """
+    parts: list[_Part] = []
+    literal: list[str] = []
+    last = 0
+    i = 0
+    while (j := text.find("$", i)) >= 0:
+        m = _SUBST.match(text, j)
+        if m is None:  # a `$` Compose leaves alone
+            i = j + 1
+            continue
+        if m.group("invalid") is not None:
+            raise _invalid(src, pos, "has a `${` that is not a valid ${NAME} reference")
+        if m.group("named") is not None:
+            literal.append(text[last:j] + "${" + m.group("named") + "}")
+            last = i = m.end()
+            continue
+        name = m.group("braced")
+        if name is None:  # `$$`
+            i = m.end()
+            continue
+        if m.group("modifier") is not None:  # ${NAME:-...}: the rest after its `}` is scanned on
+            i = j + _first_brace_closing(text[j : m.end()]) + 1
+            continue
+        literal.append(text[last:j])
+        if "".join(literal):
+            parts.append(_Part("".join(literal)))
+        literal = []
+        parts.append(_Part(name, ref=True))
+        last = i = m.end()
+    literal.append(text[last:])
+    if "".join(literal):
+        parts.append(_Part("".join(literal)))
+    return tuple(parts)
+
+
+def _first_brace_closing(text: str) -> int:
+    """compose-go's getFirstBraceClosingIndex (the character after each `{` is skipped)."""
+    depth = 0
+    i = 0
+    while i < len(text):
+        if text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        if text[i] == "{":
+            depth += 1
+            i += 1
+        i += 1
+    return len(text) - 1
+
+
+def _single_quoted_parts(text: str) -> tuple[_Part, ...]:
+    """Single quotes are literal for Compose; the agent still substitutes ``${NAME}``."""
+    parts: list[_Part] = []
+    last = 0
+    for m in _PLAIN_REF.finditer(text):
+        if m.start() > last:
+            parts.append(_Part(text[last : m.start()].replace("$", "$$")))
+        parts.append(_Part(m.group(1), ref=True))
+        last = m.end()
+    if last < len(text):
+        parts.append(_Part(text[last:].replace("$", "$$")))
+    return tuple(parts)
+
+
+def _is_letter_or_number(ch: str) -> bool:
+    return unicodedata.category(ch)[0] in "LN"

@@ -1,0 +1,53 @@
+"""The report body posted to tenancy after every apply attempt (contract.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from monky_deployd import __version__
+
+
+@dataclass
+class PhaseTiming:
+    name: str
+    ok: bool
+    ms: int
+
+
+@dataclass
+class TickRecord:
+    """What one tick did; the report, the summary log line and the exit code come from it."""
+
+    tick_id: str
+    started_at: float
+    outcome: str = "failed"  # applied | noop | idle | failed | refused
+    code: str = "OK"
+    message: str = ""
+    detail: str = ""
+    revision: str | None = None
+    phases: list[PhaseTiming] = field(default_factory=list)
+    services: list[dict[str, str]] = field(default_factory=list)
+    finished_at: float | None = None
+
+
+def rfc3339(ts: float, timespec: str = "milliseconds") -> str:
+    """UTC, ``Z``-suffixed; ``timespec`` as for ``datetime.isoformat``."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def body(rec: TickRecord) -> dict[str, Any]:
+    return {
+        "tick_id": rec.tick_id,
+        "revision": rec.revision,
+        "outcome": rec.outcome,
+        "code": rec.code,
+        "message": rec.message,
+        "detail": rec.detail,
+        "phases": [{"name": p.name, "ok": p.ok, "ms": p.ms} for p in rec.phases],
+        "services": rec.services,
+        "agent": {"version": __version__},
+        "started_at": rfc3339(rec.started_at),
+        "finished_at": rfc3339(rec.finished_at or rec.started_at),
+    }

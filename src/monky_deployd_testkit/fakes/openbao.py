@@ -1,0 +1,378 @@
+"""A loopback fake of the OpenBao API subset the agent uses, faithful to the real server's
+statuses, bodies and envelope (see /work/shared/environment.md, "OpenBao behaviour ...").
+
+- POST /v1/auth/<jwt_mount>/login   real RS256 validation with PyJWT; exp/nbf/iat on the fake
+                                    Clock with 150 s leeway; NO replay state.
+- GET  /v1/auth/token/lookup-self   200 live / 403 permission denied
+- POST /v1/auth/token/renew-self    400 "lease is not renewable" / TTL capped with a warning
+- POST /v1/auth/token/revoke-self   204
+- GET  /v1/<kv_mount>/data/<path>   KV v2; a token may read only envs/<its env>/...
+- GET  /v1/sys/health
+
+Counters (`logins`, `lookups`, `renewals`, `kv_reads`) count requests the endpoint itself
+answered (any outcome), not ones a fault switch or the `sealed` flag answered. `requests`
+records every request as (method, path). Nothing here logs or records a token or secret value.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+
+from monky_deployd_testkit.fakes.bao_tokens import TokenRecord, TokenStore, parse_duration, rfc3339
+from monky_deployd_testkit.fakes.clock import Clock
+from monky_deployd_testkit.fakes.grant import GrantIssuer
+from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
+
+JWT_LEEWAY_S = 150
+
+
+def errors(status: int, *messages: str) -> Response:
+    return json_response(status, {"errors": list(messages)})
+
+
+def denied() -> Response:
+    return errors(403, "permission denied")
+
+
+def envelope(
+    data: Any = None, auth: Any = None, warnings: list[str] | None = None, mount_type: str = ""
+) -> dict[str, Any]:
+    return {
+        "request_id": str(uuid.uuid4()),
+        "lease_id": "",
+        "renewable": False,
+        "lease_duration": 0,
+        "data": data,
+        "wrap_info": None,
+        "warnings": warnings,
+        "auth": auth,
+        "mount_type": mount_type,
+    }
+
+
+@dataclass
+class _Version:
+    data: dict[str, Any]
+    created: float
+
+
+class FakeBao(LoopbackServer):
+    def __init__(
+        self,
+        issuer: GrantIssuer,
+        clock: Clock,
+        *,
+        jwt_mount: str = "jwt-tenancy",
+        role: str = "see_env",
+        kv_mount: str = "kv",
+        bootstrap_ttl_s: int = 900,
+        bootstrap_renewable: bool = True,
+        bootstrap_max_ttl_s: int | None = None,
+        bound_audiences: tuple[str, ...] = ("openbao",),
+        bound_issuer: str | None = "monky-tenancy",
+        port: int = 0,
+    ) -> None:
+        super().__init__(port)
+        self.issuer = issuer
+        self.clock = clock
+        self.jwt_mount = jwt_mount
+        self.role = role
+        self.kv_mount = kv_mount
+        self.bootstrap_ttl_s = bootstrap_ttl_s
+        self.bootstrap_renewable = bootstrap_renewable
+        self.bootstrap_max_ttl_s = bootstrap_max_ttl_s or bootstrap_ttl_s
+        self.bound_audiences = bound_audiences
+        self.bound_issuer = bound_issuer
+        self.tokens = TokenStore(clock)
+        self.allowed_envs: set[str] = set()
+        self.sealed = False
+        self._kv: dict[str, list[_Version]] = {}
+        self.logins = 0
+        self.lookups = 0
+        self.renewals = 0
+        self.kv_reads = 0
+        self.kv_paths_read: list[str] = []
+        self.requests: list[tuple[str, str]] = []
+
+    # -- test API -------------------------------------------------------------------------
+    def allow_env(self, env: str) -> None:
+        """Bind the role's `env` claim to these envs (default: the `env` claim must equal `sub`)."""
+        with self.lock:
+            self.allowed_envs.add(env)
+
+    def create_token(
+        self,
+        *,
+        ttl_s: int,
+        renewable: bool,
+        meta: dict[str, str],
+        explicit_max_ttl_s: int | None = None,
+        policies: list[str] | None = None,
+    ) -> str:
+        """A service token in the store (tenancy mints lease tokens with this)."""
+        return self.create_token_record(
+            ttl_s=ttl_s,
+            renewable=renewable,
+            meta=meta,
+            explicit_max_ttl_s=explicit_max_ttl_s,
+            policies=policies,
+        ).token
+
+    def create_token_record(self, **kwargs: Any) -> TokenRecord:
+        return self.tokens.create(**kwargs)
+
+    def revoke(self, token: str) -> bool:
+        return self.tokens.revoke(token)
+
+    def live_token(self, token: str | None) -> TokenRecord | None:
+        return self.tokens.live(token)
+
+    def set_secret(self, path: str, data: dict[str, Any]) -> int:
+        """Write a new version at `path` (relative to the KV mount); returns the version."""
+        with self.lock:
+            versions = self._kv.setdefault(path.strip("/"), [])
+            versions.append(_Version(copy.deepcopy(data), self.clock.now()))
+            return len(versions)
+
+    def delete_secret(self, path: str) -> None:
+        """Remove the path and all its versions (afterwards it reads as never written: 404)."""
+        with self.lock:
+            self._kv.pop(path.strip("/"), None)
+
+    # -- plumbing -------------------------------------------------------------------------
+    def record(self, req: Request) -> None:
+        with self.lock:
+            self.requests.append((req.method, req.path))
+
+    def _bump(self, name: str) -> None:
+        with self.lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def route(self, req: Request) -> Response:
+        if self.sealed:
+            return errors(503, "Vault is sealed")
+        method = "POST" if req.method == "PUT" else req.method
+        path = req.path
+        if path == "/v1/sys/health":
+            return json_response(200, {"initialized": True, "sealed": False, "standby": False})
+        if path == f"/v1/auth/{self.jwt_mount}/login" and method == "POST":
+            self._bump("logins")
+            return self._login(req)
+        if path == "/v1/auth/token/lookup-self" and method == "GET":
+            self._bump("lookups")
+            return self._lookup_self(req)
+        if path == "/v1/auth/token/renew-self" and method == "POST":
+            self._bump("renewals")
+            return self._renew_self(req)
+        if path == "/v1/auth/token/revoke-self" and method == "POST":
+            rec = self.live_token(_token_of(req))
+            if rec is None:
+                return denied()
+            self.tokens.revoke(rec.token)
+            return Response(204)
+        kv_prefix = f"/v1/{self.kv_mount}/data/"
+        if path.startswith(kv_prefix) and method == "GET":
+            self._bump("kv_reads")
+            return self._kv_read(req, path[len(kv_prefix) :])
+        route = path.removeprefix("/v1/")
+        return errors(404, f'no handler for route "{route}". route entry not found.')
+
+    # -- endpoints ------------------------------------------------------------------------
+    def _login(self, req: Request) -> Response:
+        try:
+            body = req.json() or {}
+        except ValueError:
+            return errors(400, "failed to parse JSON input")
+        if not isinstance(body, dict):
+            return errors(400, "failed to parse JSON input")
+        role = body.get("role") or ""
+        raw = body.get("jwt")
+        if not role:
+            return errors(400, "missing role")
+        if role != self.role:
+            return errors(400, f'role "{role}" could not be found')
+        if not isinstance(raw, str) or not raw:
+            return errors(400, "missing jwt")
+        claims_or_error = self._validate_grant(raw)
+        if isinstance(claims_or_error, str):
+            return errors(400, claims_or_error)
+        claims = claims_or_error
+        env = str(claims["env"])
+        meta = {"env": env, "jti": str(claims.get("jti", "")), "role": role}
+        rec = self.tokens.create(
+            ttl_s=self.bootstrap_ttl_s,
+            renewable=self.bootstrap_renewable,
+            meta=meta,
+            explicit_max_ttl_s=self.bootstrap_max_ttl_s,
+            policies=["default", f"{env}-bootstrap"],
+            path=f"auth/{self.jwt_mount}/login",
+            display_name=f"{self.jwt_mount}-{claims.get('sub', env)}",
+        )
+        return json_response(200, envelope(auth=_auth_block(rec), mount_type="jwt"))
+
+    def _validate_grant(self, raw: str) -> dict[str, Any] | str:
+        """The claims, or the error sentence OpenBao would answer with."""
+        try:
+            claims = jwt.decode(
+                raw,
+                self.issuer.public_key,
+                algorithms=["RS256"],
+                options={
+                    "verify_exp": False,  # checked below against the fake clock
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                    "verify_aud": False,
+                    "verify_iss": False,
+                },
+            )
+        except jwt.InvalidSignatureError:
+            return "error validating token: failed to verify signature"
+        except jwt.InvalidAlgorithmError:
+            return "error validating token: unsupported signing algorithm"
+        except jwt.PyJWTError:
+            return "error validating token: malformed JWT: failed to parse"
+        now = self.clock.now()
+        if self.bound_issuer is not None and claims.get("iss") != self.bound_issuer:
+            return "error validating token: invalid issuer (iss) claim"
+        aud = claims.get("aud")
+        auds = [aud] if isinstance(aud, str) else list(aud or [])
+        if self.bound_audiences and not set(auds) & set(self.bound_audiences):
+            return (
+                "error validating token: invalid audience (aud) claim: "
+                "audience claim does not match any expected audience"
+            )
+        exp = claims.get("exp")
+        if not isinstance(exp, int | float):
+            return "error validating token: invalid expiration time (exp) claim: missing"
+        if now > exp + JWT_LEEWAY_S:
+            return "error validating token: invalid expiration time (exp) claim: token is expired"
+        nbf = claims.get("nbf")
+        if isinstance(nbf, int | float) and now + JWT_LEEWAY_S < nbf:
+            return "error validating token: invalid not before (nbf) claim: token not yet valid"
+        iat = claims.get("iat")
+        if isinstance(iat, int | float) and now + JWT_LEEWAY_S < iat:
+            return (
+                "error validating token: invalid issued at (iat) claim: token issued in the future"
+            )
+        env = claims.get("env")
+        with self.lock:
+            allowed = set(self.allowed_envs) or {str(claims.get("sub"))}
+        if not isinstance(env, str) or env not in allowed:
+            return (
+                'error validating claims: claim "env" does not match any associated '
+                "bound claim values"
+            )
+        return claims
+
+    def _lookup_self(self, req: Request) -> Response:
+        rec = self.live_token(_token_of(req))
+        if rec is None:
+            return denied()
+        now = self.clock.now()
+        data = {
+            "accessor": rec.accessor,
+            "creation_time": int(rec.created),
+            "creation_ttl": rec.creation_ttl_s,
+            "display_name": rec.display_name,
+            "entity_id": rec.entity_id,
+            "expire_time": rfc3339(rec.expires),
+            "explicit_max_ttl": rec.explicit_max_ttl_s,
+            "id": rec.token,
+            "issue_time": rfc3339(rec.created),
+            "meta": dict(rec.meta),
+            "num_uses": 0,
+            "orphan": True,
+            "path": rec.path,
+            "policies": list(rec.policies),
+            "renewable": rec.renewable,
+            "ttl": rec.remaining(now),
+            "type": "service",
+        }
+        if rec.renewals:
+            data["last_renewal_time"] = int(now)
+        return json_response(200, envelope(data=data))
+
+    def _renew_self(self, req: Request) -> Response:
+        rec = self.live_token(_token_of(req))
+        if rec is None:
+            return denied()
+        try:
+            body = req.json() or {}
+        except ValueError:
+            return errors(400, "failed to parse JSON input")
+        if not rec.renewable:
+            return errors(400, "lease is not renewable")
+        increment = None
+        if isinstance(body, dict) and body.get("increment") not in (None, "", 0):
+            try:
+                increment = parse_duration(body["increment"])
+            except ValueError as exc:
+                return errors(400, str(exc))
+        warnings = self.tokens.renew(rec, increment)
+        return json_response(200, envelope(auth=_auth_block(rec), warnings=warnings))
+
+    def _kv_read(self, req: Request, path: str) -> Response:
+        rec = self.live_token(_token_of(req))
+        if rec is None:
+            return denied()
+        path = path.strip("/")
+        env = rec.meta.get("env", "")
+        if not env or not path.startswith(f"envs/{env}/") or ".." in path.split("/"):
+            return denied()
+        with self.lock:
+            self.kv_paths_read.append(path)
+            versions = list(self._kv.get(path, []))
+        if not versions:
+            return errors(404)
+        wanted = req.query.get("version", ["0"])[0]
+        try:
+            number = int(wanted) or len(versions)
+        except ValueError:
+            return errors(400, "invalid version")
+        if not 1 <= number <= len(versions):
+            return errors(404)
+        version = versions[number - 1]
+        data = {
+            "data": copy.deepcopy(version.data),
+            "metadata": {
+                "created_time": rfc3339(version.created),
+                "custom_metadata": None,
+                "deletion_time": "",
+                "destroyed": False,
+                "version": number,
+            },
+        }
+        return json_response(200, envelope(data=data))
+
+
+def _token_of(req: Request) -> str | None:
+    token = req.header("X-Vault-Token")
+    if token:
+        return token.strip()
+    auth = req.header("Authorization") or ""
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return None
+
+
+def _auth_block(rec: TokenRecord) -> dict[str, Any]:
+    return {
+        "client_token": rec.token,
+        "accessor": rec.accessor,
+        "policies": list(rec.policies),
+        "token_policies": list(rec.policies),
+        "identity_policies": None,
+        "metadata": dict(rec.meta),
+        "lease_duration": rec.ttl_s,
+        "renewable": rec.renewable,
+        "entity_id": rec.entity_id,
+        "token_type": "service",
+        "orphan": True,
+        "mfa_requirement": None,
+        "num_uses": 0,
+    }

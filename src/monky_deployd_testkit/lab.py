@@ -1,0 +1,160 @@
+"""An estate for end-to-end ticks: the loopback fakes, a real registry, a real engine, and the
+real CLI run as a subprocess with a config pointing at all of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.fakes.estate import Estate
+
+CLI = (sys.executable, "-m", "monky_deployd.cli")
+
+
+@dataclass
+class Run:
+    rc: int
+    lines: list[dict[str, Any]]
+    stdout: str
+    stderr: str
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.lines[-1]
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return [ln for ln in self.lines if ln.get("level") == "ERROR"]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [ln for ln in self.lines if ln.get("event") == name]
+
+
+def parse_lines(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+class Lab:
+    def __init__(self, tmp: Path, registry: Registry, image: str) -> None:
+        self.tmp = tmp
+        self.registry = registry
+        self.estate = Estate(env="env-e2e-01").start()
+        self.project = "e2e" + uuid.uuid4().hex[:8]
+        self.image = image  # a ref in the registry: <host>/<repo>:<tag>
+        self.state_dir = tmp / "state"
+        self.grant_file = self.estate.write_grant(tmp / "grant.jwt")
+        self.config_path = tmp / "config.yaml"
+        self.write_config()
+        self.estate.bao.set_secret(
+            "envs/env-e2e-01/registry", {"robot": f"{registry.username}:{registry.password}"}
+        )
+
+    def write_config(self, **overrides: Any) -> None:
+        cfg = self.estate.config(state_dir=self.state_dir, grant_file=self.grant_file)
+        cfg["disk"] = {"headroom_bytes": 64 * 1024 * 1024}
+        cfg["lock_wait_s"] = 1
+        cfg.update(overrides)
+        self.config_path.write_text(yaml.safe_dump(cfg))
+
+    def bundle(
+        self,
+        *,
+        env_template: str = "# rendered by the agent: substitutes every ${VAR}\n"
+        "DB_PASSWORD=${DB_PASSWORD}\nLOG_LEVEL=info\n",
+        manifest: list[dict[str, str]] | None = None,
+        image: str | None = None,
+        project: str | None = None,
+        services: tuple[str, ...] = ("web",),
+    ) -> dict[str, Any]:
+        svc = {
+            name: {
+                "image": image or self.image,
+                "command": ["sleep", "3600"],
+                "env_file": [".env"],
+                "environment": {"FROM_INTERPOLATION": "${DB_PASSWORD}"},
+                "network_mode": "none",
+                "stop_grace_period": "1s",
+            }
+            for name in services
+        }
+        if manifest is None:
+            manifest = [
+                {"name": "DB_PASSWORD", "path": "envs/env-e2e-01/app", "key": "db_password"},
+                {
+                    "name": "registry",
+                    "path": "envs/env-e2e-01/registry",
+                    "key": "robot",
+                    "use": "registry-auth",
+                },
+            ]
+        return {
+            "project": project or self.project,
+            "compose": yaml.safe_dump({"services": svc}),
+            "env_template": env_template,
+            "manifest": manifest,
+            "registry_host": self.registry.host,
+        }
+
+    def tick(self, *extra: str) -> Run:
+        env = {"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home")}
+        proc = subprocess.run(
+            (*CLI, "apply", "--once", "--config", str(self.config_path), *extra),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            check=False,
+        )
+        return Run(proc.returncode, parse_lines(proc.stdout), proc.stdout, proc.stderr)
+
+    def containers(self, project: str | None = None) -> dict[str, str]:
+        """service -> container id of the project's running containers."""
+        out = subprocess.run(
+            (
+                "docker",
+                "ps",
+                "--filter",
+                f"label=com.docker.compose.project={project or self.project}",
+                "--format",
+                '{{.ID}} {{.Label "com.docker.compose.service"}}',
+            ),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return {svc: cid for cid, svc in (ln.split() for ln in out.splitlines() if ln.strip())}
+
+    def container_env(self, service: str = "web") -> dict[str, str]:
+        cid = self.containers()[service]
+        raw = subprocess.run(
+            ("docker", "exec", cid, "cat", "/proc/1/environ"), capture_output=True, check=True
+        ).stdout
+        pairs = [item.decode("utf-8").split("=", 1) for item in raw.split(b"\0") if item]
+        return {k: v for k, v in pairs}
+
+    def pulls(self) -> int:
+        return self.registry.request_count("/manifests/", ("GET", "HEAD"))
+
+    def cleanup(self) -> None:
+        for project in {self.project, *getattr(self, "extra_projects", ())}:
+            ids = subprocess.run(
+                ("docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"),
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.split()
+            if ids:
+                subprocess.run(("docker", "rm", "-f", *ids), capture_output=True, check=False)
+            subprocess.run(
+                ("docker", "network", "rm", f"{project}_default"), capture_output=True, check=False
+            )
+        self.estate.stop()

@@ -1,0 +1,624 @@
+"""The lease economy against the loopback fakes: real HTTP, real hvac, a clock the tests move.
+
+Each simulated tick builds what a real tick builds (a fresh httpx client, ``Bao``, ``Tenancy``,
+``TokenKeeper`` reading ``<state_dir>/token.json``), acquires a token and checks in with it,
+like the tick's token and check-in phases. Counts come from the fakes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from monky_deployd import config
+from monky_deployd.adapters.net.bao import Bao
+from monky_deployd.adapters.net.tenancy import Tenancy
+from monky_deployd.agent.token import HeldToken, TokenKeeper, TokenState
+from monky_deployd.core.errors import DeployError, TokenError
+from monky_deployd_testkit.fakes.estate import Estate
+
+ENV = "env-test-01"
+CHECKIN = {"agent": {"version": "0"}, "host": {"hostname": "h"}, "applied": None}
+
+
+def http_client() -> httpx.Client:
+    # Plain HTTP to loopback: no TLS, so skip loading the CA bundle (70 ms per client).
+    return httpx.Client(trust_env=False, verify=False)
+
+
+class Box:
+    """One box of the estate: its config, state dir and grant; ``tick()`` is one timer start."""
+
+    def __init__(self, estate: Estate, tmp: Path, **overrides: Any) -> None:
+        self.estate = estate
+        self.state_dir = tmp / "state"
+        self.state_dir.mkdir(mode=0o700, exist_ok=True)
+        self.grant_file = estate.write_grant(tmp / "grant.jwt")
+        raw = estate.config(state_dir=self.state_dir, grant_file=self.grant_file, **overrides)
+        self.cfg = config.parse(raw, "test config")
+        self.token_file = self.state_dir / "token.json"
+
+    def acquire(self) -> HeldToken:
+        with http_client() as client:
+            return self._keeper(client).acquire()
+
+    def _keeper(self, client: httpx.Client) -> TokenKeeper:
+        cfg = self.cfg
+        tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
+        return TokenKeeper(cfg, Bao(client, cfg.openbao), tenancy, self.estate.clock.now)
+
+    def tick(self) -> HeldToken:
+        """token phase + check-in (with the tick's one re-acquire on TOKEN_INVALID)."""
+        with http_client() as client:
+            cfg = self.cfg
+            tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
+            keeper = TokenKeeper(cfg, Bao(client, cfg.openbao), tenancy, self.estate.clock.now)
+            held = keeper.acquire()
+            try:
+                tenancy.checkin(held.token, CHECKIN, None)
+            except TokenError as err:
+                if err.code != "TOKEN_INVALID":
+                    raise
+                held = keeper.invalidate(held)
+                tenancy.checkin(held.token, CHECKIN, None)
+            return held
+
+    def state(self) -> TokenState:
+        return TokenState.from_json(self.token_file.read_bytes())
+
+
+@pytest.fixture
+def estate() -> Iterator[Estate]:
+    with Estate(env=ENV) as est:
+        yield est
+
+
+@pytest.fixture
+def box(estate: Estate, tmp_path: Path) -> Box:
+    return Box(estate, tmp_path)
+
+
+def counts(est: Estate) -> dict[str, int]:
+    return {
+        "leases": len(est.tenancy.leases),
+        "lease_requests": est.tenancy.lease_requests,
+        "logins": est.bao.logins,
+        "lookups": est.bao.lookups,
+        "renewals": est.bao.renewals,
+    }
+
+
+def all_tokens(est: Estate) -> list[str]:
+    return [rec.token for rec in est.bao.tokens.records()]
+
+
+# -- R7: the budget --------------------------------------------------------------------------
+
+
+def test_deploy_failing_every_tick_for_three_hours_spends_one_lease(
+    box: Box, estate: Estate
+) -> None:
+    estate.tenancy.set_raw_checkin(500, b'{"error":{"code":"BOOM","message":"deploy broken"}}')
+    failures = 0
+    for _ in range(180):
+        try:
+            box.tick()
+        except DeployError as err:
+            assert err.code == "TENANCY_UNAVAILABLE"
+            failures += 1
+        estate.clock.advance(60)
+    assert failures == 180
+    c = counts(estate)
+    assert c["leases"] == 1 and c["lease_requests"] == 1
+    assert c["logins"] == 1
+    assert c["lookups"] == 179  # every tick after the first asks lookup-self once
+
+
+def test_a_thousand_noop_ticks_spend_no_lease_after_the_first(box: Box, estate: Estate) -> None:
+    kinds = {box.tick().kind for _ in range(1)}
+    written = box.token_file.stat()
+    for _ in range(999):
+        estate.clock.advance(60)
+        kinds.add(box.tick().kind)
+    assert kinds == {"lease"}
+    c = counts(estate)
+    assert c["leases"] == 1 and c["lease_requests"] == 1 and c["logins"] == 1
+    assert c["lookups"] == 999
+    assert estate.tenancy.checkin_count == 1000
+    now = box.token_file.stat()  # a steady-state tick writes nothing
+    assert (now.st_ino, now.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+
+
+def test_a_week_of_ticks_renews_instead_of_leasing(box: Box, estate: Estate) -> None:
+    for _ in range(7 * 24 * 6):  # every 10 minutes for a week
+        assert box.tick().kind == "lease"
+        estate.clock.advance(600)
+    c = counts(estate)
+    assert c["leases"] == 1 and c["logins"] == 1
+    assert 7 <= c["renewals"] <= 10  # about one renewal per 18 h
+
+
+def test_renewal_capped_short_rotates_with_the_lease_token_never_the_grant(
+    box: Box, estate: Estate
+) -> None:
+    estate.bao.tokens.system_max_ttl_s = 30 * 3600  # leases cannot live beyond 30 h
+    for _ in range(3 * 24 * 6):  # three days, every 10 minutes
+        assert box.tick().kind == "lease"
+        estate.clock.advance(600)
+    c = counts(estate)
+    assert c["logins"] == 1  # the grant was used once, at the very start
+    assert 3 <= c["leases"] <= 4 and c["lease_requests"] == c["leases"]
+    # every lease after the first was a rotation, so it descends from the same grant (jti)
+    assert len({ls.jti for ls in estate.tenancy.leases}) == 1
+
+
+def test_leases_shorter_than_renew_below_are_renewed_not_re_leased(tmp_path: Path) -> None:
+    """A tenancy that mints 4 h leases while renew_below_s is 6 h must not be asked every tick."""
+    with Estate(env=ENV, tenancy_kwargs={"lease_ttl_s": 4 * 3600}) as estate:
+        box = Box(estate, tmp_path)
+        for _ in range(24 * 60):  # a day of ticks
+            assert box.tick().kind == "lease"
+            estate.clock.advance(60)
+        c = counts(estate)
+        assert c["leases"] == 1 and c["lease_requests"] == 1 and c["logins"] == 1
+        assert 10 <= c["renewals"] <= 13  # about every 2 h (half the minted TTL)
+
+
+def test_non_renewable_lease_rotates_before_it_expires(box: Box, estate: Estate) -> None:
+    box.tick()
+    first = estate.tenancy.leases[0]
+    estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id]).renewable = False  # type: ignore[union-attr]
+    for _ in range(24 * 6):
+        estate.clock.advance(600)
+        box.tick()
+    c = counts(estate)
+    assert c["leases"] == 2 and c["logins"] == 1
+    assert c["renewals"] == 0  # lookup-self says not renewable: no renew-self call
+
+
+def test_a_failed_rotation_carries_on_with_the_lease_and_retries_next_tick(
+    box: Box, estate: Estate
+) -> None:
+    box.tick()
+    first = estate.tenancy.leases[0]
+    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
+    assert record is not None
+    record.renewable = False
+    estate.clock.advance(19 * 3600)  # 5 h left: below renew_below_s, rotation due
+    estate.tenancy.fail_next(503, b'{"error":{"code":"DOWN","message":"x"}}', "/lease")
+    assert box.tick().kind == "lease"  # the old lease token carried the tick
+    lease_calls = [r for r in estate.tenancy.requests if r[1].endswith("/lease")]
+    assert counts(estate)["leases"] == 1 and len(lease_calls) == 2
+    estate.clock.advance(60)
+    box.tick()
+    lease_calls = [r for r in estate.tenancy.requests if r[1].endswith("/lease")]
+    assert counts(estate)["leases"] == 2 and len(lease_calls) == 3
+    assert counts(estate)["logins"] == 1
+
+
+# -- rate limited ----------------------------------------------------------------------------
+
+
+def test_rate_limited_while_the_bootstrap_token_works(
+    box: Box, estate: Estate, caplog: pytest.LogCaptureFixture
+) -> None:
+    estate.spend_lease_budget()
+    requests_before = estate.tenancy.lease_requests
+    caplog.set_level(logging.INFO)
+    held = box.tick()
+    assert held.kind == "bootstrap"  # the tick applies with it
+    assert estate.tenancy.lease_requests == requests_before + 1
+    retry = box.state().lease_not_before
+    assert retry is not None and retry > estate.clock.now()
+    limited = [r for r in caplog.records if getattr(r, "event", "") == "token.rate_limited"]
+    assert limited and getattr(limited[0], "retry_after_s", 0) > 0
+    # every 60 s until the budget frees up: no lease request, checkins keep working
+    ticks = 0
+    while estate.clock.now() + 60 < retry:
+        estate.clock.advance(60)
+        assert box.tick().kind == "bootstrap"
+        ticks += 1
+    assert ticks > 30
+    assert estate.tenancy.lease_requests == requests_before + 1
+    assert estate.tenancy.checkin_count == ticks + 1
+    # the first tick after: the swap
+    estate.clock.advance(60)
+    assert box.tick().kind == "lease"
+    assert estate.tenancy.lease_requests == requests_before + 2
+    assert box.state().lease_not_before is None
+    estate.clock.advance(60)
+    assert box.tick().kind == "lease" and estate.tenancy.lease_requests == requests_before + 2
+
+
+def test_rotation_rate_limited_keeps_the_lease_and_waits(box: Box, estate: Estate) -> None:
+    box.tick()
+    first = estate.tenancy.leases[0]
+    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
+    assert record is not None
+    record.renewable = False
+    estate.clock.advance(19 * 3600)  # 5 h left: rotation due
+    estate.spend_lease_budget()
+    asked = estate.tenancy.lease_requests
+    assert box.tick().kind == "lease"  # 429 on the rotation: the old lease carries on
+    assert estate.tenancy.lease_requests == asked + 1
+    not_before = box.state().lease_not_before
+    assert not_before is not None
+    while estate.clock.now() + 60 < not_before:
+        estate.clock.advance(60)
+        assert box.tick().kind == "lease"
+    assert estate.tenancy.lease_requests == asked + 1
+    estate.clock.advance(60)
+    box.tick()
+    assert estate.tenancy.lease_requests == asked + 2
+    assert box.state().token.lease_id != first.id  # type: ignore[union-attr]
+    assert counts(estate)["logins"] == 1 + 5  # the box's one login; the rest were other boxes
+
+
+def test_rate_limited_with_no_working_token_refuses_with_the_time(
+    tmp_path: Path,
+) -> None:
+    with Estate(env=ENV, bao_kwargs={"bootstrap_ttl_s": 30}) as estate:
+        box = Box(estate, tmp_path)
+        estate.spend_lease_budget()
+        before = estate.tenancy.lease_requests
+        with pytest.raises(TokenError) as exc:
+            box.acquire()
+        err = exc.value
+        assert err.code == "LEASE_RATE_LIMITED" and err.outcome == "refused"
+        not_before = box.state().lease_not_before
+        assert not_before is not None
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(not_before))
+        assert f"frees up at {when}" in err.message
+        assert estate.tenancy.lease_requests == before + 1
+        for _ in range(5):  # the next ticks do not ask again
+            estate.clock.advance(60)
+            with pytest.raises(TokenError) as again:
+                box.acquire()
+            assert again.value.code == "LEASE_RATE_LIMITED"
+        assert estate.tenancy.lease_requests == before + 1
+        estate.clock.advance(not_before - estate.clock.now() + 1)
+        estate.bao.bootstrap_ttl_s = 900
+        assert box.acquire().kind == "lease"
+        assert estate.tenancy.lease_requests == before + 2
+
+
+def test_a_lease_not_before_far_ahead_is_capped_at_the_budget_window(
+    box: Box, estate: Estate
+) -> None:
+    """A clock that stepped backwards must not keep the box from leasing for days."""
+    from monky_deployd.agent.token import TokenState as State
+
+    far = estate.clock.now() + 10 * 86400
+    box.token_file.write_bytes(State(ENV, None, far).to_json())
+    assert box.tick().kind == "bootstrap"  # budget closed as far as the agent knows
+    estate.clock.advance(3600 + 60)
+    assert box.tick().kind == "lease"
+    assert counts(estate)["leases"] == 1
+
+
+# -- dead tokens and grants ------------------------------------------------------------------
+
+
+def test_lease_revoked_and_grant_valid_logs_in_and_leases_once(box: Box, estate: Estate) -> None:
+    box.tick()
+    estate.tenancy.revoke_lease(estate.tenancy.leases[0].id)
+    estate.clock.advance(60)
+    assert box.tick().kind == "lease"
+    c = counts(estate)
+    assert c["leases"] == 2 and c["logins"] == 2
+    estate.clock.advance(60)
+    box.tick()
+    assert counts(estate)["leases"] == 2
+
+
+def test_lease_expired_while_the_box_was_off(box: Box, estate: Estate) -> None:
+    box.tick()
+    estate.clock.advance(25 * 3600)  # the lease's 24 h are over, the grant's 3 days are not
+    assert box.tick().kind == "lease"
+    c = counts(estate)
+    assert c["leases"] == 2 and c["logins"] == 2
+
+
+def test_lease_and_grant_both_expired_is_grant_expired(box: Box, estate: Estate) -> None:
+    box.tick()
+    estate.clock.advance(4 * 86400)
+    with pytest.raises(TokenError) as exc:
+        box.tick()
+    assert exc.value.code == "GRANT_EXPIRED"
+    assert "a new kit is needed for this environment" in exc.value.message
+    assert counts(estate)["leases"] == 1
+
+
+def test_token_rejected_by_tenancy_is_replaced_once(box: Box, estate: Estate) -> None:
+    with http_client() as client:
+        keeper = box._keeper(client)
+        held = keeper.acquire()
+        estate.bao.revoke(held.token)  # tenancy now answers 401 TOKEN_INVALID
+        fresh = keeper.invalidate(held)
+    assert fresh.kind == "lease" and fresh.token != held.token
+    assert counts(estate)["leases"] == 2 and box.state().token is not None
+
+
+def test_superseded_grant_logs_in_then_tenancy_refuses(box: Box, estate: Estate) -> None:
+    estate.tenancy.supersede(estate.issuer.minted_jtis[0])
+    with pytest.raises(TokenError) as exc:
+        box.tick()
+    assert exc.value.code == "GRANT_SUPERSEDED"
+    assert "newer kit was revealed for this environment" in exc.value.message
+    assert estate.bao.logins == 1  # the mount keeps no replay state: the login worked
+    assert counts(estate)["leases"] == 0
+
+
+def test_superseded_after_a_lease_is_refused_at_checkin(box: Box, estate: Estate) -> None:
+    box.tick()
+    estate.tenancy.supersede(estate.issuer.minted_jtis[0])
+    estate.clock.advance(60)
+    with pytest.raises(TokenError) as exc:
+        box.tick()
+    assert exc.value.code == "GRANT_SUPERSEDED"
+    assert counts(estate)["leases"] == 1 and estate.bao.logins == 1
+
+
+def test_a_new_kit_after_supersession_logs_in_with_the_new_grant(box: Box, estate: Estate) -> None:
+    box.tick()
+    estate.tenancy.supersede(estate.issuer.minted_jtis[0])
+    estate.clock.advance(60)
+    with pytest.raises(TokenError) as exc:
+        box.tick()
+    assert exc.value.code == "GRANT_SUPERSEDED"
+    estate.write_grant(box.grant_file, estate.issuer.mint(ENV))  # the operator installs the kit
+    estate.clock.advance(60)
+    assert box.tick().kind == "lease"
+    c = counts(estate)
+    assert c["logins"] == 2 and c["leases"] == 2
+    assert box.state().token is not None
+    assert box.state().token.grant_jti == estate.issuer.minted_jtis[-1]  # type: ignore[union-attr]
+    estate.clock.advance(60)
+    box.tick()
+    assert counts(estate)["logins"] == 2  # the same grant again: no new login
+
+
+def test_openbao_sealed_names_openbao_and_keeps_the_lease(box: Box, estate: Estate) -> None:
+    box.tick()
+    estate.bao.sealed = True
+    estate.clock.advance(60)
+    with pytest.raises(DeployError) as exc:
+        box.tick()
+    assert exc.value.code == "OPENBAO_SEALED"
+    assert f"OpenBao at 127.0.0.1:{estate.bao.port}" in exc.value.message
+    estate.bao.sealed = False
+    estate.clock.advance(60)
+    assert box.tick().kind == "lease"
+    assert counts(estate)["leases"] == 1 and counts(estate)["logins"] == 1
+
+
+# -- the token file --------------------------------------------------------------------------
+
+
+def test_token_file_is_private_and_no_token_reaches_a_log_line(
+    box: Box, estate: Estate, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    box.tick()
+    estate.tenancy.revoke_lease(estate.tenancy.leases[0].id)
+    estate.clock.advance(19 * 3600)
+    box.tick()
+    estate.clock.advance(19 * 3600)
+    box.tick()
+    estate.clock.advance(60)
+    box.tick()
+    assert (box.token_file.stat().st_mode & 0o777) == 0o600
+    assert counts(estate)["renewals"] == 1
+    text = "\n".join(
+        r.getMessage() + " " + json.dumps({k: str(v) for k, v in vars(r).items()})
+        for r in caplog.records
+    )
+    secrets = [*all_tokens(estate), estate.grant]
+    assert secrets and not any(s in text for s in secrets)
+    events = {getattr(r, "event", "") for r in caplog.records}
+    assert {"token.login", "token.lease", "token.reuse", "token.renew"} <= events
+
+
+def test_torn_temp_files_next_to_a_good_record_are_ignored(box: Box, estate: Estate) -> None:
+    box.tick()
+    good = box.token_file.read_bytes()
+    (box.state_dir / ".token.json.abc123.tmp").write_bytes(good[: len(good) // 2])
+    (box.state_dir / ".token.json.def456.tmp").write_bytes(b"")
+    estate.clock.advance(60)
+    assert box.tick().kind == "lease"
+    assert counts(estate)["leases"] == 1
+
+
+def test_a_corrupt_record_costs_a_lease_and_says_so(
+    box: Box, estate: Estate, caplog: pytest.LogCaptureFixture
+) -> None:
+    box.tick()
+    raw = box.token_file.read_bytes()
+    box.token_file.write_bytes(raw[: len(raw) // 2])
+    caplog.set_level(logging.WARNING)
+    estate.clock.advance(60)
+    assert box.tick().kind == "lease"
+    assert counts(estate)["leases"] == 2
+    warn = [r for r in caplog.records if getattr(r, "event", "") == "token.state_corrupt"]
+    assert warn and "costs a login and a lease" in warn[0].getMessage()
+
+
+_WRITER = r"""
+import json, sys
+from pathlib import Path
+from monky_deployd.adapters.fsutil import atomic_write
+path, good = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
+pad = "x" * (32 << 20)
+payloads = [json.dumps(dict(good, pad=pad, round=i)).encode() for i in (0, 1)]
+print("ready", flush=True)
+i = 0
+while True:  # nearly all the time of this loop is spent inside atomic_write
+    atomic_write(path, payloads[i % 2], 0o600)
+    i += 1
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_a_usable_token(
+    box: Box, estate: Estate, tmp_path: Path
+) -> None:
+    """SIGKILL a process rewriting token.json (32 MB records) at arbitrary moments: each time
+    the next tick still reads a whole record and reuses the lease."""
+    box.tick()
+    snapshot = tmp_path / "good.json"
+    snapshot.write_bytes(box.token_file.read_bytes())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    interrupted = 0
+    for attempt in range(12):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(box.token_file), str(snapshot)],
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        time.sleep(0.05 + 0.037 * attempt)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        torn = list(box.state_dir.glob(".token.json.*.tmp"))
+        interrupted += bool(torn)
+        estate.clock.advance(60)
+        assert box.tick().kind == "lease"
+        assert box.state().token is not None
+        for leftover in torn:
+            leftover.unlink()
+        if interrupted >= 3:
+            break
+    assert interrupted >= 1, "no kill landed inside a write; the test proved nothing"
+    assert counts(estate)["leases"] == 1 and counts(estate)["logins"] == 1
+
+
+# -- whole ticks (tick.run_tick in-process on the fake clock; the real CLI as a subprocess) ---
+
+
+def _tick_cfg(estate: Estate, tmp: Path) -> config.Config:
+    grant = estate.write_grant(tmp / "grant.jwt")
+    raw = estate.config(state_dir=tmp / "state", grant_file=grant, lock_wait_s=1)
+    return config.parse(raw, "test config")
+
+
+def test_whole_ticks_failing_deploy_for_three_hours_spend_one_lease(
+    estate: Estate, tmp_path: Path
+) -> None:
+    from monky_deployd.agent import tick
+
+    estate.tenancy.set_desired(
+        "r1",
+        {
+            "project": "shop",
+            "compose": "services:\n  web:\n    image: busybox\n",
+            "env_template": "A=${A}\n",
+            "manifest": [{"name": "A", "path": f"envs/{ENV}/app", "key": "a"}],
+        },
+    )
+    cfg = _tick_cfg(estate, tmp_path)
+    codes = set()
+    for _ in range(180):
+        rec = tick.run_tick(cfg, clock=estate.clock.now)
+        codes.add(rec.code)
+        estate.clock.advance(60)
+    assert codes == {"ENV_INCOMPLETE"}  # the deploy fails on every tick (secret absent)
+    assert estate.tenancy.report_count == 180
+    c = counts(estate)
+    assert c["leases"] == 1 and c["lease_requests"] == 1 and c["logins"] == 1
+
+
+def _cli(config_path: Path, tmp: Path) -> tuple[int, list[dict[str, Any]]]:
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(
+        (
+            sys.executable,
+            "-m",
+            "monky_deployd.cli",
+            "apply",
+            "--once",
+            "--config",
+            str(config_path),
+        ),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    lines = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.strip()]
+    return proc.returncode, lines
+
+
+def test_cli_superseded_grant_is_the_first_error_line_and_the_exit_code(
+    estate: Estate, tmp_path: Path
+) -> None:
+    import yaml
+
+    from monky_deployd.cli import EXIT_REFUSED
+
+    grant = estate.write_grant(tmp_path / "grant.jwt")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(estate.config(state_dir=tmp_path / "state", grant_file=grant)))
+    estate.tenancy.supersede(estate.issuer.minted_jtis[0])  # a newer kit was revealed
+    rc, lines = _cli(path, tmp_path)
+    assert rc == EXIT_REFUSED
+    errors = [ln for ln in lines if ln.get("level") == "ERROR"]
+    assert errors and errors[0]["code"] == "GRANT_SUPERSEDED"
+    assert "newer kit was revealed for this environment" in errors[0]["message"]
+    assert lines[-1]["event"] == "tick.summary" and lines[-1]["code"] == "GRANT_SUPERSEDED"
+    fault = errors[0]["message"].split(" Check:")[0].lower()  # the sentence before the hint
+    assert not any(word in fault for word in ("network", "unreachable", "policy", "intercept"))
+    assert "not a network or policy fault" in errors[0]["message"]
+    assert estate.bao.logins == 1  # the grant still logs in: no replay state
+    assert len(estate.tenancy.leases) == 0
+
+
+@pytest.mark.docker
+def test_whole_ticks_rate_limited_apply_with_bootstrap_then_swap(
+    tmp_path: Path, registry: Any, busybox_image: str
+) -> None:
+    from monky_deployd.agent import tick
+    from monky_deployd_testkit.lab import Lab
+
+    image = registry.push(busybox_image, "env-e2e-01/web", "1.0")
+    lab = Lab(tmp_path, registry, image)
+    try:
+        est = lab.estate
+        est.bao.set_secret("envs/env-e2e-01/app", {"db_password": "pw"})
+        est.tenancy.set_desired("r1", lab.bundle())
+        est.spend_lease_budget()
+        asked = est.tenancy.lease_requests
+        cfg = config.load(lab.config_path)
+        token_file = cfg.state_dir / "token.json"
+
+        rec = tick.run_tick(cfg, clock=est.clock.now)
+        assert rec.outcome == "applied", rec.message  # applied with the bootstrap token
+        state = TokenState.from_json(token_file.read_bytes())
+        assert state.token is not None and state.token.kind == "bootstrap"
+        assert state.lease_not_before is not None
+        assert est.tenancy.lease_requests == asked + 1
+
+        while est.clock.now() + 300 < state.lease_not_before:
+            est.clock.advance(300)
+            rec = tick.run_tick(cfg, clock=est.clock.now)
+            assert rec.outcome == "noop", rec.message
+        assert est.tenancy.lease_requests == asked + 1  # not asked again before retry_after_s
+
+        est.clock.advance(300)
+        rec = tick.run_tick(cfg, clock=est.clock.now)
+        assert rec.outcome == "noop", rec.message
+        after = TokenState.from_json(token_file.read_bytes())
+        assert after.token is not None and after.token.kind == "lease"  # the swap
+        assert est.tenancy.lease_requests == asked + 2
+    finally:
+        lab.cleanup()

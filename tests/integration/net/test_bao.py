@@ -1,0 +1,388 @@
+"""bao.Bao over the real hvac client and a real httpx client, against the loopback FakeBao."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from monky_deployd.adapters.net.bao import Bao, HttpxAdapter, RenewRefused, read_grant
+from monky_deployd.config import OpenBaoCfg
+from monky_deployd.core.errors import BaoError, DeployError, TokenError, TransportError
+from monky_deployd_testkit.fakes.clock import Clock
+from monky_deployd_testkit.fakes.grant import GrantIssuer
+from monky_deployd_testkit.fakes.openbao import FakeBao
+
+ENV = "env-test-01"
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def issuer(clock: Clock) -> GrantIssuer:
+    return GrantIssuer(clock)
+
+
+@pytest.fixture
+def fake(issuer: GrantIssuer, clock: Clock) -> Iterator[FakeBao]:
+    with FakeBao(issuer, clock) as bao:
+        yield bao
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(trust_env=False) as client:
+        yield client
+
+
+def make(http: httpx.Client, fake: FakeBao, **kw: object) -> Bao:
+    return Bao(http, OpenBaoCfg(host=fake.host, port=fake.port, **kw))  # type: ignore[arg-type]
+
+
+def blames_tenancy(text: str) -> bool:
+    """True when the text names the tenancy service (the jwt-tenancy mount name does not count)."""
+    return "tenancy" in text.lower().replace("jwt-tenancy", "")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- login -----------------------------------------------------------------------------------
+
+
+def test_login_returns_a_bootstrap_token_that_lookup_self_knows(
+    http: httpx.Client, fake: FakeBao, issuer: GrantIssuer
+) -> None:
+    bao = make(http, fake)
+    login = bao.login_jwt(issuer.mint(ENV))
+    assert login.ttl_s == fake.bootstrap_ttl_s and login.renewable
+    assert login.token not in repr(login)
+    info = bao.lookup_self(login.token)
+    assert info is not None and 0 < info.ttl_s <= fake.bootstrap_ttl_s
+    assert info.expire_time and info.expire_time.endswith("Z")
+    assert fake.logins == 1 and fake.lookups == 1
+    assert bao.address == f"127.0.0.1:{fake.port}"
+
+
+def test_a_superseded_grant_still_logs_in_no_replay_state(
+    http: httpx.Client, fake: FakeBao, issuer: GrantIssuer
+) -> None:
+    grant = issuer.mint(ENV)
+    bao = make(http, fake)
+    first, second = bao.login_jwt(grant), bao.login_jwt(grant)
+    assert first.token != second.token and fake.logins == 2
+
+
+def test_expired_grant_is_grant_expired_and_asks_for_a_new_kit(
+    http: httpx.Client, fake: FakeBao, issuer: GrantIssuer, clock: Clock
+) -> None:
+    grant = issuer.mint(ENV, exp_in_s=3600)
+    clock.advance(3600 + 151)  # past exp and OpenBao's 150 s leeway
+    with pytest.raises(TokenError) as exc:
+        make(http, fake).login_jwt(grant)
+    err = exc.value
+    assert err.code == "GRANT_EXPIRED" and err.outcome == "refused"
+    assert "new kit is needed for this environment" in err.message
+    assert f"127.0.0.1:{fake.port}" in err.message
+    assert grant not in str(err) and grant not in err.detail
+
+
+def test_grant_from_another_issuer_is_rejected(http: httpx.Client, fake: FakeBao) -> None:
+    stranger = GrantIssuer(fake.clock).mint(ENV)
+    with pytest.raises(TokenError) as exc:
+        make(http, fake).login_jwt(stranger)
+    assert exc.value.code == "GRANT_REJECTED"
+    assert "failed to verify signature" in exc.value.message
+    assert not blames_tenancy(exc.value.message)
+
+
+def test_wrong_role_is_grant_rejected_naming_mount_and_role(
+    http: httpx.Client, fake: FakeBao, issuer: GrantIssuer
+) -> None:
+    with pytest.raises(TokenError) as exc:
+        make(http, fake, role="other_role").login_jwt(issuer.mint(ENV))
+    assert exc.value.code == "GRANT_REJECTED"
+    assert "other_role" in exc.value.message and "jwt-tenancy" in exc.value.message
+
+
+# -- lookup-self / renew-self ----------------------------------------------------------------
+
+
+def test_lookup_self_none_on_revoked_and_on_expired(
+    http: httpx.Client, fake: FakeBao, clock: Clock
+) -> None:
+    bao = make(http, fake)
+    revoked = fake.create_token(ttl_s=3600, renewable=True, meta={"env": ENV})
+    fake.revoke(revoked)
+    assert bao.lookup_self(revoked) is None
+    short = fake.create_token(ttl_s=100, renewable=True, meta={"env": ENV})
+    assert bao.lookup_self(short) is not None
+    clock.advance(101)
+    assert bao.lookup_self(short) is None
+    assert bao.lookup_self("hvs.unknown") is None
+
+
+def test_renew_self_resets_ttl_and_refuses_non_renewable(
+    http: httpx.Client, fake: FakeBao, clock: Clock
+) -> None:
+    bao = make(http, fake)
+    tok = fake.create_token(ttl_s=86400, renewable=True, meta={"env": ENV})
+    clock.advance(80000)
+    info = bao.renew_self(tok)
+    assert info.ttl_s == 86400 and info.renewable
+    fixed = fake.create_token(ttl_s=86400, renewable=False, meta={"env": ENV})
+    with pytest.raises(RenewRefused) as exc:
+        bao.renew_self(fixed)
+    assert exc.value.status == 400 and "not renewable" in exc.value.message
+    dead = fake.create_token(ttl_s=10, renewable=True, meta={"env": ENV})
+    clock.advance(11)
+    with pytest.raises(RenewRefused) as exc:
+        bao.renew_self(dead)
+    assert exc.value.status == 403
+
+
+def test_renew_self_capped_at_max_ttl_reports_the_capped_ttl(
+    http: httpx.Client, fake: FakeBao, clock: Clock
+) -> None:
+    tok = fake.create_token(
+        ttl_s=86400, renewable=True, meta={"env": ENV}, explicit_max_ttl_s=90000
+    )
+    clock.advance(80000)
+    info = make(http, fake).renew_self(tok)
+    assert info.ttl_s == 10000  # capped: 90000 - 80000
+
+
+# -- KV v2 -----------------------------------------------------------------------------------
+
+
+def test_read_secret_value_missing_path_missing_key_and_forbidden(
+    http: httpx.Client, fake: FakeBao
+) -> None:
+    bao = make(http, fake)
+    tok = fake.create_token(ttl_s=3600, renewable=True, meta={"env": ENV})
+    fake.set_secret(f"envs/{ENV}/app", {"db_password": "s3cr3t", "n": 5})
+    assert bao.read_secret(tok, f"envs/{ENV}/app", "db_password") == "s3cr3t"
+    assert bao.read_secret(tok, f"envs/{ENV}/app", "n") == 5
+
+    with pytest.raises(BaoError) as exc:
+        bao.read_secret(tok, f"envs/{ENV}/nothing", "db_password")
+    assert exc.value.code == "SECRET_MISSING" and exc.value.outcome == "refused"
+    assert f"envs/{ENV}/nothing" in exc.value.message and "db_password" in exc.value.message
+
+    with pytest.raises(BaoError) as exc:
+        bao.read_secret(tok, f"envs/{ENV}/app", "api_key")
+    assert exc.value.code == "SECRET_MISSING"
+    assert f"envs/{ENV}/app" in exc.value.message and "api_key" in exc.value.message
+    assert "s3cr3t" not in str(exc.value)
+
+    fake.set_secret("envs/env-other-02/app", {"db_password": "theirs"})
+    with pytest.raises(BaoError) as exc:
+        bao.read_secret(tok, "envs/env-other-02/app", "db_password")
+    assert exc.value.code == "SECRET_FORBIDDEN" and "envs/env-other-02/app" in exc.value.message
+
+
+def test_read_secret_uses_the_configured_kv_mount(
+    http: httpx.Client, issuer: GrantIssuer, clock: Clock
+) -> None:
+    with FakeBao(issuer, clock, kv_mount="secret") as fake:
+        tok = fake.create_token(ttl_s=3600, renewable=True, meta={"env": ENV})
+        fake.set_secret(f"envs/{ENV}/app", {"k": "v"})
+        assert make(http, fake, kv_mount="secret").read_secret(tok, f"envs/{ENV}/app", "k") == "v"
+        assert ("GET", f"/v1/secret/data/envs/{ENV}/app") in fake.requests
+
+
+# -- OpenBao faults: named as OpenBao with its address, never tenancy ------------------------
+
+
+def _every_call(bao: Bao, issuer: GrantIssuer) -> list[tuple[str, object]]:
+    calls: list[tuple[str, object]] = []
+    for name, fn in (
+        ("login", lambda: bao.login_jwt(issuer.mint(ENV))),
+        ("lookup", lambda: bao.lookup_self("hvs.x")),
+        ("renew", lambda: bao.renew_self("hvs.x")),
+        ("kv", lambda: bao.read_secret("hvs.x", f"envs/{ENV}/app", "k")),
+    ):
+        try:
+            calls.append((name, fn()))
+        except DeployError as err:
+            calls.append((name, err))
+    return calls
+
+
+def test_sealed_is_openbao_sealed_on_every_call(
+    http: httpx.Client, fake: FakeBao, issuer: GrantIssuer
+) -> None:
+    fake.sealed = True
+    for name, err in _every_call(make(http, fake), issuer):
+        assert isinstance(err, BaoError), name
+        assert err.code == "OPENBAO_SEALED", (name, err.code)
+        assert f"OpenBao at 127.0.0.1:{fake.port} is sealed" in err.message
+        assert not blames_tenancy(str(err))
+
+
+def test_garbage_is_openbao_bad_response(
+    http: httpx.Client, fake: FakeBao, issuer: GrantIssuer
+) -> None:
+    fake.garbage = True
+    for name, err in _every_call(make(http, fake), issuer):
+        assert isinstance(err, BaoError), name
+        assert err.code == "OPENBAO_BAD_RESPONSE", (name, err.code)
+        assert f"127.0.0.1:{fake.port}" in err.message and not blames_tenancy(str(err))
+
+
+def test_5xx_is_openbao_unavailable(http: httpx.Client, fake: FakeBao, issuer: GrantIssuer) -> None:
+    fake.fail_next(500, b'{"errors":["internal error"]}', times=3)
+    fake.fail_next(502, b"bad gateway")
+    for name, err in _every_call(make(http, fake), issuer):
+        assert isinstance(err, BaoError), name
+        assert err.code == "OPENBAO_UNAVAILABLE", (name, err.code)
+        assert f"127.0.0.1:{fake.port}" in err.message
+
+
+def test_503_without_sealed_is_unavailable_not_sealed(http: httpx.Client, fake: FakeBao) -> None:
+    fake.fail_next(503, b'{"errors":["Vault is in standby"]}')
+    with pytest.raises(BaoError) as exc:
+        make(http, fake).lookup_self("hvs.x")
+    assert exc.value.code == "OPENBAO_UNAVAILABLE"
+
+
+def test_closed_port_is_openbao_unreachable(http: httpx.Client) -> None:
+    port = free_port()
+    bao = Bao(http, OpenBaoCfg(host="127.0.0.1", port=port))
+    with pytest.raises(BaoError) as exc:
+        bao.lookup_self("hvs.x")
+    assert exc.value.code == "OPENBAO_UNREACHABLE"
+    assert f"OpenBao at 127.0.0.1:{port}" in exc.value.message
+    assert not blames_tenancy(str(exc.value))
+
+
+def test_silent_server_is_unreachable_within_the_configured_timeout(
+    http: httpx.Client, fake: FakeBao
+) -> None:
+    fake.slow_s = 5.0
+    bao = make(http, fake, timeout_s=0.3)
+    with pytest.raises(BaoError) as exc:
+        bao.lookup_self("hvs.x")
+    assert exc.value.code == "OPENBAO_UNREACHABLE" and "did not answer" in exc.value.message
+    fake.slow_s = 0.0
+
+
+class _TransportThatNamesTheFault(httpx.BaseTransport):
+    """Like the Ziti transport: the dial fails with a DeployError as the cause."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            raise TransportError("ziti: no service for openbao.monky.ziti:8200", code="ZITI_NO_X")
+        except TransportError as err:
+            raise httpx.ConnectError("dial failed", request=request) from err
+
+
+def test_a_transport_that_names_the_fault_is_not_rewrapped() -> None:
+    with httpx.Client(transport=_TransportThatNamesTheFault()) as client:
+        bao = Bao(client, OpenBaoCfg())
+        with pytest.raises(TransportError) as exc:
+            bao.lookup_self("hvs.x")
+    assert exc.value.code == "ZITI_NO_X"
+
+
+# -- hvac never reads VAULT_TOKEN / ~/.vault-token / VAULT_ADDR -------------------------------
+
+
+def test_hvac_ignores_vault_token_vault_addr_and_the_token_file(
+    http: httpx.Client, fake: FakeBao, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env_token = fake.create_token(ttl_s=3600, renewable=True, meta={"env": ENV})
+    file_token = fake.create_token(ttl_s=3600, renewable=True, meta={"env": ENV})
+    fake.set_secret(f"envs/{ENV}/app", {"k": "v"})
+    (tmp_path / ".vault-token").write_text(file_token)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("VAULT_TOKEN", env_token)
+    monkeypatch.setenv("VAULT_ADDR", f"http://127.0.0.1:{free_port()}")
+    bao = make(http, fake)
+    # Both live tokens are right there; a client that fell back to them would succeed.
+    assert bao.lookup_self("") is None
+    assert bao.lookup_self("hvs.dead") is None
+    with pytest.raises(BaoError) as exc:
+        bao.read_secret("", f"envs/{ENV}/app", "k")
+    assert exc.value.code == "SECRET_FORBIDDEN"
+    assert all(path.startswith("/v1/") for _, path in fake.requests)
+    assert os.environ["VAULT_TOKEN"] == env_token  # untouched
+
+
+def test_adapter_sends_the_token_header_and_user_agent(http: httpx.Client, fake: FakeBao) -> None:
+    tok = fake.create_token(ttl_s=3600, renewable=True, meta={"env": ENV})
+    adapter = HttpxAdapter(fake.url, tok, httpx_client=http, timeout_s=5)
+    answer = adapter.get("/v1/auth/token/lookup-self")
+    assert isinstance(answer, dict) and answer["data"]["ttl"] > 0
+
+
+# -- the grant file --------------------------------------------------------------------------
+
+
+def test_read_grant_strips_trailing_newline_and_spaces(
+    tmp_path: Path, http: httpx.Client, fake: FakeBao, issuer: GrantIssuer
+) -> None:
+    grant = issuer.mint(ENV)
+    path = tmp_path / "grant.jwt"
+    path.write_text(grant + "  \n\n")
+    assert read_grant(path) == grant
+    assert make(http, fake).login_jwt(read_grant(path)).ttl_s > 0
+
+
+def test_read_grant_missing_unreadable_empty(tmp_path: Path) -> None:
+    with pytest.raises(TokenError) as exc:
+        read_grant(tmp_path / "absent.jwt")
+    assert exc.value.code == "GRANT_MISSING" and "absent.jwt" in exc.value.message
+    (tmp_path / "dir.jwt").mkdir()
+    with pytest.raises(TokenError) as exc:
+        read_grant(tmp_path / "dir.jwt")
+    assert exc.value.code == "GRANT_UNREADABLE"
+    (tmp_path / "empty.jwt").write_text("\n")
+    with pytest.raises(TokenError) as exc:
+        read_grant(tmp_path / "empty.jwt")
+    assert exc.value.code == "GRANT_UNREADABLE" and "empty" in exc.value.message
+    (tmp_path / "junk.jwt").write_text("not a jwt at all\n")
+    with pytest.raises(TokenError) as exc:
+        read_grant(tmp_path / "junk.jwt")
+    assert exc.value.code == "GRANT_UNREADABLE" and "not a jwt" not in exc.value.message
+
+
+def test_a_server_that_does_not_speak_http_is_a_bad_response() -> None:
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n\x00\x01garbage\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with httpx.Client(trust_env=False) as client:
+            bao = Bao(client, OpenBaoCfg(host="127.0.0.1", port=port))
+            with pytest.raises(BaoError) as exc:
+                bao.lookup_self("hvs.x")
+        assert exc.value.code == "OPENBAO_BAD_RESPONSE"
+        assert f"OpenBao at 127.0.0.1:{port}" in exc.value.message
+        assert "not HTTP" in exc.value.message
+    finally:
+        srv.close()

@@ -1,0 +1,182 @@
+""".gitlab-ci.yml holds together: it parses, its stages and jobs are consistent, every file its
+scripts name exists, the lint stage runs every gate, and releases pass the tag gate first (R19)
+with the Gitea mirror behind a manual job (R11)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CI_FILE = REPO / ".gitlab-ci.yml"
+# Top-level keys that are GitLab keywords, not jobs.
+KEYWORDS = {
+    "stages",
+    "variables",
+    "default",
+    "workflow",
+    "include",
+    "image",
+    "services",
+    "before_script",
+    "after_script",
+    "cache",
+}
+# A repository path in a script line: scripts/…, packaging/…, ansible/…, src/…, tests/….
+PATH_RE = re.compile(r"(?<![\w$/.-])((?:scripts|packaging|ansible|src|tests)/[\w./-]*[\w/])")
+
+
+def _ci() -> dict[str, Any]:
+    data = yaml.safe_load(CI_FILE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict), ".gitlab-ci.yml must hold a mapping"
+    return data
+
+
+def _jobs() -> dict[str, dict[str, Any]]:
+    return {
+        name: body
+        for name, body in _ci().items()
+        if name not in KEYWORDS and not name.startswith(".")
+    }
+
+
+def _lines(job: dict[str, Any], key: str = "script") -> list[str]:
+    value = job.get(key, [])
+    lines = [value] if isinstance(value, str) else list(value)
+    for line in lines:
+        # An unquoted "key: value" inside a script line turns it into a mapping in YAML.
+        assert isinstance(line, str), f"{key} item is not a string (quote it): {line!r}"
+    return lines
+
+
+def _all_script_lines() -> list[str]:
+    ci = _ci()
+    lines = _lines(ci.get("default", {}), "before_script")
+    for job in _jobs().values():
+        for key in ("before_script", "script", "after_script"):
+            lines += _lines(job, key)
+    return lines
+
+
+def test_stages_are_lint_test_build_release() -> None:
+    assert _ci()["stages"] == ["lint", "test", "build", "release"]
+
+
+def test_every_job_has_a_declared_stage_and_a_script() -> None:
+    stages = set(_ci()["stages"])
+    jobs = _jobs()
+    assert jobs
+    for name, job in jobs.items():
+        assert isinstance(job, dict), name
+        assert job.get("stage") in stages, f"job {name}: stage {job.get('stage')!r} not declared"
+        assert _lines(job), f"job {name} has no script"
+    for name, job in jobs.items():
+        for need in job.get("needs", []):
+            needed = need["job"] if isinstance(need, dict) else need
+            assert needed in jobs, f"job {name} needs {needed}, which does not exist"
+
+
+def test_every_file_named_in_a_script_exists() -> None:
+    named = {m.group(1) for line in _all_script_lines() for m in PATH_RE.finditer(line)}
+    assert "scripts/release-gate.sh" in named and "packaging/build-deb.sh" in named
+    missing = sorted(p for p in named if not (REPO / p).exists())
+    assert not missing, f".gitlab-ci.yml names files that do not exist: {missing}"
+
+
+def test_the_path_scan_finds_what_it_should() -> None:
+    found = [m.group(1) for m in PATH_RE.finditer('a scripts/x.sh "packaging/b-c.sh" --out dist')]
+    assert found == ["scripts/x.sh", "packaging/b-c.sh"]
+    assert not list(PATH_RE.finditer("$CI_PROJECT_DIR/.venv/bin/ruff src_dir/scripts"))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ruff format --check",
+        "ruff check",
+        "mypy --strict src",
+        "shellcheck",
+        "bash -n",
+        "ansible-lint ansible/",
+        "yamllint -s ansible/ .gitlab-ci.yml",
+    ],
+)
+def test_lint_stage_runs_every_gate(command: str) -> None:
+    lint_lines = [
+        line for job in _jobs().values() if job["stage"] == "lint" for line in _lines(job)
+    ]
+    assert any(command in line for line in lint_lines), f"no lint job runs `{command}`"
+
+
+def test_test_stage_runs_pytest_after_starting_docker() -> None:
+    lines = [line for job in _jobs().values() if job["stage"] == "test" for line in _lines(job)]
+    assert any("pytest" in line for line in lines)
+    assert lines.index("scripts/docker-up.sh") < next(
+        i for i, line in enumerate(lines) if "pytest" in line
+    )
+
+
+def test_build_stage_builds_the_wheel_and_the_deb() -> None:
+    lines = [line for job in _jobs().values() if job["stage"] == "build" for line in _lines(job)]
+    assert any("pip wheel" in line for line in lines)
+    assert any(line.startswith("packaging/build-deb.sh") for line in lines)
+
+
+def test_release_jobs_run_only_on_v_tags_and_pass_the_gate_first() -> None:
+    release = {n: j for n, j in _jobs().items() if j["stage"] == "release"}
+    assert set(release) >= {"release:gitlab", "release:gitea"}
+    for name, job in release.items():
+        assert _lines(job)[0] == 'scripts/release-gate.sh "$CI_COMMIT_TAG"', name
+        rules = job.get("rules")
+        assert rules, f"{name} must be limited to tags by rules"
+        assert all("$CI_COMMIT_TAG =~ /^v/" in rule["if"] for rule in rules), name
+
+
+def test_gitea_release_is_manual_and_gitlab_release_is_not() -> None:
+    jobs = _jobs()
+    assert [r.get("when") for r in jobs["release:gitea"]["rules"]] == ["manual"]
+    assert all(r.get("when") != "manual" for r in jobs["release:gitlab"]["rules"])
+
+
+def test_release_credentials_never_reach_curl_argv() -> None:
+    for name in ("release:gitlab", "release:gitea"):
+        script = "\n".join(_lines(_jobs()[name]))
+        assert "--config" in script, name
+        for secret in ("$CI_JOB_TOKEN", "$GITEA_TOKEN"):
+            for line in script.splitlines():
+                if secret in line:
+                    assert line.strip().startswith("printf "), f"{name}: {secret} in {line!r}"
+
+
+def test_ci_file_is_yamllint_clean() -> None:
+    proc = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "yamllint"), "-s", str(CI_FILE)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("job_name", sorted(_jobs()))
+def test_job_scripts_are_valid_bash(job_name: str, tmp_path: Path) -> None:
+    job = _jobs()[job_name]
+    ci = _ci()
+    lines = _lines(ci.get("default", {}), "before_script") + _lines(job)
+    script = tmp_path / "job.sh"
+    script.write_text("#!/usr/bin/env bash\nset -eo pipefail\n" + "\n".join(lines) + "\n")
+    assert subprocess.run(["bash", "-n", str(script)], timeout=30).returncode == 0
+    shellcheck = str(REPO / ".venv" / "bin" / "shellcheck")
+    proc = subprocess.run(
+        [shellcheck, "-S", "warning", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout
