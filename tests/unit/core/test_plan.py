@@ -1,67 +1,99 @@
 from __future__ import annotations
 
-from monky_deployd.core.plan import Action, Facts, decide, down_services, needs_container_check
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monky_deployd.core.plan import (
+    AppliedFacts,
+    Apply,
+    Commit,
+    Down,
+    Facts,
+    Idle,
+    Noop,
+    Pull,
+    Ready,
+    Restore,
+    Stage,
+    Up,
+    apply_steps,
+    decide,
+    down_services,
+    host_facts_usable,
+    needs_container_check,
+    restore_steps,
+)
+from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.services import Service
+
+BUNDLE: dict[str, Any] = {"project": "shop", "compose": "services: {}\n"}
 
 
 def svc(name: str, state: str = "running") -> Service:
     return Service(name=name, state=state, health="", image="img")
 
 
-def facts(**kw: object) -> Facts:
-    base: dict[str, object] = {
-        "checkin_status": 200,
-        "desired_revision": "r2",
-        "applied_revision": "r1",
-        "applied_services": ("db", "web"),
-        "running": None,
-    }
-    base.update(kw)
-    return Facts(**base)  # type: ignore[arg-type]
+def applied(rev: str = "r1", project: str = "shop", services: tuple[str, ...] = ("db", "web")):
+    return AppliedFacts(rev, project, services)
+
+
+def facts(
+    status: int = 200,
+    desired: str | None = "r2",
+    was: AppliedFacts | None = None,
+    running: tuple[Service, ...] | None = None,
+    bundle: dict[str, Any] | None = BUNDLE,
+) -> Facts:
+    return Facts(status, desired, was if was is not None else applied(), running, bundle)
 
 
 def test_no_desired_state_is_idle() -> None:
-    assert decide(facts(checkin_status=204, desired_revision=None)).action is Action.IDLE
+    assert isinstance(decide(facts(status=204, desired=None, bundle=None)), Idle)
 
 
-def test_new_revision_is_applied() -> None:
+def test_new_revision_is_applied_with_its_bundle_and_the_previous_revision() -> None:
     plan = decide(facts())
-    assert plan.action is Action.APPLY
+    assert isinstance(plan, Apply)
+    assert (plan.revision, plan.bundle, plan.previous) == ("r2", BUNDLE, applied())
     assert "r2" in plan.reason and "r1" in plan.reason
 
 
 def test_first_apply_names_none() -> None:
-    plan = decide(facts(applied_revision=None, applied_services=()))
-    assert plan.action is Action.APPLY and "(none)" in plan.reason
+    plan = decide(Facts(200, "r1", None, None, BUNDLE))
+    assert isinstance(plan, Apply) and plan.previous is None and "(none)" in plan.reason
 
 
 def test_not_modified_with_all_running_is_noop() -> None:
-    f = facts(
-        checkin_status=304,
-        desired_revision=None,
-        running=(svc("db"), svc("web")),
-        applied_revision="r2",
-    )
-    assert decide(f).action is Action.NOOP
+    was = applied("r2")
+    plan = decide(facts(304, None, was, (svc("db"), svc("web")), None))
+    assert plan == Noop(was, "revision r2 is applied and all services are running")
+
+
+def test_not_modified_before_any_apply_is_idle() -> None:
+    assert isinstance(decide(Facts(304, None, None, None, None)), Idle)
 
 
 def test_same_revision_with_a_dead_container_restores_only_the_missing() -> None:
-    f = facts(
-        desired_revision="r2", applied_revision="r2", running=(svc("db"), svc("web", "exited"))
-    )
-    plan = decide(f)
-    assert plan.action is Action.RESTORE
-    assert plan.missing == ("web",)
+    was = applied("r2")
+    plan = decide(facts(200, "r2", was, (svc("db"), svc("web", "exited"))))
+    assert isinstance(plan, Restore)
+    assert (plan.applied, plan.missing) == (was, ("web",))
 
 
 def test_removed_container_restores() -> None:
-    f = facts(checkin_status=304, applied_revision="r2", running=(svc("db"),))
-    assert decide(f).missing == ("web",)
+    plan = decide(facts(304, None, applied("r2"), (svc("db"),), None))
+    assert isinstance(plan, Restore) and plan.missing == ("web",)
 
 
 def test_unknown_container_state_applies() -> None:
-    f = facts(desired_revision="r2", applied_revision="r2", running=None)
-    assert decide(f).action is Action.APPLY
+    assert isinstance(decide(facts(200, "r2", applied("r2"), None)), Apply)
+
+
+def test_unknown_container_state_without_a_bundle_is_not_an_apply() -> None:
+    plan = decide(facts(304, None, applied("r2"), None, None))
+    assert isinstance(plan, Idle) and "no bundle" in plan.reason
 
 
 def test_container_check_only_when_desired_equals_applied() -> None:
@@ -74,3 +106,102 @@ def test_container_check_only_when_desired_equals_applied() -> None:
 
 def test_down_services_keeps_declared_order() -> None:
     assert down_services(("a", "b", "c"), (svc("b"),)) == ("a", "c")
+
+
+def test_plan_kinds_name_the_journal_events() -> None:
+    assert [k.kind for k in (Idle, Noop, Restore, Apply)] == ["idle", "noop", "restore", "apply"]
+
+
+# -- box steps -------------------------------------------------------------------------------
+
+
+def ready(project: str = "shop", cred: Credential | None = None) -> Ready:
+    return Ready("r2", project, "services: {}\n", "A=1\n", ("web",), "reg:5000", cred)
+
+
+def test_apply_steps_in_order_without_a_down_when_the_project_stays() -> None:
+    plan = decide(facts())
+    assert isinstance(plan, Apply)
+    cred = Credential("u", "p")
+    assert apply_steps(plan, ready(cred=cred)) == (
+        Stage("r2", "services: {}\n", "A=1\n", "reg:5000", cred),
+        Pull("shop", "r2", "reg:5000"),
+        Up("shop", "r2"),
+        Commit("r2", "shop", ("web",)),
+    )
+
+
+def test_a_renamed_project_takes_the_previous_one_down_before_up() -> None:
+    plan = decide(facts(was=applied("r1", "oldshop")))
+    assert isinstance(plan, Apply)
+    kinds = [type(s) for s in apply_steps(plan, ready("shop"))]
+    assert kinds == [Stage, Pull, Down, Up, Commit]
+    assert apply_steps(plan, ready("shop"))[2] == Down("oldshop", "r1")
+
+
+def test_a_first_apply_takes_nothing_down() -> None:
+    plan = decide(Facts(200, "r1", None, None, BUNDLE))
+    assert isinstance(plan, Apply)
+    assert not any(isinstance(s, Down) for s in apply_steps(plan, ready()))
+
+
+def test_restore_only_brings_the_applied_project_up() -> None:
+    plan = decide(facts(304, None, applied("r2", "shop"), (svc("db"),), None))
+    assert isinstance(plan, Restore)
+    assert restore_steps(plan) == (Up("shop", "r2"),)
+
+
+def test_every_box_step_names_its_phase() -> None:
+    assert [s.phase for s in (Stage, Pull, Down, Up, Commit)] == [
+        "stage",
+        "pull",
+        "down",
+        "up",
+        "commit",
+    ]
+
+
+def test_step_reprs_hold_no_file_contents() -> None:
+    step = Stage("r2", "compose-SECRET", "env-SECRET", None, Credential("u", "pw-SECRET"))
+    assert "SECRET" not in repr(step)
+
+
+# -- properties ------------------------------------------------------------------------------
+
+revs = st.from_regex(r"[a-z0-9]{1,4}", fullmatch=True)
+names = st.lists(st.sampled_from(["a", "b", "c", "d"]), unique=True, max_size=4).map(tuple)
+states = st.sampled_from(["running", "exited", "restarting", "created"])
+
+
+@given(
+    status=st.sampled_from([200, 204, 304]),
+    desired=st.none() | revs,
+    was=st.none() | st.builds(AppliedFacts, revs, st.just("shop"), names),
+    running=st.none() | st.lists(st.builds(svc, st.sampled_from("abcde"), states)).map(tuple),
+)
+def test_decide_is_total_and_consistent(
+    status: int,
+    desired: str | None,
+    was: AppliedFacts | None,
+    running: tuple[Service, ...] | None,
+) -> None:
+    bundle = BUNDLE if status == 200 else None
+    plan = decide(Facts(status, desired, was, running, bundle))
+    if status == 204:
+        assert isinstance(plan, Idle)
+    if isinstance(plan, Apply):
+        assert plan.bundle is BUNDLE and plan.previous == was
+        assert was is None or plan.revision != was.revision or running is None
+    if isinstance(plan, Restore | Noop):
+        assert was is not None and plan.applied == was and running is not None
+    if isinstance(plan, Restore):
+        assert plan.missing and set(plan.missing) <= set(was.services if was else ())
+    if isinstance(plan, Noop):
+        up = {s.name for s in running or () if s.state == "running"}
+        assert set(plan.applied.services) <= up
+
+
+def test_host_facts_are_usable_only_for_this_host() -> None:
+    assert host_facts_usable({"hostname": "env-dev-08", "docker": "29"}, "env-dev-08")
+    assert not host_facts_usable({"hostname": "env-dev-01"}, "env-dev-08")
+    assert not host_facts_usable(None, "env-dev-08")

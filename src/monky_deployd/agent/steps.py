@@ -1,0 +1,128 @@
+"""The executors of the box steps (``core.plan``): one function per step type, in a plain dict.
+
+Each executor is thin: it hands the step's data to an adapter (``docker_config``, ``StateDir``,
+``Compose``, ``docker_api``) and notes what it saw in the tick record. ``run`` performs a tuple
+of steps in order, each inside its phase, so a failure is logged and reported with the phase
+it happened in.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from monky_deployd.adapters.box import docker_api, docker_config, runner
+from monky_deployd.adapters.box.compose import Compose, docker_env
+from monky_deployd.adapters.box.state import Applied, StateDir
+from monky_deployd.adapters.fsutil import atomic_write, read_if_exists
+from monky_deployd.config import Config
+from monky_deployd.core import report
+from monky_deployd.core.errors import DeployError
+from monky_deployd.core.plan import BoxStep, Commit, Down, Pull, Stage, Up, host_facts_usable
+from monky_deployd.core.report import TickRecord
+
+Clock = Callable[[], float]
+Phase = Callable[[str], AbstractContextManager[None]]
+
+
+@dataclass
+class Context:
+    """What the executors share within one tick."""
+
+    cfg: Config
+    state: StateDir
+    rec: TickRecord
+    clock: Clock
+    secrets: tuple[str, ...] = ()  # every secret of the tick so far, masked in child output
+
+    def compose(self, project: str, revision: str) -> Compose:
+        return Compose(
+            self.cfg.docker,
+            self.state.docker_dir,
+            project,
+            self.state.revision_dir(revision),
+            self.secrets,
+        )
+
+
+def stage(ctx: Context, step: Stage) -> None:
+    docker_config.write_docker_config(
+        ctx.state.docker_dir, step.registry_host or "", step.credential
+    )
+    ctx.state.write_revision(step.revision, step.compose, step.env_text)
+
+
+def pull(ctx: Context, step: Pull) -> None:
+    ctx.compose(step.project, step.revision).pull(step.registry_host)
+
+
+def down(ctx: Context, step: Down) -> None:
+    ctx.compose(step.project, step.revision).down()
+
+
+def up(ctx: Context, step: Up) -> None:
+    ctx.compose(step.project, step.revision).up()
+    ctx.rec.services = [
+        s.as_report() for s in docker_api.project_containers(ctx.cfg.docker, step.project)
+    ]
+
+
+def commit(ctx: Context, step: Commit) -> None:
+    ctx.state.write_applied(
+        Applied(step.revision, step.project, list(step.services), report.rfc3339(ctx.clock()))
+    )
+    ctx.state.prune_revisions(keep={step.revision})
+    refresh_host_facts(ctx)
+
+
+EXECUTORS: dict[type[Any], Callable[[Context, Any], None]] = {
+    Stage: stage,
+    Pull: pull,
+    Down: down,
+    Up: up,
+    Commit: commit,
+}
+
+
+def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase) -> None:
+    """Perform ``steps`` in order, each inside its phase; the first failure ends the run."""
+    for step in steps:
+        with phase(step.phase):
+            EXECUTORS[type(step)](ctx, step)
+
+
+# -- host facts (sent with every check-in) -----------------------------------------------------
+
+
+def host_facts(ctx: Context) -> dict[str, str]:
+    """hostname plus docker/compose versions, cached in the state dir between applies."""
+    raw = read_if_exists(ctx.state.root / "host.json")
+    if raw:
+        try:
+            cached = json.loads(raw)
+        except ValueError:
+            cached = None
+        if isinstance(cached, dict) and host_facts_usable(cached, socket.gethostname()):
+            return {str(k): str(v) for k, v in cached.items()}
+    return refresh_host_facts(ctx)
+
+
+def refresh_host_facts(ctx: Context) -> dict[str, str]:
+    env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
+    binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
+    facts = {"hostname": socket.gethostname(), "docker": "", "compose": ""}
+    for key, argv in (
+        ("docker", (binary, "version", "--format", "{{.Server.Version}}")),
+        ("compose", (binary, "compose", "version", "--short")),
+    ):
+        try:
+            facts[key] = runner.run(argv, env=env, timeout=timeout).stdout.strip()
+        except DeployError:
+            facts[key] = ""
+    if facts["docker"] and facts["compose"]:
+        atomic_write(ctx.state.root / "host.json", json.dumps(facts).encode(), 0o600)
+    return facts

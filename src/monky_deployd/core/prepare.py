@@ -1,0 +1,116 @@
+"""The apply's checks, before anything on the box changes. Pure: no I/O.
+
+``agent.tick`` runs them in order, each inside its phase, with the two I/O steps between them
+(reading OpenBao, asking ``docker info``):
+
+    bundle    validate tenancy's bundle                        check_bundle
+    secrets   read every manifest entry from OpenBao           (agent)  -> SecretReads
+    render    coerce values, render .env                       env_values + render_env
+    registry  parse the registry credential                    credential
+    preflight disk space on every filesystem a pull writes to  (agent + adapters.box.preflight)
+
+Then ``ready`` gathers what ``core.plan.apply_steps`` needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monky_deployd.core import envfile, registry_cred
+from monky_deployd.core.bundle import Bundle, ManifestEntry, validate
+from monky_deployd.core.errors import EnvError
+from monky_deployd.core.plan import Ready
+from monky_deployd.core.registry_cred import Credential
+
+
+@dataclass(frozen=True)
+class SecretReads:
+    """What OpenBao answered for a bundle's manifest."""
+
+    found: Mapping[ManifestEntry, object] = field(repr=False)  # manifest entry -> KV value
+    absent: Mapping[str, str]  # variable name -> "path#key" OpenBao does not have
+
+
+@dataclass(frozen=True)
+class EnvValues:
+    values: Mapping[str, str] = field(repr=False)  # variable name -> text for .env
+    absent: Mapping[str, str]
+    registry_value: object = field(repr=False)  # the registry credential's raw value, or None
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret text of the tick so far, for masking child output."""
+        reg = () if self.registry_value is None else (str(self.registry_value),)
+        return tuple(self.values.values()) + reg
+
+
+def check_bundle(revision: str, raw: Mapping[str, object]) -> Bundle:
+    """The bundle, validated; at most one registry-auth entry."""
+    bundle = validate(revision, dict(raw))
+    registry_cred.select_entry([{"name": e.name, "use": e.use} for e in bundle.manifest])
+    return bundle
+
+
+def env_values(bundle: Bundle, reads: SecretReads) -> EnvValues:
+    """Variable values as .env text: strings as they are, numbers in decimal; anything else
+    (a list, an object, a boolean) is refused with SECRET_NOT_STRING."""
+    values: dict[str, str] = {}
+    registry_value: object = None
+    for entry in bundle.manifest:
+        if entry not in reads.found:
+            continue
+        value = reads.found[entry]
+        if entry.use is not None:
+            registry_value = value
+        elif isinstance(value, str):
+            values[entry.name] = value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            values[entry.name] = str(value)
+        else:
+            raise EnvError(
+                f"secret {entry.path}#{entry.key} for variable {entry.name} is a "
+                f"{type(value).__name__}, not a string",
+                code="SECRET_NOT_STRING",
+                hint=f"the value stored at {entry.path} in OpenBao's KV mount",
+            )
+    return EnvValues(values, dict(reads.absent), registry_value)
+
+
+def render_env(template: str, env: EnvValues) -> str:
+    """``envfile.render``; an ENV_INCOMPLETE also names the variables OpenBao lacks."""
+    try:
+        return envfile.render(template, env.values)
+    except EnvError as err:
+        lacking = [f"{name} ({where})" for name, where in sorted(env.absent.items())]
+        if err.code != "ENV_INCOMPLETE" or not lacking:
+            raise
+        raise EnvError(
+            f"{err.message}; not found in OpenBao: {', '.join(lacking)}",
+            code=err.code,
+            hint=err.hint,
+        ) from err
+
+
+def credential(bundle: Bundle, env: EnvValues) -> Credential | None:
+    """The bundle's registry credential, parsed; None when the bundle has no such entry."""
+    if not bundle.registry_entries:
+        return None
+    return registry_cred.parse_credential(env.registry_value, bundle.registry_host)
+
+
+def ready(bundle: Bundle, env_text: str, cred: Credential | None) -> Ready:
+    return Ready(
+        revision=bundle.revision,
+        project=bundle.project,
+        compose=bundle.compose,
+        env_text=env_text,
+        services=bundle.services,
+        registry_host=bundle.registry_host,
+        credential=cred,
+    )
+
+
+def secrets_of(env: EnvValues, cred: Credential | None) -> tuple[str, ...]:
+    """Every secret of an apply (KV values, the registry value and password), for masking."""
+    return env.secrets + ((cred.password,) if cred is not None else ())
