@@ -64,13 +64,13 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
     def bad(where: str, what: str) -> None:
         problems.append(f"at '{where}': {what}")
 
-    if not REVISION_RE.match(revision):
+    if not REVISION_RE.fullmatch(revision):
         bad("revision", "must be 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit")
     for key in sorted(set(raw) - KNOWN_KEYS):
         bad(key, "unknown key")
 
     project = raw.get("project")
-    if not isinstance(project, str) or not PROJECT_RE.match(project):
+    if not isinstance(project, str) or not PROJECT_RE.fullmatch(project):
         bad("project", "must match ^[a-z0-9][a-z0-9_-]{0,62}$")
 
     compose = raw.get("compose")
@@ -151,7 +151,7 @@ def _manifest(raw: object, bad: Any) -> tuple[ManifestEntry, ...]:
             bad(f"{where}.use", f"unknown use {use!r} (only {REGISTRY_AUTH!r})")
         if not isinstance(name, str) or not name:
             bad(f"{where}.name", "must be a non-empty string")
-        elif use is None and not VAR_NAME_RE.match(name):
+        elif use is None and not VAR_NAME_RE.fullmatch(name):
             bad(f"{where}.name", f"{name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
         elif use is None and name in seen:
             bad(f"{where}.name", f"{name!r} appears twice")
@@ -170,4 +170,6 @@ def _manifest(raw: object, bad: Any) -> tuple[ManifestEntry, ...]:
 
 def _safe_path(path: str) -> bool:
     parts = path.split("/")
-    return bool(path) and all(p not in ("", ".", "..") and PATH_SEGMENT_RE.match(p) for p in parts)
+    return bool(path) and all(
+        p not in ("", ".", "..") and PATH_SEGMENT_RE.fullmatch(p) for p in parts
+    )

@@ -3,8 +3,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from monky_deployd.core.bundle import validate
+from monky_deployd.core.bundle import Bundle, ManifestEntry, validate
 from monky_deployd.core.errors import BundleError
 
 
@@ -86,3 +88,275 @@ def test_all_problems_listed_at_once() -> None:
     with pytest.raises(BundleError) as info:
         validate("r1", raw)
     assert "'project'" in info.value.message and "'compose'" in info.value.message
+
+
+# -- what the operator reads: every problem line, word for word -------------------------------
+
+
+def problems(revision: str, raw: dict[str, Any]) -> list[str]:
+    with pytest.raises(BundleError) as info:
+        validate(revision, raw)
+    err = info.value
+    assert (err.code, err.outcome) == ("BUNDLE_INVALID", "refused")
+    assert err.hint == "the bundle published to tenancy for this environment"
+    head, *lines = err.message.split("\n")
+    assert head == f"the bundle for revision {revision!r} is malformed, nothing was changed:"
+    return lines
+
+
+def test_every_problem_is_one_line_in_the_order_checked() -> None:
+    raw = {
+        "project": "BAD!",
+        "compose": "- a\n",
+        "env_template": 5,
+        "manifest": [
+            "x",
+            {"name": "", "path": "a//b", "key": "", "use": "ssh", "extra": 1},
+            {"name": 7},
+        ],
+        "registry_host": "",
+        "disk_need_bytes": -1,
+        "zzz": 1,
+    }
+    assert problems("../r", raw) == [
+        "at 'revision': must be 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit",
+        "at 'zzz': unknown key",
+        "at 'project': must match ^[a-z0-9][a-z0-9_-]{0,62}$",
+        "at 'compose': must be a YAML mapping, found list",
+        "at 'env_template': must be a string",
+        "at 'manifest[0]': must be a mapping with name, path and key",
+        "at 'manifest[1].extra': unknown key",
+        "at 'manifest[1].use': unknown use 'ssh' (only 'registry-auth')",
+        "at 'manifest[1].name': must be a non-empty string",
+        "at 'manifest[1].path': must be a relative path of [A-Za-z0-9._-] segments without '..'",
+        "at 'manifest[1].key': must be a non-empty string",
+        "at 'manifest[2].name': must be a non-empty string",
+        "at 'manifest[2].path': must be a relative path of [A-Za-z0-9._-] segments without '..'",
+        "at 'manifest[2].key': must be a non-empty string",
+        "at 'registry_host': must be a non-empty string",
+        "at 'disk_need_bytes': must be a non-negative integer number of bytes",
+    ]
+
+
+def test_operator_line_carries_code_message_and_hint() -> None:
+    raw = good()
+    raw["manifest"] = 3
+    with pytest.raises(BundleError) as info:
+        validate("r7", raw)
+    assert str(info.value) == (
+        "BUNDLE_INVALID: the bundle for revision 'r7' is malformed, nothing was changed:\n"
+        "at 'manifest': must be a list. Check: the bundle published to tenancy for this environment"
+    )
+
+
+@pytest.mark.parametrize(
+    ("compose", "line"),
+    [
+        ("", "at 'compose': must be a non-empty compose file"),
+        (" \n\t\n", "at 'compose': must be a non-empty compose file"),
+        (["services"], "at 'compose': must be a non-empty compose file"),
+        ("a: b\nc: d: e\n", "at 'compose': is not valid YAML at line 2"),
+        ("\t- x", "at 'compose': is not valid YAML at line 1"),
+        ("just text\n", "at 'compose': must be a YAML mapping, found str"),
+        ("services:\n", "at 'compose.services': must be a non-empty mapping of services"),
+        ("services: {}\n", "at 'compose.services': must be a non-empty mapping of services"),
+        ("services: [web]\n", "at 'compose.services': must be a non-empty mapping of services"),
+    ],
+)
+def test_compose_problems(compose: object, line: str) -> None:
+    raw = good()
+    raw["compose"] = compose
+    assert problems("r1", raw) == [line]
+
+
+PATH_LINE = "at 'manifest[0].path': must be a relative path of [A-Za-z0-9._-] segments without '..'"
+
+
+@pytest.mark.parametrize(
+    ("entry", "lines"),
+    [
+        ({"name": "A", "path": "p", "key": "k", "x": 1}, ["at 'manifest[0].x': unknown key"]),
+        (
+            {"name": "A", "path": "p", "key": "k", "use": 7},
+            ["at 'manifest[0].use': unknown use 7 (only 'registry-auth')"],
+        ),
+        (
+            {"name": "1A", "path": "p", "key": "k"},
+            ["at 'manifest[0].name': '1A' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"],
+        ),
+        ({"path": "p", "key": "k"}, ["at 'manifest[0].name': must be a non-empty string"]),
+        (
+            {"name": "", "path": "p", "key": "k"},
+            ["at 'manifest[0].name': must be a non-empty string"],
+        ),
+        ({"name": "A", "key": "k"}, [PATH_LINE]),
+        ({"name": "A", "path": "", "key": "k"}, [PATH_LINE]),
+        ({"name": "A", "path": "a/./b", "key": "k"}, [PATH_LINE]),
+        ({"name": "A", "path": "a/../b", "key": "k"}, [PATH_LINE]),
+        ({"name": "A", "path": "a//b", "key": "k"}, [PATH_LINE]),
+        ({"name": "A", "path": "a/b/", "key": "k"}, [PATH_LINE]),
+        ({"name": "A", "path": "a b", "key": "k"}, [PATH_LINE]),
+        ({"name": "A", "path": 5, "key": "k"}, [PATH_LINE]),
+        ({"name": "A", "path": "envs/e\n", "key": "k"}, [PATH_LINE]),  # `$` matches before \n
+        (
+            {"name": "A\n", "path": "p", "key": "k"},
+            ["at 'manifest[0].name': 'A\\n' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"],
+        ),
+        ({"name": "A", "path": "p"}, ["at 'manifest[0].key': must be a non-empty string"]),
+        (
+            {"name": "A", "path": "p", "key": 1},
+            ["at 'manifest[0].key': must be a non-empty string"],
+        ),
+    ],
+)
+def test_manifest_entry_problems(entry: dict[str, Any], lines: list[str]) -> None:
+    raw = good()
+    raw["manifest"] = [entry]
+    assert problems("r1", raw) == lines
+
+
+def test_a_non_mapping_entry_does_not_hide_the_entries_after_it() -> None:
+    raw = good()
+    raw["manifest"] = [["A"], {"name": "B", "path": "p", "key": ""}]
+    assert problems("r1", raw) == [
+        "at 'manifest[0]': must be a mapping with name, path and key",
+        "at 'manifest[1].key': must be a non-empty string",
+    ]
+
+
+def test_duplicate_names_name_the_second_entry() -> None:
+    raw = good()
+    entry = {"name": "A", "path": "p", "key": "k"}
+    raw["manifest"] = [dict(entry), {"name": "B", "path": "p", "key": "k"}, dict(entry)]
+    assert problems("r1", raw) == ["at 'manifest[2].name': 'A' appears twice"]
+
+
+def test_registry_entry_names_are_free_form_and_not_variables() -> None:
+    raw = good()
+    raw["manifest"] = [
+        {
+            "name": "robot account",
+            "path": "envs/e/registry",
+            "key": "robot",
+            "use": "registry-auth",
+        },
+        {"name": "DB", "path": "envs/e/registry", "key": "robot2", "use": "registry-auth"},
+        {"name": "DB", "path": "envs/e/app", "key": "db"},
+    ]
+    b = validate("r1", raw)
+    assert b.manifest == (
+        ManifestEntry("robot account", "envs/e/registry", "robot", "registry-auth"),
+        ManifestEntry("DB", "envs/e/registry", "robot2", "registry-auth"),
+        ManifestEntry("DB", "envs/e/app", "db", None),
+    )
+    assert [e.key for e in b.env_entries] == ["db"]
+    assert [e.key for e in b.registry_entries] == ["robot", "robot2"]
+
+
+def test_a_valid_bundle_carries_every_field() -> None:
+    raw = good()
+    raw["compose"] = "services:\n  web: {image: a}\n  db: {image: b}\n  1: {image: c}\n"
+    assert validate("r.1-a_B", raw) == Bundle(
+        revision="r.1-a_B",
+        project="shop",
+        compose=raw["compose"],
+        env_template=raw["env_template"],
+        manifest=(
+            ManifestEntry("DB_PASSWORD", "envs/env-dev-08/app", "db_password"),
+            ManifestEntry("registry", "envs/env-dev-08/registry", "robot", "registry-auth"),
+        ),
+        registry_host="harbor.example.net",
+        disk_need_bytes=2147483648,
+        services=("1", "db", "web"),
+    )
+
+
+@pytest.mark.parametrize("need", [0, 1, 2**40])
+def test_disk_need_bytes_zero_and_up_are_accepted(need: int) -> None:
+    raw = good()
+    raw["disk_need_bytes"] = need
+    assert validate("r1", raw).disk_need_bytes == need
+
+
+@pytest.mark.parametrize("need", [-1, 1.5, "10", False, [1]])
+def test_disk_need_bytes_must_be_a_non_negative_integer(need: object) -> None:
+    raw = good()
+    raw["disk_need_bytes"] = need
+    assert problems("r1", raw) == [
+        "at 'disk_need_bytes': must be a non-negative integer number of bytes"
+    ]
+
+
+@pytest.mark.parametrize("host", ["", 5, ["h"], False])
+def test_registry_host_must_be_a_non_empty_string(host: object) -> None:
+    raw = good()
+    raw["registry_host"] = host
+    assert problems("r1", raw) == ["at 'registry_host': must be a non-empty string"]
+
+
+def test_registry_host_null_means_none() -> None:
+    raw = good()
+    raw["registry_host"] = None
+    assert validate("r1", raw).registry_host is None
+
+
+@pytest.mark.parametrize(
+    ("template", "line"),
+    [
+        ("A=\x00\n", "at 'env_template': must not contain NUL bytes"),
+        ("# \x00 in a comment\n", "at 'env_template': must not contain NUL bytes"),
+        (None, "at 'env_template': must be a string"),
+        (b"A=1\n", "at 'env_template': must be a string"),
+    ],
+)
+def test_env_template_must_be_text_without_nul(template: object, line: str) -> None:
+    raw = good()
+    raw["env_template"] = template
+    assert problems("r1", raw) == [line]
+
+
+# -- the name bounds (docker compose's project name; the revision becomes a directory) ------
+
+LOWER = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@pytest.mark.parametrize("length", [1, 2, 62, 63])
+def test_project_names_up_to_63_characters_are_accepted(length: int) -> None:
+    raw = good()
+    raw["project"] = ("p" + "a1_-" * 16)[:length]
+    assert validate("r1", raw).project == raw["project"]
+
+
+@pytest.mark.parametrize(
+    "project", ["p" * 64, "", "-p", "_p", "Shop", "sh.op", "sh op", "shop\n", 7, None]
+)
+def test_project_names_compose_refuses_are_refused(project: object) -> None:
+    raw = good()
+    raw["project"] = project
+    assert problems("r1", raw) == ["at 'project': must match ^[a-z0-9][a-z0-9_-]{0,62}$"]
+
+
+@pytest.mark.parametrize("length", [1, 63, 64])
+def test_revisions_up_to_64_characters_are_accepted(length: int) -> None:
+    revision = ("R" + "a.1_-" * 13)[:length]
+    assert validate(revision, good()).revision == revision
+
+
+@pytest.mark.parametrize("revision", ["r" * 65, "", ".r", "-r", "_r", "r/1", "r 1", "r\n"])
+def test_revisions_that_cannot_be_a_directory_name_are_refused(revision: str) -> None:
+    assert problems(revision, good()) == [
+        "at 'revision': must be 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit"
+    ]
+
+
+@given(
+    st.text(alphabet=LOWER + "_-", min_size=0, max_size=70),
+    st.sampled_from(LOWER),
+)
+def test_project_rule_over_generated_names(rest: str, first: str) -> None:
+    raw = good()
+    raw["project"] = first + rest
+    if len(first + rest) <= 63:
+        assert validate("r1", raw).project == first + rest
+    else:
+        assert problems("r1", raw) == ["at 'project': must match ^[a-z0-9][a-z0-9_-]{0,62}$"]
