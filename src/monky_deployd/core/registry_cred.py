@@ -86,7 +86,7 @@ def check_registry_host(registry_host: str | None, source: str = "the bundle") -
             code="REGISTRY_HOST_INVALID",
             hint=HOST_HINT,
         )
-    match = _HOST_RE.match(registry_host)
+    match = _HOST_RE.fullmatch(registry_host)
     port = match.group("port") if match else None
     if match is None or (port is not None and not 1 <= int(port) <= 65535):
         shown = registry_host if len(registry_host) <= 80 else registry_host[:77] + "..."
