@@ -166,3 +166,107 @@ def test_pull_error_carries_the_words_first() -> None:
     assert "has none" in err.message, "no credential was sent: not 'refused the credential'"
     wrong = pullerrors.pull_error(CAPTURED["wrong-password"])
     assert "refused the agent's credential" in wrong.message
+
+
+# -- the operator's first line, word for word ---------------------------------------------------
+
+
+def test_no_credential_sent_names_the_host_and_exit_status() -> None:
+    err = pullerrors.pull_error(
+        "x: no basic auth credentials\n", returncode=1, registry_host="h:5000"
+    )
+    assert (err.code, err.outcome) == ("REGISTRY_AUTH", "failed")
+    assert err.message == (
+        "docker compose pull failed: the registry requires a login and the agent has none for "
+        "this registry (h:5000): x: no basic auth credentials [exit status 1]"
+    )
+    assert err.hint == (
+        "that the bundle has a registry-auth manifest entry and that its registry_host is "
+        "the registry in the image reference"
+    )
+    assert err.detail == "x: no basic auth credentials"
+
+
+def test_a_refused_credential_keeps_the_general_auth_hint() -> None:
+    err = pullerrors.pull_error("unauthorized: authentication required\n", registry_host="h")
+    assert err.message == (
+        "docker compose pull failed: the registry refused the agent's credential (h): "
+        "unauthorized: authentication required"
+    )
+    assert err.hint == pullerrors.MEANING["REGISTRY_AUTH"][1]
+
+
+def test_without_host_or_status_nothing_is_added() -> None:
+    err = pullerrors.pull_error("manifest unknown\n")
+    assert err.message == (
+        "docker compose pull failed: the registry has no such image or tag: manifest unknown"
+    )
+    assert pullerrors.pull_error("manifest unknown\n", registry_host="").message == err.message
+
+
+def test_exit_status_zero_is_still_shown() -> None:
+    err = pullerrors.pull_error("manifest unknown\n", returncode=0)
+    assert err.message.endswith(": manifest unknown [exit status 0]")
+
+
+def test_a_full_disk_is_not_blamed_on_the_registry_host() -> None:
+    err = pullerrors.pull_error(
+        "write /x: no space left on device\n", returncode=18, registry_host="h"
+    )
+    assert err.message == (
+        "docker compose pull failed: the pull ran out of disk space: "
+        "write /x: no space left on device [exit status 18]"
+    )
+    assert err.hint == pullerrors.MEANING["DISK_FULL"][1]
+
+
+@pytest.mark.parametrize("host", ["h", None])
+def test_no_output_says_so(host: str | None) -> None:
+    err = pullerrors.pull_error("", registry_host=host)
+    assert err.code == "PULL_FAILED"
+    assert err.message.endswith(f"{' (h)' if host else ''}: (no output)")
+    assert err.hint == "the line quoted here and the Docker daemon's log"
+    assert err.detail == ""
+    assert pullerrors.classify("\n \r\n") == ("PULL_FAILED", "(no output)")
+
+
+def test_detail_is_the_last_20_clean_lines() -> None:
+    output = "".join(f"error line {i}\n" for i in range(30))
+    err = pullerrors.pull_error(output)
+    assert err.detail == "\n".join(f"error line {i}" for i in range(10, 30))
+    assert err.code == "PULL_FAILED"
+    assert err.message.endswith(": error line 29")
+
+
+def test_unknown_output_quotes_the_last_line() -> None:
+    assert pullerrors.classify("first\nsecond\n") == ("PULL_FAILED", "second")
+
+
+# -- cleaning ------------------------------------------------------------------------------------
+
+
+def test_ansi_codes_go_without_a_trace_and_carriage_returns_split_lines() -> None:
+    out = "a\rb\r\n\x1b[31mError\x1b[0m: x\x1b]0;title\x07 y\n  ✘ z\n z\n"
+    assert pullerrors.clean_lines(out) == ["a", "b", "Error: x y", "z"]
+
+
+def test_the_first_matching_line_is_quoted_verbatim() -> None:
+    out = "web Error manifest unknown\ndb Error manifest unknown: other\n"
+    assert pullerrors.classify(out) == ("IMAGE_NOT_FOUND", "web Error manifest unknown")
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("Disk quota exceeded", "DISK_FULL"),
+        ("dial unix /var/run/docker.sock: connect: permission denied", "DOCKER_UNAVAILABLE"),
+        ("server misbehaving", "REGISTRY_UNREACHABLE"),
+        ("no route to host", "REGISTRY_UNREACHABLE"),
+        ("network is unreachable", "REGISTRY_UNREACHABLE"),
+        ("net/http: TLS handshake timeout", "REGISTRY_UNREACHABLE"),
+        ("(Client.Timeout exceeded while awaiting headers)", "REGISTRY_UNREACHABLE"),
+        ("name unknown: repository name not known to registry", "IMAGE_NOT_FOUND"),
+    ],
+)
+def test_every_pattern_family(line: str, code: str) -> None:
+    assert pullerrors.classify(f" web Pulling \n{line}\n") == (code, line)

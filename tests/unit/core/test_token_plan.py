@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from monky_deployd.agent.token import WORKING_FLOOR_S, Facts, Known, Step, TokenState, decide
+from monky_deployd.core.token_plan import renew_threshold
 
 NOW = 1_800_000_000.0
 MIN_TTL = 600
@@ -327,3 +328,95 @@ def test_state_record_round_trips_and_rejects_torn_files() -> None:
     with pytest.raises(ValueError) as exc:
         TokenState.from_json(bad)
     assert "hvs.SECRET" not in str(exc.value)
+
+
+# -- the boundaries, one step each side ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "f", "expected"),
+    [
+        (
+            "stored bootstrap exactly at the floor, budget open: the swap, not a login",
+            facts("bootstrap", left=WORKING_FLOOR_S),
+            Step.LEASE_WITH_BOOTSTRAP,
+        ),
+        (
+            "stored bootstrap exactly at min ttl, budget closed: use it, no login",
+            facts("bootstrap", left=MIN_TTL, not_before=900),
+            Step.USE,
+        ),
+        (
+            "stored bootstrap just below min ttl, budget closed: log in",
+            facts("bootstrap", left=MIN_TTL - 1, not_before=900),
+            Step.LOGIN,
+        ),
+        (
+            "fresh bootstrap exactly at the floor, swap rate limited: use it",
+            facts("bootstrap", left=WORKING_FLOOR_S, login_done=True, not_before=900),
+            Step.USE,
+        ),
+        (
+            "fresh bootstrap just below the floor, swap rate limited: refuse",
+            facts("bootstrap", left=WORKING_FLOOR_S - 1, login_done=True, not_before=900),
+            Step.REFUSE_RATE_LIMITED,
+        ),
+        (
+            "lease exactly at the floor, cannot renew: rotate",
+            facts(left=WORKING_FLOOR_S, renewable=False),
+            Step.ROTATE,
+        ),
+        (
+            "lease exactly at the floor, budget closed: use",
+            facts(left=WORKING_FLOOR_S, renewable=False, not_before=900),
+            Step.USE,
+        ),
+        (
+            "an odd minted TTL: half of it rounded down is still fresh enough",
+            facts(left=3600, issued=7201),
+            Step.USE,
+        ),
+        (
+            "an odd minted TTL: one second under half renews",
+            facts(left=3599, issued=7201),
+            Step.RENEW,
+        ),
+        (
+            "a 1 s minted TTL (clock skew): the working floor decides, not renew_below_s",
+            facts(left=120, issued=1),
+            Step.USE,
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_boundaries(name: str, f: Facts, expected: Step) -> None:
+    assert decide(f) is expected, name
+
+
+@pytest.mark.parametrize(
+    ("min_ttl", "renew_below", "issued", "threshold"),
+    [
+        (600, 6 * H, 0, 6 * H),  # the configured renew_below_s
+        (8 * H, 6 * H, 0, 8 * H),  # min_ttl_s above renew_below_s wins
+        (8 * H, 6 * H, 24 * H, 8 * H),
+        (8 * H, 6 * H, 10 * H, 5 * H),  # never more than half the minted TTL
+        (600, 6 * H, 4 * H, 2 * H),
+        (600, 6 * H, 7201, 3600),  # half, rounded down
+        (0, 0, 0, WORKING_FLOOR_S),  # never below the working floor
+        (600, 6 * H, 1, WORKING_FLOOR_S),
+        (600, 6 * H, 100, WORKING_FLOOR_S),
+    ],
+)
+def test_renew_threshold(min_ttl: int, renew_below: int, issued: int, threshold: int) -> None:
+    f = replace(facts(issued=issued), min_ttl_s=min_ttl, renew_below_s=renew_below)
+    assert f.held is not None
+    assert renew_threshold(f, f.held) == threshold
+    # and decide() acts on it: at the threshold the lease is used, one second under it renewed
+    at = replace(f, held=replace(f.held, expires_at=NOW + threshold))
+    under = replace(f, held=replace(f.held, expires_at=NOW + threshold - 1))
+    assert (decide(at), decide(under)) == (Step.USE, Step.RENEW)
+
+
+def test_min_ttl_above_renew_below_renews_a_lease_between_them() -> None:
+    f = replace(facts(left=7 * H), min_ttl_s=8 * H, renew_below_s=6 * H)
+    assert decide(f) is Step.RENEW
