@@ -32,103 +32,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from monky_deployd.adapters.fsutil import atomic_write, read_if_exists
+from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.bao import Bao, RenewRefused, read_grant
 from monky_deployd.adapters.net.tenancy import Lease, RateLimited, Tenancy
 from monky_deployd.config import Config, TokenCfg
 from monky_deployd.core.errors import DeployError, TokenError
+from monky_deployd.core.records import Stored as Stored
+from monky_deployd.core.records import TokenState as TokenState
 from monky_deployd.core.report import rfc3339
 from monky_deployd.core.token_plan import WORKING_FLOOR_S, Facts, Kind, Known, Step, decide
 
 log = logging.getLogger(__name__)
 
-RECORD_FILE = "token.json"
-STATE_VERSION = 1
 MAX_STEPS = 12
 # Tenancy's budget is per rolling hour: no wait is longer. Caps a retry_after_s and a stored
 # lease_not_before that a clock stepping backwards left far in the future.
 MAX_WAIT_S = 3600
 
 
-# -- bookkeeping -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Stored:
-    kind: Kind
-    token: str
-    obtained_at: float
-    expires_at: float
-    renewable: bool
-    lease_id: str = ""
-    issued_ttl_s: int = 0  # the lease's TTL when minted (0 for bootstrap / unknown)
-    grant_jti: str = ""  # the jti of the grant this token descends from (not a secret)
-
-    def __repr__(self) -> str:  # never print the token
-        return f"Stored(kind={self.kind!r}, expires_at={self.expires_at}, lease={self.lease_id!r})"
-
-
-@dataclass(frozen=True)
-class TokenState:
-    env: str
-    token: Stored | None = None
-    lease_not_before: float | None = None
-
-    def to_json(self) -> bytes:
-        tok = None
-        if self.token is not None:
-            t = self.token
-            tok = {
-                "kind": t.kind,
-                "token": t.token,
-                "obtained_at": t.obtained_at,
-                "expires_at": t.expires_at,
-                "renewable": t.renewable,
-                "lease_id": t.lease_id,
-                "issued_ttl_s": t.issued_ttl_s,
-                "grant_jti": t.grant_jti,
-            }
-        body = {
-            "version": STATE_VERSION,
-            "env": self.env,
-            "token": tok,
-            "lease_not_before": self.lease_not_before,
-        }
-        return (json.dumps(body, indent=1) + "\n").encode()
-
-    @staticmethod
-    def from_json(raw: bytes) -> TokenState:
-        """Raises ValueError (with a reason, never the content) when the file is unusable."""
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError("not JSON (torn or truncated)") from exc
-        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
-            raise ValueError(f"not a version-{STATE_VERSION} token record")
-        tok = data.get("token")
-        stored = None
-        try:
-            if tok is not None:
-                if tok["kind"] not in ("lease", "bootstrap") or not tok["token"]:
-                    raise ValueError("unknown token kind or empty token")
-                stored = Stored(
-                    kind=tok["kind"],
-                    token=str(tok["token"]),
-                    obtained_at=float(tok["obtained_at"]),
-                    expires_at=float(tok["expires_at"]),
-                    renewable=bool(tok["renewable"]),
-                    lease_id=str(tok.get("lease_id", "")),
-                    issued_ttl_s=int(tok.get("issued_ttl_s", 0)),
-                    grant_jti=str(tok.get("grant_jti", "")),
-                )
-            nb = data.get("lease_not_before")
-            return TokenState(
-                env=str(data["env"]),
-                token=stored,
-                lease_not_before=float(nb) if nb is not None else None,
-            )
-        except (KeyError, TypeError, ValueError) as exc:  # the reason, never a field's value
-            raise ValueError(f"a field is missing or mistyped ({type(exc).__name__})") from None
+# -- bookkeeping (the record, Stored / TokenState, is core.records'; StateDir reads and writes it)
 
 
 @dataclass(frozen=True)
@@ -162,13 +84,16 @@ class TokenKeeper:
         bao: Bao,
         tenancy: Tenancy,
         clock: Callable[[], float] = time.time,
+        *,
+        state: StateDir | None = None,
     ) -> None:
         self._cfg = cfg
         self._bao = bao
         self._tenancy = tenancy
         self._clock = clock
         self._tcfg: TokenCfg = cfg.token
-        self.path = cfg.state_dir / RECORD_FILE
+        self._store = state if state is not None else StateDir(cfg.state_dir)
+        self.path = self._store.token_file
         self._state: TokenState | None = None
 
     # -- public ------------------------------------------------------------------------------
@@ -419,17 +344,16 @@ class TokenKeeper:
 
     def _load(self) -> TokenState:
         empty = TokenState(env=self._cfg.env)
-        raw = read_if_exists(self.path)
-        if raw is None:
-            return empty
         try:
-            state = TokenState.from_json(raw)
+            state = self._store.read_token()
         except ValueError as err:
             log.warning(
                 f"the token record {self.path} is unusable ({err}); treating it as absent, "
                 "which costs a login and a lease",
                 extra={"event": "token.state_corrupt", "path": str(self.path)},
             )
+            return empty
+        if state is None:
             return empty
         if state.env != self._cfg.env:
             log.warning(
@@ -441,5 +365,5 @@ class TokenKeeper:
         return state
 
     def _save(self, state: TokenState) -> None:
-        atomic_write(self.path, state.to_json(), 0o600)
+        self._store.write_token(state)
         self._state = state

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monky_deployd import __version__
+from monky_deployd.core.wire import AgentInfo, PhaseRow, ReportBody, ServiceRow
 
 
 @dataclass
@@ -37,17 +38,22 @@ def rfc3339(ts: float, timespec: str = "milliseconds") -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
+def report_body(rec: TickRecord) -> ReportBody:
+    return ReportBody(
+        tick_id=rec.tick_id,
+        revision=rec.revision,
+        outcome=rec.outcome,
+        code=rec.code,
+        message=rec.message,
+        detail=rec.detail,
+        phases=[PhaseRow(name=p.name, ok=p.ok, ms=p.ms) for p in rec.phases],
+        services=[ServiceRow.model_validate(s) for s in rec.services],
+        agent=AgentInfo(version=__version__),
+        started_at=rfc3339(rec.started_at),
+        finished_at=rfc3339(rec.finished_at or rec.started_at),
+    )
+
+
 def body(rec: TickRecord) -> dict[str, Any]:
-    return {
-        "tick_id": rec.tick_id,
-        "revision": rec.revision,
-        "outcome": rec.outcome,
-        "code": rec.code,
-        "message": rec.message,
-        "detail": rec.detail,
-        "phases": [{"name": p.name, "ok": p.ok, "ms": p.ms} for p in rec.phases],
-        "services": rec.services,
-        "agent": {"version": __version__},
-        "started_at": rfc3339(rec.started_at),
-        "finished_at": rfc3339(rec.finished_at or rec.started_at),
-    }
+    """The report's JSON object (``wire.ReportBody``), as ``Tenancy.report`` posts it."""
+    return report_body(rec).body()

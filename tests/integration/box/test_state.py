@@ -10,6 +10,7 @@ import pytest
 from monky_deployd.adapters.box.state import Applied, StateDir
 from monky_deployd.adapters.fsutil import atomic_write
 from monky_deployd.core.errors import LockBusy
+from monky_deployd.core.records import HostFacts, Stored, TokenState
 
 
 def test_ensure_creates_private_dirs(tmp_path: Path) -> None:
@@ -67,3 +68,53 @@ def test_second_tick_waits_then_gives_up(tmp_path: Path) -> None:
     assert f"pid {os.getpid()}" in info.value.message
     with st.lock(0):  # released
         pass
+
+
+def test_state_dir_owns_every_path_under_state_dir(tmp_path: Path) -> None:
+    st = StateDir(tmp_path / "s")
+    paths = (st.lock_file, st.applied_file, st.token_file, st.host_file, st.docker_dir)
+    assert [p.relative_to(st.root).as_posix() for p in (*paths, st.revisions_dir)] == [
+        "lock", "applied.json", "token.json", "host.json", "docker", "revisions",
+    ]  # fmt: skip
+    assert st.revision_dir("r1") == st.revisions_dir / "r1"
+
+
+def test_token_record_roundtrips_private_and_unusable_is_a_reason(tmp_path: Path) -> None:
+    st = StateDir(tmp_path / "s").ensure()
+    assert st.read_token() is None
+    state = TokenState("env-a", Stored("lease", "hvs.SECRET", 1.5, 2.5, True, "lse_1", 60, "j"))
+    st.write_token(state)
+    assert st.token_file.stat().st_mode & 0o777 == 0o600
+    assert st.token_file.read_bytes() == state.to_json()
+    assert st.read_token() == state
+    st.token_file.write_bytes(state.to_json()[:-20])
+    with pytest.raises(ValueError, match="torn or truncated") as info:
+        st.read_token()
+    assert "hvs.SECRET" not in str(info.value)
+
+
+def test_host_facts_roundtrip_private_and_unreadable_is_none(tmp_path: Path) -> None:
+    st = StateDir(tmp_path / "s").ensure()
+    assert st.read_host_facts() is None
+    facts = HostFacts(hostname="box-1", docker="29.0.1", compose="2.40.0")
+    st.write_host_facts(facts)
+    assert st.host_file.stat().st_mode & 0o777 == 0o600
+    assert st.host_file.read_bytes() == (
+        b'{"hostname": "box-1", "docker": "29.0.1", "compose": "2.40.0"}'
+    )
+    assert st.read_host_facts() == facts
+    for raw in (b"", b'{"hostname": "box-1"', b'{"hostname": "box-1"}'):
+        st.host_file.write_bytes(raw)
+        assert st.read_host_facts() is None
+
+
+def test_applied_record_bytes_are_those_of_the_old_writer(tmp_path: Path) -> None:
+    st = StateDir(tmp_path / "s").ensure()
+    st.write_revision("r1", "services: {}\n", "")
+    st.write_applied(Applied("r1", "shop", ["web", "db"], "2026-01-01T00:00:00.000Z"))
+    assert st.applied_file.read_bytes() == (
+        b'{\n  "applied_at": "2026-01-01T00:00:00.000Z",\n  "project": "shop",\n'
+        b'  "revision": "r1",\n  "services": [\n    "web",\n    "db"\n  ]\n}'
+    )
+    st.applied_file.write_text('{"revision": "r1", "project": "shop", "services": "web"}')
+    assert st.read_applied() is None

@@ -4,54 +4,54 @@ Layout::
 
     <state_dir>/lock                 flock: one tick at a time
     <state_dir>/applied.json         what is applied: revision, project, services (0600)
-    <state_dir>/token.json           token bookkeeping (token.py; 0600)
+    <state_dir>/token.json           token bookkeeping (agent/token.py decides; 0600)
+    <state_dir>/host.json            cached host facts for the check-in (0600)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
     <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600)
 
-Every file is written with ``fsutil.atomic_write``. A revision directory is assembled under a
-temporary name and renamed into place, so a crash never leaves a half-written project.
+``StateDir`` owns every one of these paths. The records' shapes and bytes are
+``core.records``'; this module reads and writes them. Every file is written with
+``fsutil.atomic_write``. A revision directory is assembled under a temporary name and renamed
+into place, so a crash never leaves a half-written project.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from monky_deployd.adapters.fsutil import atomic_write, ensure_private_dir, read_if_exists
 from monky_deployd.core.errors import LockBusy, StateError
+from monky_deployd.core.records import (
+    Applied,
+    HostFacts,
+    TokenState,
+    host_facts_from_json,
+    host_facts_to_json,
+)
+
+__all__ = ["COMPOSE_FILE", "ENV_FILE", "KEEP_REVISIONS", "Applied", "StateDir"]
 
 COMPOSE_FILE = "compose.yaml"
 ENV_FILE = ".env"
 KEEP_REVISIONS = 3
 
 
-@dataclass(frozen=True)
-class Applied:
-    revision: str
-    project: str
-    services: list[str] = field(default_factory=list)
-    applied_at: str = ""
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
-
-
 class StateDir:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.lock_file = root / "lock"
         self.docker_dir = root / "docker"
         self.revisions_dir = root / "revisions"
         self.applied_file = root / "applied.json"
         self.token_file = root / "token.json"
+        self.host_file = root / "host.json"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root)
@@ -64,7 +64,7 @@ class StateDir:
     @contextmanager
     def lock(self, wait_s: float) -> Iterator[None]:
         """Hold the tick lock; wait up to ``wait_s`` for another tick, then raise LockBusy."""
-        path = self.root / "lock"
+        path = self.lock_file
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -99,25 +99,42 @@ class StateDir:
     # -- applied record ----------------------------------------------------------------------
 
     def read_applied(self) -> Applied | None:
+        """The applied record; None when there is none, it is unreadable or its project
+        directory is gone (the next check-in then re-applies the desired bundle)."""
         raw = read_if_exists(self.applied_file)
         if raw is None:
             return None
         try:
-            data: dict[str, Any] = json.loads(raw)
-            applied = Applied(
-                revision=str(data["revision"]),
-                project=str(data["project"]),
-                services=[str(s) for s in data.get("services", [])],
-                applied_at=str(data.get("applied_at", "")),
-            )
-        except (ValueError, KeyError, TypeError):
-            return None  # unreadable record: the next check-in re-applies the desired bundle
+            applied = Applied.from_json(raw)
+        except ValueError:
+            return None
         if not (self.revision_dir(applied.revision) / COMPOSE_FILE).is_file():
             return None
         return applied
 
     def write_applied(self, applied: Applied) -> None:
         atomic_write(self.applied_file, applied.to_json(), 0o600)
+
+    # -- token record ------------------------------------------------------------------------
+
+    def read_token(self) -> TokenState | None:
+        """The token record; None when there is none. Raises ValueError (a reason, never the
+        content) when it is unusable: what that costs is the token keeper's to say."""
+        raw = read_if_exists(self.token_file)
+        return None if raw is None else TokenState.from_json(raw)
+
+    def write_token(self, state: TokenState) -> None:
+        atomic_write(self.token_file, state.to_json(), 0o600)
+
+    # -- host facts --------------------------------------------------------------------------
+
+    def read_host_facts(self) -> HostFacts | None:
+        """The cached host facts; None when absent, empty or unreadable (refresh them)."""
+        raw = read_if_exists(self.host_file)
+        return None if raw is None else host_facts_from_json(raw)
+
+    def write_host_facts(self, facts: HostFacts) -> None:
+        atomic_write(self.host_file, host_facts_to_json(facts), 0o600)
 
     # -- revisions ---------------------------------------------------------------------------
 

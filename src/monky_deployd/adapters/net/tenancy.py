@@ -32,6 +32,8 @@ from monky_deployd.core.errors import (
     named_cause,
     root_words,
 )
+from monky_deployd.core.wire import CheckinAnswer, CheckinRequest, ErrorBody, LeaseAnswer
+from monky_deployd.core.wire import Lease as Lease
 
 log = logging.getLogger(__name__)
 
@@ -42,18 +44,6 @@ class RateLimited(TenancyError):
     def __init__(self, message: str, *, retry_after_s: int, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.retry_after_s = retry_after_s
-
-
-@dataclass(frozen=True)
-class Lease:
-    id: str
-    token: str
-    accessor: str
-    ttl_s: int
-    renewable: bool
-
-    def __repr__(self) -> str:  # never print the token
-        return f"Lease(id={self.id!r}, ttl_s={self.ttl_s}, renewable={self.renewable})"
 
 
 @dataclass(frozen=True)
@@ -82,20 +72,17 @@ class Tenancy:
             self._raise_unexpected("lease", resp)
         body = self._json("lease", resp)
         try:
-            raw = body["lease"]
-            return Lease(
-                id=str(raw["id"]),
-                token=_nonempty_str(raw["token"]),
-                accessor=str(raw.get("accessor", "")),
-                ttl_s=int(raw["ttl_s"]),
-                renewable=bool(raw.get("renewable", False)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise self._bad("lease", "the lease answer lacks lease.id/token/ttl_s") from exc
+            return LeaseAnswer.model_validate(body).lease
+        except ValueError:  # a ValidationError: it holds the token, so it goes no further
+            pass
+        raise self._bad("lease", "the lease answer lacks lease.id/token/ttl_s")
 
-    def checkin(self, token: str, body: dict[str, Any], revision: str | None) -> Checkin:
+    def checkin(
+        self, token: str, body: CheckinRequest | dict[str, Any], revision: str | None
+    ) -> Checkin:
         headers = {"If-None-Match": f'"{revision}"'} if revision else {}
-        resp = self._post("checkin", token, body, headers)
+        payload = body.body() if isinstance(body, CheckinRequest) else body
+        resp = self._post("checkin", token, payload, headers)
         if resp.status_code == 304:
             return Checkin(304, revision=revision)
         if resp.status_code == 204:
@@ -103,11 +90,13 @@ class Tenancy:
         if resp.status_code != 200:
             self._raise_unexpected("checkin", resp)
         data = self._json("checkin", resp)
-        rev = data.get("revision")
-        bundle = data.get("bundle")
-        if not isinstance(rev, str) or not rev or not isinstance(bundle, dict):
+        try:
+            answer = CheckinAnswer.model_validate(data)
+        except ValueError:  # a ValidationError: it holds the answer's values, kept out of ours
+            answer = None
+        if answer is None:
             raise self._bad("checkin", "the check-in answer lacks a revision string and bundle")
-        return Checkin(200, revision=rev, bundle=bundle)
+        return Checkin(200, revision=answer.revision, bundle=answer.bundle)
 
     def report(self, token: str, body: dict[str, Any]) -> None:
         resp = self._post("reports", token, body)
@@ -242,16 +231,14 @@ class Tenancy:
 
 
 def _error_body(resp: httpx.Response) -> tuple[str, str, int | None]:
+    """(code, message cut to 500 characters, retry_after_s) of an error body; ("", "", None)
+    when the body is not one (not JSON, no ``error`` object, a field of the wrong type)."""
     try:
-        err = resp.json()["error"]
-        retry = err.get("retry_after_s")
-        return (
-            str(err.get("code", "")),
-            str(err.get("message", ""))[:500],
-            int(retry) if retry is not None else None,
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
+        err = ErrorBody.model_validate(resp.json()).error
+    except ValueError:  # not JSON, or a ValidationError
         return "", "", None
+    retry = int(err.retry_after_s) if err.retry_after_s is not None else None
+    return err.code, err.message[:500], retry
 
 
 def _retry_header(resp: httpx.Response) -> int:
@@ -259,9 +246,3 @@ def _retry_header(resp: httpx.Response) -> int:
         return max(1, int(resp.headers.get("Retry-After", "60")))
     except ValueError:
         return 60
-
-
-def _nonempty_str(value: object) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError("empty")
-    return value
