@@ -77,7 +77,6 @@ class _Part:
 @dataclass(frozen=True)
 class _Assignment:
     name: str
-    line: int
     start: int  # span of the value in the template (quotes included)
     end: int
     parts: tuple[_Part, ...]
@@ -224,6 +223,8 @@ def _parse(template: str) -> list[_Assignment]:
             i += len("export")
             while i < n and src[i] in _LINE_SPACE:
                 i += 1
+            if i >= n:  # compose: "zero length string"
+                raise _invalid(src, stmt, "has `export` without a variable name")
         key_start = i
         sep = ""
         while i < n:
@@ -256,7 +257,7 @@ def _parse(template: str) -> list[_Assignment]:
             end = i + len(raw)
             parts = _substitutions(src, i, raw)
             i = line_end
-        found.append(_Assignment(key, src.count("\n", 0, stmt) + 1, value_start, end, parts))
+        found.append(_Assignment(key, value_start, end, parts))
 
 
 def _read_quoted(src: str, start: int) -> tuple[int, tuple[_Part, ...]]:
@@ -313,12 +314,14 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
     Tokenizes like compose-go's ``template.Substitute``: ``$$``, ``$NAME`` and
     ``${NAME:-default}`` (up to its first balanced ``}``) are Compose's own and stay literal;
     ``$NAME`` is kept as ``${NAME}`` (same meaning) so a secret put right after it cannot extend
-    the name.
+    the name, except on the rest of a line after a default that leaves a ``{`` open: compose's
+    greedy match would take the added ``}`` into that default (nothing there can be the agent's).
     """
     parts: list[_Part] = []
     literal: list[str] = []
     last = 0
     i = 0
+    open_default_until = -1  # end of the line a `${NAME:-{...` without its `}` runs to
     while (j := text.find("$", i)) >= 0:
         m = _SUBST.match(text, j)
         if m is None:  # a `$` Compose leaves alone
@@ -327,15 +330,22 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
         if m.group("invalid") is not None:
             raise _invalid(src, pos, "has a `${` that is not a valid ${NAME} reference")
         if m.group("named") is not None:
-            literal.append(text[last:j] + "${" + m.group("named") + "}")
-            last = i = m.end()
+            if j >= open_default_until:
+                literal.append(text[last:j] + "${" + m.group("named") + "}")
+                last = m.end()
+            i = m.end()
             continue
         name = m.group("braced")
         if name is None:  # `$$`
             i = m.end()
             continue
         if m.group("modifier") is not None:  # ${NAME:-...}: the rest after its `}` is scanned on
-            i = j + _first_brace_closing(text[j : m.end()]) + 1
+            closing = _first_brace_closing(text[j : m.end()])
+            if closing < 0:
+                nl = text.find("\n", m.end())
+                open_default_until = len(text) if nl < 0 else nl
+                closing = m.end() - j - 1
+            i = j + closing + 1
             continue
         literal.append(text[last:j])
         if "".join(literal):
@@ -350,7 +360,8 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
 
 
 def _first_brace_closing(text: str) -> int:
-    """compose-go's getFirstBraceClosingIndex (the character after each `{` is skipped)."""
+    """compose-go's getFirstBraceClosingIndex (the character after each `{` is skipped); -1 when
+    the braces never balance."""
     depth = 0
     i = 0
     while i < len(text):
@@ -362,7 +373,7 @@ def _first_brace_closing(text: str) -> int:
             depth += 1
             i += 1
         i += 1
-    return len(text) - 1
+    return -1
 
 
 def _single_quoted_parts(text: str) -> tuple[_Part, ...]:

@@ -6,6 +6,8 @@ The container proof is tests/integration/box/test_envfile_container.py.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from monky_deployd.core import envfile
 from monky_deployd.core.envfile import render, template_variables
@@ -242,3 +244,233 @@ def test_refusal_order_template_then_reserved_then_missing_then_uncarriable():
     assert refused("oops ${A}\nPATH=${B}\n", {}).code == "ENV_TEMPLATE_INVALID"
     assert refused("PATH=${B}\nC=${C}\n", {}).code == "ENV_NAME_RESERVED"
     assert refused("A=${A}\nC=${C}\n", {"A": "\0"}).code == "ENV_INCOMPLETE"
+
+
+# -- compose's reading, case by case (each expected value checked with `docker compose config`) --
+
+
+@pytest.mark.parametrize(
+    ("template", "rendered"),
+    [
+        # a bare NAME line ends at its newline; the next line is its own statement
+        ("A\nB=${S}\n", 'A\nB="s"\n'),
+        # key and value may hold any letter (X included)
+        ("XY=${S}\n", 'XY="s"\n'),
+        ("A=X${S}X\n", 'A="XsX"\n'),
+        # the inline comment starts at the FIRST " #"
+        ("A=${S} # c1 # c2\n", 'A="s" # c1 # c2\n'),
+        ("A=${S}#not-a-comment\n", 'A="s#not-a-comment"\n'),
+        # trailing white space is Go's unicode.IsSpace: \x1f is not space, U+3000 is
+        ("A=${S}\x1f\n", 'A="s\x1f"\n'),
+        ("A=${S}\u3000\t\n", 'A="s"\u3000\t\n'),
+        ("A=${S}", 'A="s"'),
+        # compose's $NAME after the secret is kept (as ${NAME}); $$ stays compose's
+        ("A=${S}$HOME\n", 'A="s${HOME}"\n'),
+        ("A=$$HOME${S}\n", 'A="$$HOMEs"\n'),
+        ("A=$ ${S} $\n", 'A="$ s $"\n'),
+        # single quotes: every author's `$` doubled once double-quoted, before and after
+        ("A='${S}$x'\n", 'A="s$$x"\n'),
+        ("A='$${S}'\n", 'A="$$s"\n'),
+        ("A='${S}'x\n", 'A="s"x\n'),
+        # a `${NAME:-default}` runs to its first balanced `}`; compose skips the character after
+        # each `{`, so `{}` inside a default opens without closing
+        ("A=${X:-{a}}${S}\n", 'A="${X:-{a}}s"\n'),
+        # ... to the last `}` of its line: a `$NAME` after it stays as written there, since an
+        # added `}` would pull it into the default (compose then refused the file)
+        ("A=${S}${X:-{}}$HOME\n", 'A="s${X:-{}}$HOME"\n'),
+        ('A="${S}${X:-{}}$HOME\n$HOME${S}"\n', 'A="s${X:-{}}$HOME\\n${HOME}s"\n'),
+        ("A=${X:-d}${S}${Y:+e}\n", 'A="${X:-d}s${Y:+e}"\n'),
+        # white space around `=` and after `export`
+        ("export\tA\t=\t${S}\n", 'export\tA\t=\t"s"\n'),
+        ("  A=${S}\n\n\n  B=${S}", '  A="s"\n\n\n  B="s"'),
+    ],
+)
+def test_compose_reading(template: str, rendered: str) -> None:
+    assert render(template, {"S": "s"}) == rendered
+
+
+@pytest.mark.parametrize(
+    ("template", "names"),
+    [
+        ("A=${X:-{a}${S}}\n", set()),  # the ${S} is inside compose's default
+        ("A=${X:-${Y}}${S}\n", {"S"}),
+    ],
+)
+def test_what_compose_owns_is_never_substituted(template: str, names: set[str]) -> None:
+    assert template_variables(template) == names
+
+
+@pytest.mark.parametrize(
+    ("escape", "decoded"),
+    [
+        ("\\0377", "ÿ"),  # octal 255: the last byte value
+        ("\\0400", "\\400"),  # 256 does not decode: kept, the 0 dropped
+        ("\\0101", "A"),
+        ("\\08", "\\8"),
+        ("\\0", "\\"),
+        ("\\012", "\\12"),  # fewer than three digits after the rewrite
+        ("\\b\\f\\r", "\b\f\r"),
+        ("\\x41", "\\x41"),  # Go's \x is not one of compose's escapes
+    ],
+)
+def test_double_quoted_escapes(escape: str, decoded: str) -> None:
+    expected = decoded.replace("\\", "\\\\").replace("\r", "\\r")
+    assert render(f'A="{escape}${{S}}"\n', {"S": "s"}) == f'A="{expected}s"\n'
+
+
+def test_an_escaped_quote_inside_each_kind_of_quote() -> None:
+    assert render('A="\\"${S}\\""\n', {"S": "s"}) == 'A="\\"s\\""\n'
+    assert render("A='\\'${S}'\n", {"S": "s"}) == 'A="\'s"\n'
+    assert render("A='a\\b${S}'\n", {"S": "s"}) == 'A="a\\\\bs"\n'
+
+
+# -- refusals, word for word ------------------------------------------------------------------
+
+TEMPLATE_HINT = (
+    "the bundle's env_template: each line must be a comment, blank, NAME=value "
+    "(values with spaces or # quoted), or a bare NAME"
+)
+
+
+@pytest.mark.parametrize(
+    ("template", "what"),
+    [
+        ("\nsee ${S}\n", "line 2 has '$' where a variable name was expected"),
+        ("A=1\r\nkey/x=2\n", "line 2 has '/' where a variable name was expected"),
+        ('A=1\nB="x', "line 2 has a quoted value without its closing quote"),
+        ("A=1\nB='x\n\n", "line 2 has a quoted value without its closing quote"),
+        ("A=${}\n", "line 1 has a `${` that is not a valid ${NAME} reference"),
+        ('\n\nA="${9}"\n', "line 3 has a `${` that is not a valid ${NAME} reference"),
+        ("# c\nA B=1\n", "line 2 has a variable name containing a space"),
+        ("A=1\nexport   ", "line 2 has `export` without a variable name"),
+        ("export\t", "line 1 has `export` without a variable name"),
+    ],
+)
+def test_template_refusals(template: str, what: str) -> None:
+    err = refused(template, {"S": "v"})
+    assert (err.code, err.hint) == ("ENV_TEMPLATE_INVALID", TEMPLATE_HINT)
+    assert err.message == f"the .env template cannot be read by docker compose: {what}"
+
+
+def test_export_alone_on_a_line_is_a_bare_name() -> None:
+    assert render("export \nA=${S}\n", {"S": "s"}) == 'export \nA="s"\n'
+
+
+def test_reserved_refusal_names_each_clash_sorted() -> None:
+    err = refused("PATH=${S}\nLANG=1\nPATH=2\n", {"S": "v"})
+    assert err.message == (
+        "the .env template assigns LANG, PATH, which docker compose takes from the agent's own "
+        "environment instead of .env when interpolating the compose file, so the value would not "
+        "reach the container the same way through both paths"
+    )
+    assert err.hint == (
+        "rename the variable in the bundle's env_template; reserved: "
+        "DOCKER_CONFIG, DOCKER_HOST, LANG, PATH"
+    )
+
+
+def test_incomplete_refusal_word_for_word() -> None:
+    err = refused("A=${A}\nB=${B}${A}\n", {})
+    assert err.message == "the .env template uses 2 variable(s) that have no value: A, B"
+    assert err.hint == (
+        "the bundle's manifest needs an entry (without `use`) for each variable named, and each "
+        "entry's OpenBao KV path and key must exist"
+    )
+
+
+def test_uncarriable_refusal_names_every_fault_word_for_word() -> None:
+    values = {"A": "\0", "B": "\ud800", "C": "x" * 131072, "D": "fine"}
+    err = refused("A=${A}\nB=${B}\nC=${C}\nD=${D}\n", values)
+    assert err.message == (
+        "the .env file cannot carry A, B, C: "
+        "A contains a NUL character, which no process environment can hold; "
+        "B is not valid Unicode text (a lone surrogate), so it has no UTF-8 bytes; "
+        "C would make an environment string of about 131075 bytes; "
+        "Linux starts no process with one longer than 131072 bytes"
+    )
+    assert err.hint == (
+        "the secret's value in OpenBao (store it encoded, e.g. base64, if it must hold such data)"
+    )
+
+
+def test_a_value_with_nul_is_named_for_the_nul_even_when_also_too_long() -> None:
+    err = refused("A=${A}\n", {"A": "\0" + "x" * 200_000})
+    assert err.message == (
+        "the .env file cannot carry A: "
+        "A contains a NUL character, which no process environment can hold"
+    )
+
+
+def test_the_assignment_is_named_when_its_parts_together_are_too_long() -> None:
+    err = refused("LONG=${A}${B}\n", {"A": "x" * 70_000, "B": "y" * 70_000})
+    assert err.message == (
+        "the .env file cannot carry LONG: LONG would make an environment string of about "
+        "140006 bytes; Linux starts no process with one longer than 131072 bytes"
+    )
+
+
+def test_the_kernels_limit_is_131072_bytes_per_environment_string() -> None:
+    # Linux MAX_ARG_STRLEN = 32 pages of 4 KiB: "NAME=value" plus its NUL, in UTF-8 bytes.
+    assert render("V=${S}\n", {"S": "x" * 131069}) == 'V="' + "x" * 131069 + '"\n'
+    assert refused("V=${S}\n", {"S": "x" * 131070}).code == "ENV_VALUE_UNCARRIABLE"
+    assert render("VV=${S}\n", {"S": "é" * 65534})  # 2 bytes each: 131068 + 2 + 2 = 131072
+    assert refused("VV=${S}\n", {"S": "é" * 65534 + "x"}).code == "ENV_VALUE_UNCARRIABLE"
+
+
+def test_literal_lines_are_not_the_agents_to_measure() -> None:
+    template = "BIG=" + "x" * 200_000 + "\nA=${S}\n"
+    assert render(template, {"S": "s"}) == template.replace("${S}", '"s"')
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+
+def compose_double_quoted(text: str) -> str:
+    """What compose makes of the inside of a double-quoted value the agent wrote (escapes it
+    writes: \\\\ \\" \\n \\r, then interpolation: $$ -> $)."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            out.append({"\\": "\\", '"': '"', "n": "\n", "r": "\r"}[text[i + 1]])
+            i += 2
+        elif ch == "$":
+            assert text[i + 1] == "$", text
+            out.append("$")
+            i += 2
+        else:
+            assert ch != '"', text
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+SECRETS = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=40
+)
+
+
+@given(SECRETS)
+def test_any_carriable_secret_reaches_compose_unchanged(secret: str) -> None:
+    rendered = render("K=${K}\n", {"K": secret})
+    assert rendered.startswith('K="') and rendered.endswith('"\n')
+    assert compose_double_quoted(rendered[3:-2]) == secret
+
+
+@given(SECRETS, SECRETS)
+def test_secrets_around_literal_text_keep_their_order(a: str, b: str) -> None:
+    rendered = render("K=pre${A}mid${B}post # c\n", {"A": a, "B": b})
+    assert rendered.endswith('" # c\n')
+    assert compose_double_quoted(rendered[3 : -len(" # c\n") - 1]) == f"pre{a}mid{b}post"
+
+
+@given(st.text(max_size=20))
+def test_a_secret_is_refused_exactly_when_no_environment_can_hold_it(secret: str) -> None:
+    cannot = "\0" in secret or any(0xD800 <= ord(c) <= 0xDFFF for c in secret)
+    try:
+        render("K=${K}\n", {"K": secret})
+    except EnvError as err:
+        assert cannot and err.code == "ENV_VALUE_UNCARRIABLE"
+    else:
+        assert not cannot
