@@ -1,7 +1,7 @@
 """core.registry_cred, pure: the credential's shapes, every refusal word for word, config bytes.
 
 The file written on disk (modes, atomic rewrite, DOCKER_CONFIG) is
-tests/integration/box/test_registry_auth.py.
+tests/integration/box/test_docker_config.py.
 """
 
 from __future__ import annotations
@@ -332,3 +332,51 @@ def test_a_credential_needs_a_valid_host_to_be_rendered() -> None:
     assert said(lambda: rc.render_docker_config("a/b", rc.Credential("u", SECRET)))[0] == (
         "REGISTRY_HOST_INVALID"
     )
+
+
+# -- cases carried over from the old tests/integration/box/test_registry_auth.py ----------------
+# (its other pure cases are covered above, word for word)
+
+
+def refusal(value: object, host: str | None = HOST) -> RegistryAuthError:
+    with pytest.raises(RegistryAuthError) as err:
+        rc.parse_credential(value, host)
+    text = str(err.value) + err.value.detail + err.value.hint
+    assert SECRET not in text, "the password leaked into the refusal"
+    if isinstance(value, str):
+        assert value not in text or len(value) < 3, "the raw value leaked into the refusal"
+    assert err.value.outcome == "refused"
+    return err.value
+
+
+def test_a_blank_registry_host_is_missing() -> None:
+    assert refusal(f"u:{SECRET}", "   ").code == "REGISTRY_HOST_MISSING"
+
+
+def test_a_port_beyond_65535_is_invalid() -> None:
+    err = refusal(f"u:{SECRET}", "harbor:99999")
+    assert err.code == "REGISTRY_HOST_INVALID"
+    assert "host[:port]" in err.message
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '{"username": "u", "password": "' + SECRET,  # truncated JSON
+        json.dumps({"user": "u", "password": SECRET}),
+        json.dumps({"username": "u", "password": 12345678}),
+        {"username": ["u"], "password": SECRET},
+        f"u:{SECRET}\n",  # a trailing newline: refused, never silently trimmed
+        json.dumps({"username": "a:b", "password": SECRET}),
+    ],
+    ids=[
+        "bad-json",
+        "wrong-key",
+        "number-password",
+        "list-username",
+        "trailing-newline",
+        "colon-in-username",
+    ],
+)
+def test_malformed_values_never_echo_the_value(value: object) -> None:
+    assert refusal(value).code == "REGISTRY_CREDENTIAL_MALFORMED"
