@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import hvac
@@ -367,6 +368,59 @@ def test_stop_cuts_keepalive_connections() -> None:
     est.stop()
     with pytest.raises(httpx.TransportError):
         client.post(f"/v1/envs/{ENV}/checkin", json=CHECKIN)
+
+
+# -- in-process (httpx.MockTransport) --------------------------------------------------------
+
+
+def test_the_in_process_wire_answers_as_the_socket_does(estate: Estate) -> None:
+    """Estate.wire() runs the same handling without a socket: the same statuses, headers and
+    bytes, the same records, and a stopped fake refuses the connection."""
+    token = login(estate)
+    wired = httpx.Client(transport=estate.wire(), timeout=5)
+    sock = httpx.Client(timeout=5)
+    bundle = {"project": "shop", "compose": "services: {}\n", "env_template": "", "manifest": []}
+    checkin = f"{estate.tenancy.url}/v1/envs/{ENV}/checkin"
+    auth = {"Authorization": f"Bearer {token}"}
+    steps: list[tuple[str, str, dict[str, Any]]] = [
+        ("GET", f"{estate.bao.url}/v1/sys/health", {}),
+        ("POST", f"{estate.bao.url}/v1/auth/jwt-tenancy/login", {"json": {"role": "nope"}}),
+        ("GET", f"{estate.bao.url}/v1/auth/token/lookup-self", {}),
+        (
+            "GET",
+            f"{estate.bao.url}/v1/kv/data/envs/{ENV}/none",
+            {"headers": {"X-Vault-Token": token}},
+        ),
+        ("POST", checkin, {"json": CHECKIN}),
+        ("POST", checkin, {"json": CHECKIN, "headers": auth}),
+        ("desired", "", {}),
+        ("POST", checkin, {"json": CHECKIN, "headers": auth}),
+        ("POST", checkin, {"json": CHECKIN, "headers": {**auth, "If-None-Match": '"r42"'}}),
+        ("fault", "", {}),
+        ("POST", checkin, {"json": CHECKIN, "headers": auth}),
+        ("GET", f"{estate.tenancy.url}/v1/envs/{ENV}/lease", {"headers": auth}),
+    ]
+    for method, url, kw in steps:
+        if method == "desired":
+            estate.tenancy.set_desired("r42", bundle)
+            continue
+        if method == "fault":
+            estate.tenancy.fail_next(503, b"upstream down", "/checkin", 2, {"Retry-After": "7"})
+            continue
+        before = (len(estate.tenancy.requests), len(estate.bao.requests))
+        a, b = (c.request(method, url, **kw) for c in (wired, sock))
+        assert (a.status_code, a.content) == (b.status_code, b.content), url
+        drop = {"date", "server"}
+        assert {k: v for k, v in a.headers.items() if k not in drop} == {
+            k: v for k, v in b.headers.items() if k not in drop
+        }
+        records = estate.tenancy.requests[before[0] :] + estate.bao.requests[before[1] :]
+        assert len(records) == 2 and records[0] == records[1]
+    estate.tenancy.stop()
+    with pytest.raises(httpx.ConnectError):
+        wired.post(checkin, json=CHECKIN, headers=auth)
+    with pytest.raises(httpx.ConnectError):
+        sock.post(checkin, json=CHECKIN, headers=auth)
 
 
 # -- serve.py --------------------------------------------------------------------------------

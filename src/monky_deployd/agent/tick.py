@@ -57,8 +57,15 @@ log = logging.getLogger("monky_deployd")
 Clock = Callable[[], float]
 
 
-def run_tick(cfg: Config, *, clock: Clock = time.time, config_ms: int = 0) -> TickRecord:
-    """Run one tick and return its record; never raises a ``DeployError``."""
+def run_tick(
+    cfg: Config,
+    *,
+    clock: Clock = time.time,
+    config_ms: int = 0,
+    wire: httpx.BaseTransport | None = None,
+) -> TickRecord:
+    """Run one tick and return its record; never raises a ``DeployError``. ``clock`` and
+    ``wire`` (``transport.open_client``'s) are for tests: the fakes' clock, an in-process wire."""
     rec = TickRecord(tick_id=uuid.uuid4().hex[:16], started_at=clock())
     logs.set_tick(rec.tick_id)
     rec.phases.append(PhaseTiming("config", True, config_ms))
@@ -66,7 +73,7 @@ def run_tick(cfg: Config, *, clock: Clock = time.time, config_ms: int = 0) -> Ti
     try:
         state = StateDir(cfg.state_dir).ensure()
         with state.lock(cfg.lock_wait_s):
-            _Tick(cfg, state, rec, clock).run()
+            _Tick(cfg, state, rec, clock, wire).run()
     except DeployError as err:
         _fail(rec, err)
     except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
@@ -112,8 +119,15 @@ def _fail(rec: TickRecord, err: DeployError) -> None:
 
 
 class _Tick:
-    def __init__(self, cfg: Config, state: StateDir, rec: TickRecord, clock: Clock) -> None:
-        self.cfg, self.state, self.rec, self.clock = cfg, state, rec, clock
+    def __init__(
+        self,
+        cfg: Config,
+        state: StateDir,
+        rec: TickRecord,
+        clock: Clock,
+        wire: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.cfg, self.state, self.rec, self.clock, self.wire = cfg, state, rec, clock, wire
         self.ctx = steps.Context(cfg, state, rec, clock)
         self.tenancy: Tenancy | None = None
         self.keeper: TokenKeeper | None = None
@@ -138,7 +152,7 @@ class _Tick:
 
     def run(self) -> None:
         with self.phase("transport"):
-            client = transport.open_client(self.cfg)
+            client = transport.open_client(self.cfg, self.wire)
         try:
             self._run_with_client(client)
         finally:

@@ -1,5 +1,6 @@
 """One environment's estate for tests and the demo: a Clock, a GrantIssuer, a FakeBao and a
-FakeTenancy wired together, plus the config.yaml mapping that points the agent at them."""
+FakeTenancy wired together, plus the config.yaml mapping that points the agent at them.
+``wire()`` serves both fakes in-process (an ``httpx.MockTransport``) for long simulations."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from monky_deployd_testkit.fakes.clock import Clock
 from monky_deployd_testkit.fakes.grant import GrantIssuer
+from monky_deployd_testkit.fakes.http import mock_transport
 from monky_deployd_testkit.fakes.openbao import FakeBao
 from monky_deployd_testkit.fakes.tenancy import FakeTenancy
 
@@ -52,11 +56,13 @@ class Estate:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def wire(self) -> httpx.MockTransport:
+        """Both fakes without a socket, by port (for ``run_tick(wire=)`` / ``open_client``)."""
+        return mock_transport(self.bao, self.tenancy)
+
     def spend_lease_budget(self, n: int | None = None) -> None:
         """Other boxes of the environment mint ``n`` leases (default: the whole budget), through
         the agent's own OpenBao and tenancy clients over real HTTP."""
-        import httpx
-
         from monky_deployd import config
         from monky_deployd.adapters.net.bao import Bao
         from monky_deployd.adapters.net.tenancy import Tenancy

@@ -1,7 +1,12 @@
-"""The small HTTP base shared by the fakes: a threaded loopback server, request/response records,
+"""The one HTTP server of the test kit: a threaded loopback server, request/response records,
 JSON helpers and the fault switches every fake offers (fail_next, garbage, slow_s).
 
-Subclasses implement `route(req) -> Response`. All state lives behind `self.lock`.
+Subclasses implement `route(req) -> Response` (and `record(req)` to keep what they saw). All
+state lives behind `self.lock`. The same handling runs without a socket: `handle(request)`
+answers an `httpx.Request` in-process, and `mock_transport(*servers)` is an
+`httpx.MockTransport` that serves a client from started fakes by port (long simulations; a
+stopped fake refuses the connection as its socket would). httpx timeouts do not apply there, so
+a test of `slow_s` or of a dropped connection needs the real socket.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
+
 JSON = "application/json"
 GARBAGE_BODY = b"<html><body>502 upstream hiccup</body></html> {not json"
 
@@ -28,6 +35,8 @@ class Request:
     query: dict[str, list[str]]
     headers: Message  # the message's headers (case-insensitive lookup)
     body: bytes
+    target: str = ""  # the request-target as sent (path and query string)
+    peer: tuple[str, int] | None = None  # the client's address (None without a socket)
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)
@@ -95,7 +104,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-        req = Request(self.command, split.path, parse_qs(split.query), self.headers, body)
+        req = Request(
+            self.command,
+            split.path,
+            parse_qs(split.query),
+            self.headers,
+            body,
+            self.path,
+            self.client_address[:2],
+        )
         try:
             resp = self.server.fake._answer(req)
         except Exception as exc:  # a bug in a fake must show up as a 500, not a hang
@@ -246,6 +263,32 @@ class LoopbackServer:
                     return fault
         return None
 
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        """Answer ``request`` in-process, as the socket would (for ``httpx.MockTransport``)."""
+        if self._server is None or self._stopping.is_set():
+            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+        headers = Message()
+        for name, value in request.headers.raw:
+            headers[name.decode("latin-1")] = value.decode("latin-1")
+        target = request.url.raw_path.decode("ascii")
+        split = urlsplit(target)
+        req = Request(
+            request.method, split.path, parse_qs(split.query), headers, request.read(), target
+        )
+        try:
+            resp = self._answer(req)
+        except Exception as exc:  # as the socket handler: a bug in a fake is a 500
+            resp = json_response(500, {"errors": [f"fake crashed: {type(exc).__name__}"]})
+        out = dict(resp.headers)
+        body = resp.body
+        if resp.status in (204, 304):
+            body = b""
+        else:
+            out["Content-Length"] = str(len(resp.body))
+            if request.method == "HEAD":
+                body = b""
+        return httpx.Response(resp.status, headers=out, content=body, request=request)
+
     def _answer(self, req: Request) -> Response:
         self.record(req)
         slow = self.slow_s
@@ -265,3 +308,17 @@ class LoopbackServer:
 
     def route(self, req: Request) -> Response:
         raise NotImplementedError
+
+
+def mock_transport(*servers: LoopbackServer) -> httpx.MockTransport:
+    """Serve a client from these started fakes without a socket: a request goes to the fake
+    whose port is the URL's (any other port is refused, as on loopback)."""
+    by_port = {server.port: server for server in servers}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        server = by_port.get(request.url.port or 80)
+        if server is None or request.url.host != server.host:
+            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+        return server.handle(request)
+
+    return httpx.MockTransport(handler)

@@ -1,8 +1,10 @@
-"""The lease economy against the loopback fakes: real HTTP, real hvac, a clock the tests move.
+"""The lease economy against the loopback fakes: real hvac, the tick's own code, a clock the tests
+move.
 
-Each simulated tick builds what a real tick builds (a fresh httpx client, ``Bao``, ``Tenancy``,
-``TokenKeeper`` reading ``<state_dir>/token.json``), acquires a token and checks in with it,
-like the tick's token and check-in phases. Counts come from the fakes.
+``Box.tick()`` is one timer start: ``agent.tick.run_tick`` (transport, token phase, check-in with
+its one re-acquire on TOKEN_INVALID; no desired state, so the tick ends idle). The long
+simulations serve the fakes in-process (``Estate.wire()``, an ``httpx.MockTransport`` in the
+agent's own client); a few ticks go over real loopback sockets. Counts come from the fakes.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,25 +25,36 @@ import httpx
 import pytest
 
 from monky_deployd import config
+from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
+from monky_deployd.agent.tick import run_tick
 from monky_deployd.agent.token import HeldToken, TokenKeeper, TokenState
-from monky_deployd.core.errors import DeployError, TokenError
+from monky_deployd.core.errors import TokenError
+from monky_deployd.core.records import Stored
+from monky_deployd.core.report import TickRecord
+from monky_deployd.core.wire import HostFacts
 from monky_deployd_testkit.fakes.estate import Estate
 
 ENV = "env-test-01"
-CHECKIN = {"agent": {"version": "0"}, "host": {"hostname": "h"}, "applied": None}
+TOKEN_INVALID = b'{"error":{"code":"TOKEN_INVALID","message":"the token is unknown"}}'
 
 
-def http_client() -> httpx.Client:
-    # Plain HTTP to loopback: no TLS, so skip loading the CA bundle (70 ms per client).
-    return httpx.Client(trust_env=False, verify=False)
+class TickFailed(Exception):
+    """A tick that did not end idle, noop or applied: its record's code, message and outcome."""
+
+    def __init__(self, rec: TickRecord) -> None:
+        super().__init__(f"{rec.code}: {rec.message}")
+        self.code, self.message, self.outcome = rec.code, rec.message, rec.outcome
 
 
 class Box:
-    """One box of the estate: its config, state dir and grant; ``tick()`` is one timer start."""
+    """One box of the estate: its config, state dir and grant; ``tick()`` is one timer start.
 
-    def __init__(self, estate: Estate, tmp: Path, **overrides: Any) -> None:
+    ``sockets=True``: over the fakes' loopback sockets, not in-process."""
+
+    def __init__(self, estate: Estate, tmp: Path, *, sockets: bool = False, **overrides: Any):
         self.estate = estate
         self.state_dir = tmp / "state"
         self.state_dir.mkdir(mode=0o700, exist_ok=True)
@@ -48,9 +62,18 @@ class Box:
         raw = estate.config(state_dir=self.state_dir, grant_file=self.grant_file, **overrides)
         self.cfg = config.parse(raw, "test config")
         self.token_file = self.state_dir / "token.json"
+        self.wire = None if sockets else estate.wire()
+        # The host facts a box caches after its first apply: no `docker version` per tick.
+        StateDir(self.state_dir).ensure().write_host_facts(
+            HostFacts(hostname=socket.gethostname(), docker="28.2.2", compose="2.36.2")
+        )
+
+    def client(self) -> httpx.Client:
+        return transport.open_client(self.cfg, self.wire)
 
     def acquire(self) -> HeldToken:
-        with http_client() as client:
+        """The token phase alone (TokenKeeper.acquire), as the tick runs it."""
+        with self.client() as client:
             return self._keeper(client).acquire()
 
     def _keeper(self, client: httpx.Client) -> TokenKeeper:
@@ -58,21 +81,15 @@ class Box:
         tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
         return TokenKeeper(cfg, Bao(client, cfg.openbao), tenancy, self.estate.clock.now)
 
-    def tick(self) -> HeldToken:
-        """token phase + check-in (with the tick's one re-acquire on TOKEN_INVALID)."""
-        with http_client() as client:
-            cfg = self.cfg
-            tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
-            keeper = TokenKeeper(cfg, Bao(client, cfg.openbao), tenancy, self.estate.clock.now)
-            held = keeper.acquire()
-            try:
-                tenancy.checkin(held.token, CHECKIN, None)
-            except TokenError as err:
-                if err.code != "TOKEN_INVALID":
-                    raise
-                held = keeper.invalidate(held)
-                tenancy.checkin(held.token, CHECKIN, None)
-            return held
+    def tick(self) -> Stored:
+        """One whole tick (run_tick); the token it held, as token.json records it. A tick that
+        failed raises TickFailed with its code and message."""
+        rec = run_tick(self.cfg, clock=self.estate.clock.now, wire=self.wire)
+        if rec.outcome not in ("idle", "noop", "applied"):
+            raise TickFailed(rec)
+        held = self.state().token
+        assert held is not None, "a tick that ended well left no token in token.json"
+        return held
 
     def state(self) -> TokenState:
         return TokenState.from_json(self.token_file.read_bytes())
@@ -107,14 +124,15 @@ def all_tokens(est: Estate) -> list[str]:
 
 
 def test_deploy_failing_every_tick_for_three_hours_spends_one_lease(
-    box: Box, estate: Estate
+    estate: Estate, tmp_path: Path
 ) -> None:
+    box = Box(estate, tmp_path, sockets=True)  # this simulation over real loopback sockets
     estate.tenancy.set_raw_checkin(500, b'{"error":{"code":"BOOM","message":"deploy broken"}}')
     failures = 0
     for _ in range(180):
         try:
             box.tick()
-        except DeployError as err:
+        except TickFailed as err:
             assert err.code == "TENANCY_UNAVAILABLE"
             failures += 1
         estate.clock.advance(60)
@@ -333,7 +351,7 @@ def test_lease_expired_while_the_box_was_off(box: Box, estate: Estate) -> None:
 def test_lease_and_grant_both_expired_is_grant_expired(box: Box, estate: Estate) -> None:
     box.tick()
     estate.clock.advance(4 * 86400)
-    with pytest.raises(TokenError) as exc:
+    with pytest.raises(TickFailed) as exc:
         box.tick()
     assert exc.value.code == "GRANT_EXPIRED"
     assert "a new kit is needed for this environment" in exc.value.message
@@ -341,7 +359,7 @@ def test_lease_and_grant_both_expired_is_grant_expired(box: Box, estate: Estate)
 
 
 def test_token_rejected_by_tenancy_is_replaced_once(box: Box, estate: Estate) -> None:
-    with http_client() as client:
+    with box.client() as client:
         keeper = box._keeper(client)
         held = keeper.acquire()
         estate.bao.revoke(held.token)  # tenancy now answers 401 TOKEN_INVALID
@@ -350,9 +368,33 @@ def test_token_rejected_by_tenancy_is_replaced_once(box: Box, estate: Estate) ->
     assert counts(estate)["leases"] == 2 and box.state().token is not None
 
 
+def test_a_token_tenancy_rejects_at_checkin_is_replaced_once_within_the_tick(
+    box: Box, estate: Estate
+) -> None:
+    """The tick's one re-acquire on TOKEN_INVALID (agent.tick): a new token, a second check-in,
+    and no third: rejected twice, the tick fails with TOKEN_INVALID."""
+
+    def checkins() -> int:
+        return sum(1 for r in estate.tenancy.requests if r[1].endswith("/checkin"))
+
+    first = box.tick()
+    estate.clock.advance(60)
+    estate.tenancy.fail_next(401, TOKEN_INVALID, "/checkin")
+    again = box.tick()
+    assert again.kind == "lease" and again.lease_id != first.lease_id
+    assert checkins() == 3
+    assert counts(estate)["leases"] == 2 and counts(estate)["logins"] == 2
+    estate.clock.advance(60)
+    estate.tenancy.fail_next(401, TOKEN_INVALID, "/checkin", times=2)
+    with pytest.raises(TickFailed) as exc:
+        box.tick()
+    assert exc.value.code == "TOKEN_INVALID"
+    assert checkins() == 5 and counts(estate)["leases"] == 3
+
+
 def test_superseded_grant_logs_in_then_tenancy_refuses(box: Box, estate: Estate) -> None:
     estate.tenancy.supersede(estate.issuer.minted_jtis[0])
-    with pytest.raises(TokenError) as exc:
+    with pytest.raises(TickFailed) as exc:
         box.tick()
     assert exc.value.code == "GRANT_SUPERSEDED"
     assert "newer kit was revealed for this environment" in exc.value.message
@@ -364,7 +406,7 @@ def test_superseded_after_a_lease_is_refused_at_checkin(box: Box, estate: Estate
     box.tick()
     estate.tenancy.supersede(estate.issuer.minted_jtis[0])
     estate.clock.advance(60)
-    with pytest.raises(TokenError) as exc:
+    with pytest.raises(TickFailed) as exc:
         box.tick()
     assert exc.value.code == "GRANT_SUPERSEDED"
     assert counts(estate)["leases"] == 1 and estate.bao.logins == 1
@@ -374,7 +416,7 @@ def test_a_new_kit_after_supersession_logs_in_with_the_new_grant(box: Box, estat
     box.tick()
     estate.tenancy.supersede(estate.issuer.minted_jtis[0])
     estate.clock.advance(60)
-    with pytest.raises(TokenError) as exc:
+    with pytest.raises(TickFailed) as exc:
         box.tick()
     assert exc.value.code == "GRANT_SUPERSEDED"
     estate.write_grant(box.grant_file, estate.issuer.mint(ENV))  # the operator installs the kit
@@ -393,7 +435,7 @@ def test_openbao_sealed_names_openbao_and_keeps_the_lease(box: Box, estate: Esta
     box.tick()
     estate.bao.sealed = True
     estate.clock.advance(60)
-    with pytest.raises(DeployError) as exc:
+    with pytest.raises(TickFailed) as exc:
         box.tick()
     assert exc.value.code == "OPENBAO_SEALED"
     assert f"OpenBao at 127.0.0.1:{estate.bao.port}" in exc.value.message
@@ -528,7 +570,7 @@ def test_whole_ticks_failing_deploy_for_three_hours_spend_one_lease(
     cfg = _tick_cfg(estate, tmp_path)
     codes = set()
     for _ in range(180):
-        rec = tick.run_tick(cfg, clock=estate.clock.now)
+        rec = tick.run_tick(cfg, clock=estate.clock.now, wire=estate.wire())
         codes.add(rec.code)
         estate.clock.advance(60)
     assert codes == {"ENV_INCOMPLETE"}  # the deploy fails on every tick (secret absent)
