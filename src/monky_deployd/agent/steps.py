@@ -8,7 +8,6 @@ it happened in.
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -18,9 +17,8 @@ from typing import Any
 from monky_deployd.adapters.box import docker_api, docker_config, runner
 from monky_deployd.adapters.box.compose import Compose, docker_env
 from monky_deployd.adapters.box.state import Applied, StateDir
-from monky_deployd.adapters.fsutil import atomic_write, read_if_exists
 from monky_deployd.config import Config
-from monky_deployd.core import report
+from monky_deployd.core import report, wire
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.plan import BoxStep, Commit, Down, Pull, Stage, Up, host_facts_usable
 from monky_deployd.core.report import TickRecord
@@ -98,31 +96,27 @@ def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase) -> None:
 # -- host facts (sent with every check-in) -----------------------------------------------------
 
 
-def host_facts(ctx: Context) -> dict[str, str]:
+def host_facts(ctx: Context) -> wire.HostFacts:
     """hostname plus docker/compose versions, cached in the state dir between applies."""
-    raw = read_if_exists(ctx.state.root / "host.json")
-    if raw:
-        try:
-            cached = json.loads(raw)
-        except ValueError:
-            cached = None
-        if isinstance(cached, dict) and host_facts_usable(cached, socket.gethostname()):
-            return {str(k): str(v) for k, v in cached.items()}
+    cached = ctx.state.read_host_facts()
+    if cached is not None and host_facts_usable(cached.model_dump(), socket.gethostname()):
+        return cached
     return refresh_host_facts(ctx)
 
 
-def refresh_host_facts(ctx: Context) -> dict[str, str]:
+def refresh_host_facts(ctx: Context) -> wire.HostFacts:
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
-    facts = {"hostname": socket.gethostname(), "docker": "", "compose": ""}
+    versions = {"docker": "", "compose": ""}
     for key, argv in (
         ("docker", (binary, "version", "--format", "{{.Server.Version}}")),
         ("compose", (binary, "compose", "version", "--short")),
     ):
         try:
-            facts[key] = runner.run(argv, env=env, timeout=timeout).stdout.strip()
+            versions[key] = runner.run(argv, env=env, timeout=timeout).stdout.strip()
         except DeployError:
-            facts[key] = ""
-    if facts["docker"] and facts["compose"]:
-        atomic_write(ctx.state.root / "host.json", json.dumps(facts).encode(), 0o600)
+            versions[key] = ""
+    facts = wire.HostFacts(hostname=socket.gethostname(), **versions)
+    if facts.docker and facts.compose:
+        ctx.state.write_host_facts(facts)
     return facts

@@ -24,7 +24,6 @@ from contextlib import contextmanager
 
 import httpx
 
-from monky_deployd import __version__
 from monky_deployd.adapters.box import docker_api, preflight
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
@@ -34,7 +33,7 @@ from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.agent import logs, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import prepare, report
+from monky_deployd.core import prepare, report, wire
 from monky_deployd.core.bundle import Bundle, ManifestEntry
 from monky_deployd.core.errors import BaoError, DeployError, TokenError
 from monky_deployd.core.plan import (
@@ -163,7 +162,7 @@ class _Tick:
         self.tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
         self.bao = Bao(client, cfg.openbao)
         with self.phase("token"):
-            self.keeper = TokenKeeper(cfg, self.bao, self.tenancy, self.clock)
+            self.keeper = TokenKeeper(cfg, self.bao, self.tenancy, self.clock, state=self.state)
             self.held = self.keeper.acquire()
 
         record = self.state.read_applied()
@@ -202,11 +201,9 @@ class _Tick:
 
     def _checkin(self, applied: AppliedFacts | None) -> Checkin:
         assert self.tenancy and self.keeper and self.held
-        body = {
-            "agent": {"version": __version__},
-            "host": steps.host_facts(self.ctx),
-            "applied": {"revision": applied.revision, "outcome": "applied"} if applied else None,
-        }
+        body = wire.CheckinRequest.of(
+            steps.host_facts(self.ctx), applied.revision if applied else None
+        )
         etag = applied.revision if applied else None
         try:
             return self.tenancy.checkin(self.held.token, body, etag)
