@@ -22,7 +22,7 @@ from pathlib import Path
 from monky_deployd import __version__
 from monky_deployd.agent import logs
 from monky_deployd.config import DEFAULT_CONFIG_PATH, load
-from monky_deployd.core.errors import ConfigError
+from monky_deployd.core.errors import Code, ConfigError
 from monky_deployd.core.report import TickRecord
 
 EXIT_OK = 0
@@ -38,9 +38,10 @@ log = logging.getLogger("monky_deployd")
 def exit_code(rec: TickRecord) -> int:
     if rec.outcome in ("applied", "noop", "idle"):
         return EXIT_OK
-    if rec.code == "LOCK_BUSY":
-        return EXIT_LOCKED
-    return EXIT_REFUSED if rec.outcome == "refused" else EXIT_FAILED
+    code = rec.code if isinstance(rec.code, Code) else Code.INTERNAL
+    if rec.outcome != code.outcome:  # the raise site knew better than the catalogue
+        return EXIT_REFUSED if rec.outcome == "refused" else EXIT_FAILED
+    return code.exit_status
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from monky_deployd.core.errors import ConfigError
+from monky_deployd.core.errors import Code, ConfigError
 
 DEFAULT_CONFIG_PATH = Path("/etc/monky-deployd/config.yaml")
 TENANCY_INTERCEPT_PORT = 443  # the Ziti intercept; the pod's own listener port never goes here
@@ -129,14 +129,14 @@ def load(path: Path = DEFAULT_CONFIG_PATH) -> Config:
     except FileNotFoundError as exc:
         raise ConfigError(
             f"{path} does not exist",
-            code="CONFIG_MISSING",
+            code=Code.CONFIG_MISSING,
             hint="that the kit or the Ansible role installed it, or pass --config PATH",
         ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(
             f"cannot read {path}: {reason}",
-            code="CONFIG_UNREADABLE",
+            code=Code.CONFIG_UNREADABLE,
             hint=f"{path} is owner root, group monky-deployd, mode 0640",
         ) from exc
     try:

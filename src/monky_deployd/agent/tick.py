@@ -35,7 +35,7 @@ from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import prepare, report, wire
 from monky_deployd.core.bundle import Bundle, ManifestEntry
-from monky_deployd.core.errors import BaoError, DeployError, TokenError
+from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
     AppliedFacts,
     Apply,
@@ -81,7 +81,7 @@ def run_tick(
             rec,
             DeployError(
                 f"unexpected {type(exc).__name__}: {exc}",
-                code="INTERNAL",
+                code=Code.INTERNAL,
                 hint="this is a monky-deployd bug: run with --debug and report the traceback",
             ),
         )
@@ -208,7 +208,7 @@ class _Tick:
         try:
             return self.tenancy.checkin(self.held.token, body, etag)
         except TokenError as err:
-            if err.code != "TOKEN_INVALID":
+            if err.code is not Code.TOKEN_INVALID:
                 raise
             log.warning(
                 "tenancy rejected the held token; obtaining a new one once",
@@ -260,7 +260,7 @@ class _Tick:
             try:
                 found[entry] = self.bao.read_secret(self.held.token, entry.path, entry.key)
             except BaoError as err:
-                if err.code != "SECRET_MISSING" or entry.use is not None:
+                if err.code is not Code.SECRET_MISSING or entry.use is not None:
                     raise
                 absent[entry.name] = f"{entry.path}#{entry.key}"
         return prepare.SecretReads(found, absent)

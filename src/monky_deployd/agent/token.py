@@ -36,7 +36,7 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.bao import Bao, RenewRefused, read_grant
 from monky_deployd.adapters.net.tenancy import Lease, RateLimited, Tenancy
 from monky_deployd.config import Config, TokenCfg
-from monky_deployd.core.errors import DeployError, TokenError
+from monky_deployd.core.errors import Code, DeployError, TokenError
 from monky_deployd.core.records import Stored as Stored
 from monky_deployd.core.records import TokenState as TokenState
 from monky_deployd.core.report import rfc3339
@@ -116,7 +116,7 @@ class TokenKeeper:
         if fresh.token == held.token:  # cannot happen: the rejected token was forgotten
             raise TokenError(
                 "tenancy rejected the token and no other token could be obtained",
-                code="TOKEN_INVALID",
+                code=Code.TOKEN_INVALID,
                 hint="tenancy's and OpenBao's logs for this environment",
             )
         return fresh
@@ -179,7 +179,7 @@ class TokenKeeper:
                 changed = True
         raise TokenError(  # pragma: no cover - decide() always converges within a few steps
             "the token phase did not settle on a token",
-            code="TOKEN_UNAVAILABLE",
+            code=Code.TOKEN_UNAVAILABLE,
             hint="the agent's log lines with event token.* for this tick",
         )
 
@@ -263,7 +263,7 @@ class TokenKeeper:
         try:
             lease: Lease = self._tenancy.lease(st.token.token)
         except TokenError as err:
-            if not (rotate and err.code == "TOKEN_INVALID"):
+            if not (rotate and err.code is Code.TOKEN_INVALID):
                 raise
             log.warning(
                 "tenancy rejected the lease token offered for rotation; logging in",
@@ -330,13 +330,13 @@ class TokenKeeper:
             return TokenError(
                 f"tenancy's lease budget for {self._cfg.env} is spent and no working token is "
                 f"held; the budget frees up at {when}",
-                code="LEASE_RATE_LIMITED",
+                code=Code.LEASE_RATE_LIMITED,
                 hint="which boxes or kits share this environment's 5 leases per hour; the "
                 f"agent asks again after {when}",
             )
         return TokenError(
             "no OpenBao token could be obtained for this tick",
-            code="TOKEN_UNAVAILABLE",
+            code=Code.TOKEN_UNAVAILABLE,
             hint="OpenBao's token TTLs for the jwt role and tenancy's leases",
         )
 

@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from monky_deployd.core.errors import EnvError
+from monky_deployd.core.errors import Code, EnvError
 
 # Go's unicode.IsSpace (what Compose trims at the end of an unquoted value and skips between
 # statements) and the parser's own isSpace (no newline; skipped around keys and after `=`).
@@ -109,7 +109,7 @@ def render(template: str, values: Mapping[str, str]) -> str:
         raise EnvError(
             f"the .env template uses {len(missing)} variable(s) that have no value: "
             f"{', '.join(missing)}",
-            code="ENV_INCOMPLETE",
+            code=Code.ENV_INCOMPLETE,
             hint="the bundle's manifest needs an entry (without `use`) for each variable named, "
             "and each entry's OpenBao KV path and key must exist",
         )
@@ -136,7 +136,7 @@ def _check_reserved(assignments: list[_Assignment]) -> None:
             f"the .env template assigns {', '.join(clash)}, which docker compose takes from the "
             "agent's own environment instead of .env when interpolating the compose file, so the "
             "value would not reach the container the same way through both paths",
-            code="ENV_NAME_RESERVED",
+            code=Code.ENV_NAME_RESERVED,
             hint="rename the variable in the bundle's env_template; reserved: "
             + ", ".join(sorted(RESERVED_NAMES)),
         )
@@ -169,7 +169,7 @@ def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) 
         raise EnvError(
             f"the .env file cannot carry {', '.join(names)}: "
             + "; ".join(f"{n} {faults[n]}" for n in names),
-            code="ENV_VALUE_UNCARRIABLE",
+            code=Code.ENV_VALUE_UNCARRIABLE,
             hint="the secret's value in OpenBao (store it encoded, e.g. base64, if it must hold "
             "such data)",
         )
@@ -195,7 +195,7 @@ def _invalid(template: str, pos: int, what: str) -> EnvError:
     line = template.count("\n", 0, pos) + 1
     return EnvError(
         f"the .env template cannot be read by docker compose: line {line} {what}",
-        code="ENV_TEMPLATE_INVALID",
+        code=Code.ENV_TEMPLATE_INVALID,
         hint="the bundle's env_template: each line must be a comment, blank, NAME=value "
         "(values with spaces or # quoted), or a bare NAME",
     )

@@ -1,23 +1,32 @@
-"""The agent's exception tree.
+"""The fault catalogue and the agent's exception tree.
+
+A fault has one identity: its ``Code``. The catalogue (``CATALOGUE``) gives every code its family
+(where the fault comes from), its outcome (``refused``: stopped before touching containers;
+``failed``: tried and failed) and so its exit status (``Code.exit_status``: 3 config, 4 lock,
+5 refused, 1 failed). OPERATIONS.md has a row per code (tests/repo/test_docs.py holds the two
+together), and control flow compares codes by identity (``err.code is Code.TOKEN_INVALID``),
+never by spelling. ``Code`` is a ``StrEnum``: on the wire and in the journal a code is its name.
 
 Every fault the agent can name is a ``DeployError`` carrying:
 
-- ``code``: a stable, documented identifier (``ENV_INCOMPLETE``, ``TENANCY_UNAVAILABLE`` ...);
-  every code is listed in OPERATIONS.md and a test holds the two together;
+- ``code``: a ``Code``;
 - ``message``: one sentence naming the real fault (never a secret);
 - ``hint``: what the operator should check;
 - ``detail``: the other side's own words (registry, compose, a service's error body), secrets
   removed, possibly empty;
-- ``outcome``: ``refused`` (stopped before touching containers) or ``failed`` (tried and failed).
+- ``outcome``: the code's, unless the raise site knows better (only DOCKER_UNAVAILABLE has two:
+  failed when the engine vanishes mid-apply, refused when the pre-flight cannot ask it).
 
-Subclasses group faults by where they come from. Lower-level exceptions are translated at the
-boundary with ``raise SomeError(...) from exc`` and never reach the operator as a traceback.
+Subclasses group faults by where they come from, for the callers that catch a group
+(``ConfigError`` in the CLI, ``TokenError`` around the check-in, ``CommandError`` around docker,
+``EnvError`` around rendering). Lower-level exceptions are translated at the boundary with
+``raise SomeError(...) from exc`` and never reach the operator as a traceback.
 
     DeployError
     ├── ConfigError        config.yaml missing, unreadable or invalid      (exit 3)
     ├── LockBusy           another tick holds the state-dir lock          (exit 4)
     ├── StateError         the state dir cannot be created/read/written
-    ├── TransportError     the transport (plain or Ziti) cannot reach a service
+    ├── TransportError     the transport (plain or Ziti) cannot reach a service (tenancy, OpenBao)
     ├── IdentityError      the Ziti identity file is missing/unreadable/malformed
     ├── TenancyError       tenancy answered something the agent cannot use
     ├── BaoError           OpenBao answered something the agent cannot use
@@ -31,32 +40,238 @@ boundary with ``raise SomeError(...) from exc`` and never reach the operator as 
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 Outcome = Literal["refused", "failed"]
+Family = Literal[
+    "config", "state", "agent", "transport", "ziti", "identity", "tenancy", "token", "openbao",
+    "secrets", "bundle", "env", "registry", "disk", "docker",
+]  # fmt: skip
+
+
+class Code(StrEnum):
+    # config
+    CONFIG_INVALID = "CONFIG_INVALID"
+    CONFIG_MISSING = "CONFIG_MISSING"
+    CONFIG_UNREADABLE = "CONFIG_UNREADABLE"
+    # state
+    LOCK_BUSY = "LOCK_BUSY"
+    STATE_UNWRITABLE = "STATE_UNWRITABLE"
+    # agent
+    INTERNAL = "INTERNAL"
+    # transport
+    TENANCY_TIMEOUT = "TENANCY_TIMEOUT"
+    TENANCY_UNREACHABLE = "TENANCY_UNREACHABLE"
+    TRANSPORT_FAILED = "TRANSPORT_FAILED"
+    # ziti
+    ZITI_CONTROLLER_UNREACHABLE = "ZITI_CONTROLLER_UNREACHABLE"
+    ZITI_DIAL_FAILED = "ZITI_DIAL_FAILED"
+    ZITI_DIAL_TIMEOUT = "ZITI_DIAL_TIMEOUT"
+    ZITI_LOAD_FAILED = "ZITI_LOAD_FAILED"
+    ZITI_LOAD_TIMEOUT = "ZITI_LOAD_TIMEOUT"
+    ZITI_NO_SERVICE = "ZITI_NO_SERVICE"
+    ZITI_SDK_MISSING = "ZITI_SDK_MISSING"
+    # identity
+    IDENTITY_BAD_PEM = "IDENTITY_BAD_PEM"
+    IDENTITY_CERT_EXPIRED = "IDENTITY_CERT_EXPIRED"
+    IDENTITY_CERT_NOT_YET_VALID = "IDENTITY_CERT_NOT_YET_VALID"
+    IDENTITY_INCOMPLETE = "IDENTITY_INCOMPLETE"
+    IDENTITY_INVALID = "IDENTITY_INVALID"
+    IDENTITY_KEY_MISMATCH = "IDENTITY_KEY_MISMATCH"
+    IDENTITY_MISSING = "IDENTITY_MISSING"
+    IDENTITY_NOT_JSON = "IDENTITY_NOT_JSON"
+    IDENTITY_UNREADABLE = "IDENTITY_UNREADABLE"
+    # tenancy
+    TENANCY_BAD_RESPONSE = "TENANCY_BAD_RESPONSE"
+    TENANCY_ERROR = "TENANCY_ERROR"
+    TENANCY_REJECTED = "TENANCY_REJECTED"
+    TENANCY_RESPONSE_TOO_LARGE = "TENANCY_RESPONSE_TOO_LARGE"
+    TENANCY_UNAVAILABLE = "TENANCY_UNAVAILABLE"
+    # token
+    ENV_MISMATCH = "ENV_MISMATCH"
+    GRANT_EXPIRED = "GRANT_EXPIRED"
+    GRANT_MISSING = "GRANT_MISSING"
+    GRANT_REJECTED = "GRANT_REJECTED"
+    GRANT_SUPERSEDED = "GRANT_SUPERSEDED"
+    GRANT_UNREADABLE = "GRANT_UNREADABLE"
+    LEASE_RATE_LIMITED = "LEASE_RATE_LIMITED"
+    OPENBAO_RENEW_REFUSED = "OPENBAO_RENEW_REFUSED"
+    TOKEN_INVALID = "TOKEN_INVALID"
+    TOKEN_UNAVAILABLE = "TOKEN_UNAVAILABLE"
+    # openbao
+    OPENBAO_BAD_RESPONSE = "OPENBAO_BAD_RESPONSE"
+    OPENBAO_ERROR = "OPENBAO_ERROR"
+    OPENBAO_SEALED = "OPENBAO_SEALED"
+    OPENBAO_UNAVAILABLE = "OPENBAO_UNAVAILABLE"
+    OPENBAO_UNREACHABLE = "OPENBAO_UNREACHABLE"
+    # secrets
+    SECRET_FORBIDDEN = "SECRET_FORBIDDEN"
+    SECRET_MISSING = "SECRET_MISSING"
+    SECRET_NOT_STRING = "SECRET_NOT_STRING"
+    # bundle
+    BUNDLE_INVALID = "BUNDLE_INVALID"
+    # env
+    ENV_INCOMPLETE = "ENV_INCOMPLETE"
+    ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
+    ENV_TEMPLATE_INVALID = "ENV_TEMPLATE_INVALID"
+    ENV_VALUE_UNCARRIABLE = "ENV_VALUE_UNCARRIABLE"
+    # registry
+    IMAGE_NOT_FOUND = "IMAGE_NOT_FOUND"
+    REGISTRY_AUTH = "REGISTRY_AUTH"
+    REGISTRY_AUTH_DUPLICATE = "REGISTRY_AUTH_DUPLICATE"
+    REGISTRY_AUTH_INVALID = "REGISTRY_AUTH_INVALID"
+    REGISTRY_CREDENTIAL_EMPTY = "REGISTRY_CREDENTIAL_EMPTY"
+    REGISTRY_CREDENTIAL_MALFORMED = "REGISTRY_CREDENTIAL_MALFORMED"
+    REGISTRY_HOST_INVALID = "REGISTRY_HOST_INVALID"
+    REGISTRY_HOST_MISSING = "REGISTRY_HOST_MISSING"
+    REGISTRY_UNREACHABLE = "REGISTRY_UNREACHABLE"
+    # disk
+    CONTAINERD_CONFIG_UNREADABLE = "CONTAINERD_CONFIG_UNREADABLE"
+    DISK_FULL = "DISK_FULL"
+    DISK_INSUFFICIENT = "DISK_INSUFFICIENT"
+    DISK_UNMEASURABLE = "DISK_UNMEASURABLE"
+    DOCKER_UNAVAILABLE = "DOCKER_UNAVAILABLE"
+    # docker
+    COMMAND_FAILED = "COMMAND_FAILED"
+    COMMAND_NOT_FOUND = "COMMAND_NOT_FOUND"
+    COMMAND_TIMEOUT = "COMMAND_TIMEOUT"
+    DOCKER_HOST_UNSUPPORTED = "DOCKER_HOST_UNSUPPORTED"
+    DOWN_FAILED = "DOWN_FAILED"
+    PULL_FAILED = "PULL_FAILED"
+    UP_FAILED = "UP_FAILED"
+
+    @property
+    def family(self) -> Family:
+        return CATALOGUE[self][0]
+
+    @property
+    def outcome(self) -> Outcome:
+        return CATALOGUE[self][1]
+
+    @property
+    def exit_status(self) -> int:
+        """The CLI's exit status for a tick that ends with this code."""
+        if self.family == "config":
+            return 3
+        if self is Code.LOCK_BUSY:
+            return 4
+        return 5 if self.outcome == "refused" else 1
+
+
+CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
+    # config
+    Code.CONFIG_INVALID: ("config", "refused"),
+    Code.CONFIG_MISSING: ("config", "refused"),
+    Code.CONFIG_UNREADABLE: ("config", "refused"),
+    # state
+    Code.LOCK_BUSY: ("state", "refused"),
+    Code.STATE_UNWRITABLE: ("state", "failed"),
+    # agent
+    Code.INTERNAL: ("agent", "failed"),
+    # transport
+    Code.TENANCY_TIMEOUT: ("transport", "failed"),
+    Code.TENANCY_UNREACHABLE: ("transport", "failed"),
+    Code.TRANSPORT_FAILED: ("transport", "failed"),
+    # ziti
+    Code.ZITI_CONTROLLER_UNREACHABLE: ("ziti", "failed"),
+    Code.ZITI_DIAL_FAILED: ("ziti", "failed"),
+    Code.ZITI_DIAL_TIMEOUT: ("ziti", "failed"),
+    Code.ZITI_LOAD_FAILED: ("ziti", "failed"),
+    Code.ZITI_LOAD_TIMEOUT: ("ziti", "failed"),
+    Code.ZITI_NO_SERVICE: ("ziti", "failed"),
+    Code.ZITI_SDK_MISSING: ("ziti", "failed"),
+    # identity
+    Code.IDENTITY_BAD_PEM: ("identity", "refused"),
+    Code.IDENTITY_CERT_EXPIRED: ("identity", "refused"),
+    Code.IDENTITY_CERT_NOT_YET_VALID: ("identity", "refused"),
+    Code.IDENTITY_INCOMPLETE: ("identity", "refused"),
+    Code.IDENTITY_INVALID: ("identity", "refused"),
+    Code.IDENTITY_KEY_MISMATCH: ("identity", "refused"),
+    Code.IDENTITY_MISSING: ("identity", "refused"),
+    Code.IDENTITY_NOT_JSON: ("identity", "refused"),
+    Code.IDENTITY_UNREADABLE: ("identity", "refused"),
+    # tenancy
+    Code.TENANCY_BAD_RESPONSE: ("tenancy", "failed"),
+    Code.TENANCY_ERROR: ("tenancy", "failed"),
+    Code.TENANCY_REJECTED: ("tenancy", "failed"),
+    Code.TENANCY_RESPONSE_TOO_LARGE: ("tenancy", "refused"),
+    Code.TENANCY_UNAVAILABLE: ("tenancy", "failed"),
+    # token
+    Code.ENV_MISMATCH: ("token", "refused"),
+    Code.GRANT_EXPIRED: ("token", "refused"),
+    Code.GRANT_MISSING: ("token", "refused"),
+    Code.GRANT_REJECTED: ("token", "refused"),
+    Code.GRANT_SUPERSEDED: ("token", "refused"),
+    Code.GRANT_UNREADABLE: ("token", "refused"),
+    Code.LEASE_RATE_LIMITED: ("token", "refused"),
+    Code.OPENBAO_RENEW_REFUSED: ("token", "failed"),
+    Code.TOKEN_INVALID: ("token", "refused"),
+    Code.TOKEN_UNAVAILABLE: ("token", "refused"),
+    # openbao
+    Code.OPENBAO_BAD_RESPONSE: ("openbao", "failed"),
+    Code.OPENBAO_ERROR: ("openbao", "failed"),
+    Code.OPENBAO_SEALED: ("openbao", "failed"),
+    Code.OPENBAO_UNAVAILABLE: ("openbao", "failed"),
+    Code.OPENBAO_UNREACHABLE: ("transport", "failed"),
+    # secrets
+    Code.SECRET_FORBIDDEN: ("secrets", "refused"),
+    Code.SECRET_MISSING: ("secrets", "refused"),
+    Code.SECRET_NOT_STRING: ("secrets", "refused"),
+    # bundle
+    Code.BUNDLE_INVALID: ("bundle", "refused"),
+    # env
+    Code.ENV_INCOMPLETE: ("env", "refused"),
+    Code.ENV_NAME_RESERVED: ("env", "refused"),
+    Code.ENV_TEMPLATE_INVALID: ("env", "refused"),
+    Code.ENV_VALUE_UNCARRIABLE: ("env", "refused"),
+    # registry
+    Code.IMAGE_NOT_FOUND: ("registry", "failed"),
+    Code.REGISTRY_AUTH: ("registry", "failed"),
+    Code.REGISTRY_AUTH_DUPLICATE: ("registry", "refused"),
+    Code.REGISTRY_AUTH_INVALID: ("registry", "refused"),
+    Code.REGISTRY_CREDENTIAL_EMPTY: ("registry", "refused"),
+    Code.REGISTRY_CREDENTIAL_MALFORMED: ("registry", "refused"),
+    Code.REGISTRY_HOST_INVALID: ("registry", "refused"),
+    Code.REGISTRY_HOST_MISSING: ("registry", "refused"),
+    Code.REGISTRY_UNREACHABLE: ("registry", "failed"),
+    # disk
+    Code.CONTAINERD_CONFIG_UNREADABLE: ("disk", "refused"),
+    Code.DISK_FULL: ("disk", "failed"),
+    Code.DISK_INSUFFICIENT: ("disk", "refused"),
+    Code.DISK_UNMEASURABLE: ("disk", "refused"),
+    Code.DOCKER_UNAVAILABLE: ("disk", "failed"),
+    # docker
+    Code.COMMAND_FAILED: ("docker", "failed"),
+    Code.COMMAND_NOT_FOUND: ("docker", "failed"),
+    Code.COMMAND_TIMEOUT: ("docker", "failed"),
+    Code.DOCKER_HOST_UNSUPPORTED: ("docker", "refused"),
+    Code.DOWN_FAILED: ("docker", "failed"),
+    Code.PULL_FAILED: ("docker", "failed"),
+    Code.UP_FAILED: ("docker", "failed"),
+}
 
 
 class DeployError(Exception):
     """A fault the agent can name. ``str(err)`` is the operator-facing first line."""
 
-    default_code = "INTERNAL"
-    default_outcome: Outcome = "failed"
+    default_code = Code.INTERNAL
 
     def __init__(
         self,
         message: str,
         *,
-        code: str | None = None,
+        code: Code | None = None,
         hint: str = "",
         detail: str = "",
         outcome: Outcome | None = None,
     ) -> None:
         super().__init__(message)
-        self.code = code or self.default_code
+        self.code: Code = code or self.default_code
         self.message = message
         self.hint = hint
         self.detail = detail
-        self.outcome: Outcome = outcome or self.default_outcome
+        self.outcome: Outcome = outcome or self.code.outcome
 
     def __str__(self) -> str:
         text = f"{self.code}: {self.message}"
@@ -66,63 +281,55 @@ class DeployError(Exception):
 
 
 class ConfigError(DeployError):
-    default_code = "CONFIG_INVALID"
-    default_outcome: Outcome = "refused"
+    default_code = Code.CONFIG_INVALID
 
 
 class LockBusy(DeployError):
-    default_code = "LOCK_BUSY"
-    default_outcome: Outcome = "refused"
+    default_code = Code.LOCK_BUSY
 
 
 class StateError(DeployError):
-    default_code = "STATE_UNWRITABLE"
+    default_code = Code.STATE_UNWRITABLE
 
 
 class TransportError(DeployError):
-    default_code = "TRANSPORT_FAILED"
+    default_code = Code.TRANSPORT_FAILED
 
 
 class IdentityError(DeployError):
-    default_code = "IDENTITY_INVALID"
-    default_outcome: Outcome = "refused"
+    default_code = Code.IDENTITY_INVALID
 
 
 class TenancyError(DeployError):
-    default_code = "TENANCY_ERROR"
+    default_code = Code.TENANCY_ERROR
 
 
 class BaoError(DeployError):
-    default_code = "OPENBAO_ERROR"
+    default_code = Code.OPENBAO_ERROR
 
 
 class TokenError(DeployError):
-    default_code = "TOKEN_UNAVAILABLE"
-    default_outcome: Outcome = "refused"
+    default_code = Code.TOKEN_UNAVAILABLE
 
 
 class BundleError(DeployError):
-    default_code = "BUNDLE_INVALID"
-    default_outcome: Outcome = "refused"
+    default_code = Code.BUNDLE_INVALID
 
 
 class EnvError(DeployError):
-    default_code = "ENV_INCOMPLETE"
-    default_outcome: Outcome = "refused"
+    default_code = Code.ENV_INCOMPLETE
 
 
 class RegistryAuthError(DeployError):
-    default_code = "REGISTRY_AUTH_INVALID"
-    default_outcome: Outcome = "refused"
+    default_code = Code.REGISTRY_AUTH_INVALID
 
 
 class PreflightError(DeployError):
-    default_code = "DISK_INSUFFICIENT"
-    default_outcome: Outcome = "refused"
+    default_code = Code.DISK_INSUFFICIENT
 
 
 class CommandError(DeployError):
-    default_code = "COMMAND_FAILED"
+    default_code = Code.COMMAND_FAILED
 
 
 def named_cause(exc: BaseException) -> DeployError | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from monky_deployd.core import envfile, registry_cred
 from monky_deployd.core.bundle import Bundle, ManifestEntry, validate
-from monky_deployd.core.errors import EnvError
+from monky_deployd.core.errors import Code, EnvError
 from monky_deployd.core.plan import Ready
 from monky_deployd.core.registry_cred import Credential
 
@@ -71,7 +71,7 @@ def env_values(bundle: Bundle, reads: SecretReads) -> EnvValues:
             raise EnvError(
                 f"secret {entry.path}#{entry.key} for variable {entry.name} is a "
                 f"{type(value).__name__}, not a string",
-                code="SECRET_NOT_STRING",
+                code=Code.SECRET_NOT_STRING,
                 hint=f"the value stored at {entry.path} in OpenBao's KV mount",
             )
     return EnvValues(values, dict(reads.absent), registry_value)
@@ -83,7 +83,7 @@ def render_env(template: str, env: EnvValues) -> str:
         return envfile.render(template, env.values)
     except EnvError as err:
         lacking = [f"{name} ({where})" for name, where in sorted(env.absent.items())]
-        if err.code != "ENV_INCOMPLETE" or not lacking:
+        if err.code is not Code.ENV_INCOMPLETE or not lacking:
             raise
         raise EnvError(
             f"{err.message}; not found in OpenBao: {', '.join(lacking)}",

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import re
 
-from monky_deployd.core.errors import CommandError
+from monky_deployd.core.errors import Code, CommandError
 
 # Checked in this order: the first code with a matching line wins (a full disk can surface as a
 # failed layer download, so it is checked before the network and auth patterns).
-PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("DISK_FULL", ("no space left on device", "disk quota exceeded")),
+PATTERNS: tuple[tuple[Code, tuple[str, ...]], ...] = (
+    (Code.DISK_FULL, ("no space left on device", "disk quota exceeded")),
     # The docker CLI could not reach its own daemon: not the registry's fault.
-    ("DOCKER_UNAVAILABLE", ("cannot connect to the docker daemon", "docker.sock")),
+    (Code.DOCKER_UNAVAILABLE, ("cannot connect to the docker daemon", "docker.sock")),
     (
-        "REGISTRY_UNREACHABLE",
+        Code.REGISTRY_UNREACHABLE,
         (
             "no such host",
             "temporary failure in name resolution",
@@ -34,7 +34,7 @@ PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "REGISTRY_AUTH",
+        Code.REGISTRY_AUTH,
         (
             "no basic auth credentials",
             "unauthorized",
@@ -43,34 +43,34 @@ PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "authentication required",
         ),
     ),
-    ("IMAGE_NOT_FOUND", ("manifest unknown", "name unknown", "not found")),
+    (Code.IMAGE_NOT_FOUND, ("manifest unknown", "name unknown", "not found")),
 )
 
 MEANING = {
-    "DISK_FULL": (
+    Code.DISK_FULL: (
         "the pull ran out of disk space",
         "free space on Docker's data-root and containerd's root (`docker info`, "
         "/etc/containerd/config.toml `root =`), and the bundle's disk_need_bytes",
     ),
-    "DOCKER_UNAVAILABLE": (
+    Code.DOCKER_UNAVAILABLE: (
         "the docker CLI could not reach the Docker daemon",
         "that dockerd runs (`docker info`), DOCKER_HOST in config.yaml, and the agent's access "
         "to the docker socket (group docker)",
     ),
-    "REGISTRY_UNREACHABLE": (
+    Code.REGISTRY_UNREACHABLE: (
         "the registry could not be reached",
         "DNS for the registry host, the network path from this box, and the registry's health",
     ),
-    "REGISTRY_AUTH": (
+    Code.REGISTRY_AUTH: (
         "the registry refused the agent's credential",
         "the registry-auth entry in OpenBao (robot name, password, expiry), that the robot may "
         "pull this project, and the bundle's registry_host matches the images' registry",
     ),
-    "IMAGE_NOT_FOUND": (
+    Code.IMAGE_NOT_FOUND: (
         "the registry has no such image or tag",
         "the image references in the bundle's compose file and that the tag was pushed",
     ),
-    "PULL_FAILED": (
+    Code.PULL_FAILED: (
         "docker compose pull failed",
         "the line quoted here and the Docker daemon's log",
     ),
@@ -103,7 +103,7 @@ def clean_lines(output: str) -> list[str]:
     return lines
 
 
-def classify(output: str) -> tuple[str, str]:
+def classify(output: str) -> tuple[Code, str]:
     """``(code, verbatim line)`` for a failed pull's combined output."""
     lines = clean_lines(output)
     lowered = [line.lower() for line in lines]
@@ -111,7 +111,7 @@ def classify(output: str) -> tuple[str, str]:
         for line, low in zip(lines, lowered, strict=True):
             if any(needle in low for needle in needles):
                 return code, line
-    return "PULL_FAILED", lines[-1] if lines else "(no output)"
+    return Code.PULL_FAILED, lines[-1] if lines else "(no output)"
 
 
 def pull_error(
@@ -120,13 +120,13 @@ def pull_error(
     """The ``CommandError`` for a failed pull: code, the registry's words first, output tail."""
     code, line = classify(output)
     meaning, hint = MEANING[code]
-    if code == "REGISTRY_AUTH" and "no basic auth credentials" in line.lower():
+    if code is Code.REGISTRY_AUTH and "no basic auth credentials" in line.lower():
         meaning = "the registry requires a login and the agent has none for this registry"
         hint = (
             "that the bundle has a registry-auth manifest entry and that its registry_host is "
             "the registry in the image reference"
         )
-    where = f" ({registry_host})" if registry_host and code != "DISK_FULL" else ""
+    where = f" ({registry_host})" if registry_host and code is not Code.DISK_FULL else ""
     status = f" [exit status {returncode}]" if returncode is not None else ""
     return CommandError(
         f"docker compose pull failed: {meaning}{where}: {line}{status}",

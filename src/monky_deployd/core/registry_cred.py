@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monky_deployd.core.errors import RegistryAuthError
+from monky_deployd.core.errors import Code, RegistryAuthError
 
 REGISTRY_AUTH_USE = "registry-auth"
 # The key the docker CLI uses for Docker Hub, whatever name the bundle gives it.
@@ -65,7 +65,7 @@ def select_entry(manifest: list[dict[str, object]]) -> dict[str, object] | None:
         raise RegistryAuthError(
             f"the bundle's manifest has {len(entries)} entries marked use: registry-auth "
             f"({names}); exactly one registry credential is allowed",
-            code="REGISTRY_AUTH_DUPLICATE",
+            code=Code.REGISTRY_AUTH_DUPLICATE,
             hint="the environment's manifest in tenancy: keep one registry-auth entry",
         )
     return entries[0] if entries else None
@@ -77,13 +77,13 @@ def check_registry_host(registry_host: str | None, source: str = "the bundle") -
         raise RegistryAuthError(
             f"{source} has a registry-auth entry but no registry_host, so the agent cannot tell "
             "which registry the credential is for",
-            code="REGISTRY_HOST_MISSING",
+            code=Code.REGISTRY_HOST_MISSING,
             hint=HOST_HINT,
         )
     if not isinstance(registry_host, str):
         raise RegistryAuthError(
             f"{source}'s registry_host is a {type(registry_host).__name__}, not a host name",
-            code="REGISTRY_HOST_INVALID",
+            code=Code.REGISTRY_HOST_INVALID,
             hint=HOST_HINT,
         )
     match = _HOST_RE.fullmatch(registry_host)
@@ -92,7 +92,7 @@ def check_registry_host(registry_host: str | None, source: str = "the bundle") -
         shown = registry_host if len(registry_host) <= 80 else registry_host[:77] + "..."
         raise RegistryAuthError(
             f"{source}'s registry_host {shown!r} is not host[:port]",
-            code="REGISTRY_HOST_INVALID",
+            code=Code.REGISTRY_HOST_INVALID,
             hint=HOST_HINT,
         )
     return registry_host
@@ -108,20 +108,20 @@ def parse_credential(
         missing = "username" if not username else "password"
         raise RegistryAuthError(
             f"{source} has an empty {missing}",
-            code="REGISTRY_CREDENTIAL_EMPTY",
+            code=Code.REGISTRY_CREDENTIAL_EMPTY,
             hint="the registry robot's KV value in OpenBao: both username and password are set",
         )
     for what, text in (("username", username), ("password", password)):
         if _CONTROL_RE.search(text):
             raise RegistryAuthError(
                 f"{source} has a control character in its {what} (a trailing newline?)",
-                code="REGISTRY_CREDENTIAL_MALFORMED",
+                code=Code.REGISTRY_CREDENTIAL_MALFORMED,
                 hint="the registry robot's KV value in OpenBao: store it without newlines",
             )
     if ":" in username:
         raise RegistryAuthError(
             f"{source} has a ':' in its username, which basic auth cannot carry",
-            code="REGISTRY_CREDENTIAL_MALFORMED",
+            code=Code.REGISTRY_CREDENTIAL_MALFORMED,
             hint="the registry robot's KV value in OpenBao",
         )
     return Credential(username, password)
@@ -130,7 +130,7 @@ def parse_credential(
 def _malformed(source: str, why: str) -> RegistryAuthError:
     return RegistryAuthError(
         f'{source} is neither JSON {{"username", "password"}} nor username:password ({why})',
-        code="REGISTRY_CREDENTIAL_MALFORMED",
+        code=Code.REGISTRY_CREDENTIAL_MALFORMED,
         hint='the registry robot\'s KV value in OpenBao: {"username": ..., "password": ...} '
         "or username:password",
     )

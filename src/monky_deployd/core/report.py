@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from monky_deployd import __version__
+from monky_deployd.core.errors import Code
 from monky_deployd.core.wire import AgentInfo, PhaseRow, ReportBody, ServiceRow
 
 
@@ -24,7 +25,7 @@ class TickRecord:
     tick_id: str
     started_at: float
     outcome: str = "failed"  # applied | noop | idle | failed | refused
-    code: str = "OK"
+    code: Code | Literal["OK"] = "OK"
     message: str = ""
     detail: str = ""
     revision: str | None = None

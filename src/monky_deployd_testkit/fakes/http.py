@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -168,7 +168,7 @@ class LoopbackServer:
         self.slow_s = 0.0
 
     # -- lifecycle ------------------------------------------------------------------------
-    def start(self) -> LoopbackServer:
+    def start(self) -> Self:
         self._stopping.clear()
         self._server = _Server(("127.0.0.1", self._want_port), self)
         self._thread = threading.Thread(
@@ -197,7 +197,7 @@ class LoopbackServer:
             self._thread.join(timeout=5)
         self._server = None
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -15,7 +15,7 @@ from monky_deployd.adapters.box.docker_config import docker_env as docker_only_e
 from monky_deployd.adapters.box.state import COMPOSE_FILE
 from monky_deployd.config import DockerCfg
 from monky_deployd.core import pullerrors
-from monky_deployd.core.errors import CommandError
+from monky_deployd.core.errors import Code
 
 
 def docker_env(cfg: DockerCfg, docker_dir: Path) -> dict[str, str]:
@@ -51,7 +51,7 @@ class Compose:
             *args,
         )
 
-    def _run(self, *args: str, timeout: float, code: str) -> runner.Result:
+    def _run(self, *args: str, timeout: float, code: Code) -> runner.Result:
         return runner.run(
             self._argv(*args),
             env=self.env,
@@ -77,19 +77,18 @@ class Compose:
             )
 
     def up(self) -> None:
-        try:
-            self._run(
-                "up",
-                "--detach",
-                "--remove-orphans",
-                timeout=self.cfg.up_timeout_s,
-                code="UP_FAILED",
-            )
-        except CommandError as exc:
-            if exc.code == "UP_FAILED" and "no space left on device" in exc.detail:
-                exc.code = "DISK_FULL"
-            raise
+        result = runner.run(
+            self._argv("up", "--detach", "--remove-orphans"),
+            env=self.env,
+            timeout=self.cfg.up_timeout_s,
+            cwd=str(self.workdir),
+            secrets=self.secrets,
+            check=False,
+        )
+        if result.returncode != 0:
+            disk = "no space left on device" in runner.tail(result.stderr or result.stdout)
+            raise runner.failure(result, Code.DISK_FULL if disk else Code.UP_FAILED, self.secrets)
 
     def down(self) -> None:
         """Stop and remove the project's containers and networks; volumes are kept."""
-        self._run("down", "--remove-orphans", timeout=self.cfg.up_timeout_s, code="DOWN_FAILED")
+        self._run("down", "--remove-orphans", timeout=self.cfg.up_timeout_s, code=Code.DOWN_FAILED)

@@ -15,7 +15,7 @@ import httpx
 
 from monky_deployd.adapters.tls import no_tls
 from monky_deployd.config import DockerCfg
-from monky_deployd.core.errors import CommandError
+from monky_deployd.core.errors import Code, CommandError
 from monky_deployd.core.services import Service
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -35,7 +35,7 @@ def _client(cfg: DockerCfg, timeout: float) -> tuple[httpx.Client, str]:
         return httpx.Client(base_url=base, timeout=timeout, trust_env=False, verify=no_tls()), base
     raise CommandError(
         f"docker.host {host!r} is neither unix:// nor tcp://",
-        code="DOCKER_HOST_UNSUPPORTED",
+        code=Code.DOCKER_HOST_UNSUPPORTED,
         outcome="refused",
         hint="docker.host in config.yaml (unset means the local socket)",
     )
@@ -52,14 +52,14 @@ def project_containers(cfg: DockerCfg, project: str) -> list[Service]:
     except httpx.HTTPError as exc:
         raise CommandError(
             f"cannot ask the Docker engine at {where} for project {project}'s containers: {exc}",
-            code="DOCKER_UNAVAILABLE",
+            code=Code.DOCKER_UNAVAILABLE,
             hint=f"that dockerd is running and {where} is accessible to this user "
             "(member of the docker group)",
         ) from exc
     if resp.status_code != 200:
         raise CommandError(
             f"the Docker engine at {where} answered HTTP {resp.status_code} to a container list",
-            code="DOCKER_UNAVAILABLE",
+            code=Code.DOCKER_UNAVAILABLE,
             hint="`docker ps` as this user, and dockerd's log",
             detail=resp.text[:500],
         )
@@ -80,7 +80,7 @@ def project_containers(cfg: DockerCfg, project: str) -> list[Service]:
     except (ValueError, AttributeError, TypeError) as exc:
         raise CommandError(
             f"the Docker engine at {where} answered a container list that is not JSON",
-            code="DOCKER_UNAVAILABLE",
+            code=Code.DOCKER_UNAVAILABLE,
             hint="dockerd's version and log",
         ) from exc
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from monky_deployd.adapters.box import runner
 from monky_deployd.config import DiskCfg, DockerCfg
-from monky_deployd.core.errors import CommandError, PreflightError
+from monky_deployd.core.errors import Code, CommandError, PreflightError
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def _unavailable(message: str, detail: str = "") -> PreflightError:
     return PreflightError(
         f"Docker's daemon cannot be asked where pulls write: {message} "
         "(this is a Docker fault, not a disk fault)",
-        code="DOCKER_UNAVAILABLE",
+        code=Code.DOCKER_UNAVAILABLE,
         hint="that dockerd runs (`docker info`), DOCKER_HOST in config.yaml, and the agent's "
         "access to the docker socket (group docker)",
         detail=detail,
@@ -139,7 +139,7 @@ def containerd_root(docker_cfg: DockerCfg) -> Path:
         raise PreflightError(
             f"cannot read containerd's config {path} to find where image layers are stored: "
             f"{exc.strerror or exc}",
-            code="CONTAINERD_CONFIG_UNREADABLE",
+            code=Code.CONTAINERD_CONFIG_UNREADABLE,
             hint=f"the mode of {path} (containerd ships it 0644), or set docker.containerd_root "
             "in config.yaml",
         ) from exc
@@ -149,7 +149,7 @@ def containerd_root(docker_cfg: DockerCfg) -> Path:
         raise PreflightError(
             f"containerd's config {path} is not valid TOML ({exc}), so the agent cannot tell "
             "where image layers are stored",
-            code="CONTAINERD_CONFIG_UNREADABLE",
+            code=Code.CONTAINERD_CONFIG_UNREADABLE,
             hint=f"the syntax of {path}, or set docker.containerd_root in config.yaml",
         ) from exc
     root = data.get("root")
@@ -158,7 +158,7 @@ def containerd_root(docker_cfg: DockerCfg) -> Path:
     if not isinstance(root, str) or not root.startswith("/"):
         raise PreflightError(
             f"containerd's config {path} has root = {root!r}, not an absolute path",
-            code="CONTAINERD_CONFIG_UNREADABLE",
+            code=Code.CONTAINERD_CONFIG_UNREADABLE,
             hint=f"`root =` in {path}, or set docker.containerd_root in config.yaml",
         )
     return Path(root)
@@ -247,7 +247,7 @@ def check_space(
         except OSError as exc:
             raise PreflightError(
                 f"cannot measure free space for {target}: {exc.strerror or exc}",
-                code="DISK_UNMEASURABLE",
+                code=Code.DISK_UNMEASURABLE,
                 hint=f"that {at} exists and the agent's user can reach it",
             ) from exc
         if st.st_dev in by_dev:
@@ -310,7 +310,7 @@ def _insufficient(
     return PreflightError(
         "not enough free disk space where the pull writes: "
         + "; ".join(_describe(m) for m in short),
-        code="DISK_INSUFFICIENT",
+        code=Code.DISK_INSUFFICIENT,
         hint=f"free space on {first.mount_point} (docker image prune, old volumes, logs), or "
         f"move the store; required = bundle need ({need}) + headroom "
         f"({human(headroom_bytes)}, disk.headroom_bytes in config.yaml)",

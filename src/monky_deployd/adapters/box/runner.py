@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from monky_deployd.core.errors import CommandError
+from monky_deployd.core.errors import Code, CommandError
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def run(
     cwd: str | None = None,
     secrets: Iterable[str] = (),
     check: bool = True,
-    code: str = "COMMAND_FAILED",
+    code: Code = Code.COMMAND_FAILED,
 ) -> Result:
     """Run ``argv`` and return its result; raise ``CommandError`` (with stderr tail) on failure."""
     secrets = tuple(secrets)
@@ -81,14 +81,14 @@ def run(
     except FileNotFoundError as exc:
         raise CommandError(
             f"cannot run {argv[0]}: not found on PATH",
-            code="COMMAND_NOT_FOUND",
+            code=Code.COMMAND_NOT_FOUND,
             hint=f"that {argv[0]} is installed and on PATH={env.get('PATH', '')}",
         ) from exc
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
         raise CommandError(
             f"{shown} did not finish within {timeout:.0f} s",
-            code="COMMAND_TIMEOUT",
+            code=Code.COMMAND_TIMEOUT,
             hint="the Docker daemon's health and the registry's reachability",
             detail=mask(tail(err or ""), secrets),
         ) from exc
@@ -99,13 +99,21 @@ def run(
         extra={"event": "command.end", "argv": shown, "rc": proc.returncode, "ms": ms},
     )
     if check and proc.returncode != 0:
-        detail = mask(tail(proc.stderr or proc.stdout), secrets)
-        raise CommandError(
-            f"{shown} exited with status {proc.returncode}: {last_line(detail)}",
-            code=code,
-            detail=detail,
-        )
+        raise failure(result, code, secrets)
     return result
+
+
+def failure(result: Result, code: Code, secrets: Iterable[str] = ()) -> CommandError:
+    """The ``CommandError`` for a command that exited non-zero: its masked argv, exit status and
+    last line, the stderr tail (masked) as ``detail``."""
+    secrets = tuple(secrets)
+    shown = mask(" ".join(result.argv), secrets)
+    detail = mask(tail(result.stderr or result.stdout), secrets)
+    return CommandError(
+        f"{shown} exited with status {result.returncode}: {last_line(detail)}",
+        code=code,
+        detail=detail,
+    )
 
 
 def last_line(text: str) -> str:

@@ -33,9 +33,15 @@ import hvac.adapters
 import hvac.exceptions
 import hvac.utils
 
+from monky_deployd.adapters.net import httperrors
 from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
 from monky_deployd.config import OpenBaoCfg
-from monky_deployd.core.errors import BaoError, DeployError, TokenError, named_cause, root_words
+from monky_deployd.core.errors import (
+    BaoError,
+    Code,
+    DeployError,
+    TokenError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +71,7 @@ class TokenInfo:
 class RenewRefused(BaoError):
     """renew-self was refused: 400 (not renewable) or 403 (the token died meanwhile)."""
 
-    default_code = "OPENBAO_RENEW_REFUSED"
+    default_code = Code.OPENBAO_RENEW_REFUSED
 
     def __init__(self, message: str, *, status: int, **kw: Any) -> None:
         super().__init__(message, **kw)
@@ -82,14 +88,14 @@ def read_grant(path: Path) -> str:
     except FileNotFoundError as exc:
         raise TokenError(
             f"the grant file {path} does not exist, so the agent cannot log in to OpenBao",
-            code="GRANT_MISSING",
+            code=Code.GRANT_MISSING,
             hint=f"that the kit installed {path} (owner monky-deployd, mode 0600), "
             "or `grant_file` in config.yaml",
         ) from exc
     except OSError as exc:
         raise TokenError(
             f"cannot read the grant file {path}: {exc.strerror or exc}",
-            code="GRANT_UNREADABLE",
+            code=Code.GRANT_UNREADABLE,
             hint=f"owner and mode of {path}: owner monky-deployd, mode 0600",
         ) from exc
     try:
@@ -97,14 +103,14 @@ def read_grant(path: Path) -> str:
     except UnicodeDecodeError as exc:
         raise TokenError(
             f"the grant file {path} is not a JWT (it holds non-ASCII bytes)",
-            code="GRANT_UNREADABLE",
+            code=Code.GRANT_UNREADABLE,
             hint=f"that {path} is the grant.jwt of this environment's kit",
         ) from exc
     if not text or text.count(".") != 2 or any(c.isspace() for c in text):
         raise TokenError(
             f"the grant file {path} does not hold a JWT"
             + (" (it is empty)" if not text else " (expected three dot-separated parts)"),
-            code="GRANT_UNREADABLE",
+            code=Code.GRANT_UNREADABLE,
             hint=f"that {path} is the grant.jwt of this environment's kit",
         )
     return text
@@ -121,6 +127,18 @@ class Bao:
         self._cfg = cfg
         self.address = f"{cfg.host}:{cfg.port}"
         self.url = f"http://{self.address}"
+        self._service = httperrors.Service(
+            name="OpenBao",
+            address=self.address,
+            timeout_s=cfg.timeout_s,
+            timeout_code=Code.OPENBAO_UNREACHABLE,
+            timeout_hint=f"OpenBao's health and the transport to {self.address} "
+            "(openbao.timeout_s)",
+            unreachable_code=Code.OPENBAO_UNREACHABLE,
+            unreachable_hint=f"that the OpenBao intercept {self.address} is reachable from this "
+            "box (openbao.host/port in config.yaml, the #openbao-client role attribute)",
+            bad=self._bad,
+        )
 
     def _hvac(self, token: str) -> hvac.Client:
         # url, token and verify are always explicit: hvac must not consult VAULT_ADDR,
@@ -152,7 +170,7 @@ class Bao:
                 raise TokenError(
                     f"the grant has expired: OpenBao at {self.address} refused the login "
                     "(token is expired); a new kit is needed for this environment",
-                    code="GRANT_EXPIRED",
+                    code=Code.GRANT_EXPIRED,
                     hint="reveal a new kit for this environment and install its grant.jwt "
                     "on this box",
                     detail=words,
@@ -237,7 +255,7 @@ class Bao:
             raise BaoError(
                 f"OpenBao at {self.address} denied reading secret path {mount}/{path} "
                 "(HTTP 403 permission denied)",
-                code="SECRET_FORBIDDEN",
+                code=Code.SECRET_FORBIDDEN,
                 outcome="refused",
                 hint=f"that this environment's token policy allows reading {mount}/data/{path} "
                 "(the bundle's manifest may name another environment's path)",
@@ -265,31 +283,8 @@ class Bao:
             raise
         except DeployError:
             raise
-        except httpx.TimeoutException as exc:
-            cause = named_cause(exc)
-            if cause is not None:
-                raise cause from exc
-            raise BaoError(
-                f"OpenBao at {self.address} did not answer {what} "
-                f"within {self._cfg.timeout_s:.0f} s",
-                code="OPENBAO_UNREACHABLE",
-                hint=f"OpenBao's health and the transport to {self.address} (openbao.timeout_s)",
-            ) from exc
-        except httpx.ProtocolError as exc:
-            cause = named_cause(exc)
-            if cause is not None:
-                raise cause from exc
-            raise self._bad(what, f"something that is not HTTP ({root_words(exc)})") from exc
         except httpx.TransportError as exc:
-            cause = named_cause(exc)
-            if cause is not None:
-                raise cause from exc
-            raise BaoError(
-                f"cannot reach OpenBao at {self.address}: {root_words(exc)}",
-                code="OPENBAO_UNREACHABLE",
-                hint=f"that the OpenBao intercept {self.address} is reachable from this box "
-                "(openbao.host/port in config.yaml, the #openbao-client role attribute)",
-            ) from exc
+            raise httperrors.translate(exc, self._service, what) from exc
         if not isinstance(answer, dict):
             status = getattr(answer, "status_code", "?")
             raise self._bad(what, f"HTTP {status} with a body that is not a JSON object")
@@ -301,20 +296,20 @@ class Bao:
         if status == 503 and "sealed" in words.lower():
             return BaoError(
                 f"OpenBao at {self.address} is sealed ({what} answered 503)",
-                code="OPENBAO_SEALED",
+                code=Code.OPENBAO_SEALED,
                 hint=f"that OpenBao at {self.address} is unsealed (operator action)",
                 detail=words,
             )
         if status is not None and status >= 500:
             return BaoError(
                 f"OpenBao at {self.address} failed {what} with HTTP {status}",
-                code="OPENBAO_UNAVAILABLE",
+                code=Code.OPENBAO_UNAVAILABLE,
                 hint=f"OpenBao's health and logs at {self.address}",
                 detail=words,
             )
         return BaoError(
             f"OpenBao at {self.address} answered {what} with HTTP {status or '?'}",
-            code="OPENBAO_BAD_RESPONSE",
+            code=Code.OPENBAO_BAD_RESPONSE,
             hint=f"OpenBao's logs at {self.address}; the agent speaks the OpenBao v1 API",
             detail=words,
         )
@@ -322,7 +317,7 @@ class Bao:
     def _bad(self, what: str, shape: str) -> BaoError:
         return BaoError(
             f"OpenBao at {self.address} answered {what} with {shape}",
-            code="OPENBAO_BAD_RESPONSE",
+            code=Code.OPENBAO_BAD_RESPONSE,
             hint=f"that {self.address} is OpenBao (openbao.host/port in config.yaml) "
             "and not another service",
         )
@@ -331,7 +326,7 @@ class Bao:
         return TokenError(
             f"OpenBao at {self.address} rejected the grant at login "
             f"(auth/{self._cfg.jwt_mount}, role {self._cfg.role}): {words}",
-            code="GRANT_REJECTED",
+            code=Code.GRANT_REJECTED,
             hint="that grant.jwt belongs to this environment's kit and that "
             "openbao.jwt_mount/role in config.yaml match the estate",
             detail=words,
@@ -341,7 +336,7 @@ class Bao:
         mount = self._cfg.kv_mount
         return BaoError(
             f"secret {mount}/{path} key {key!r} is missing on OpenBao at {self.address}: {why}",
-            code="SECRET_MISSING",
+            code=Code.SECRET_MISSING,
             outcome="refused",
             hint=f"that {mount}/{path} holds the key {key!r} for this environment "
             "(the bundle's manifest names it)",

@@ -34,7 +34,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 from monky_deployd.adapters.fsutil import user_name
-from monky_deployd.core.errors import IdentityError
+from monky_deployd.core.errors import Code, IdentityError
 
 AGENT_USER = "monky-deployd"
 PEM_FIELDS = ("cert", "key", "ca")
@@ -58,14 +58,14 @@ def check(path: Path, *, now: dt.datetime | None = None) -> Identity:
     except UnicodeDecodeError as exc:
         raise IdentityError(
             f"the Ziti identity file {path} is not JSON: byte {exc.start} is not UTF-8",
-            code="IDENTITY_NOT_JSON",
+            code=Code.IDENTITY_NOT_JSON,
             hint=_REENROL_HINT,
         ) from exc
     except json.JSONDecodeError as exc:
         what = "is empty" if not raw.strip() else f"at line {exc.lineno} column {exc.colno}"
         raise IdentityError(
             f"the Ziti identity file {path} is not JSON: {what}: {exc.msg}",
-            code="IDENTITY_NOT_JSON",
+            code=Code.IDENTITY_NOT_JSON,
             hint=_REENROL_HINT,
         ) from exc
     controllers, pems = _fields(path, data)
@@ -91,26 +91,26 @@ def _read(path: Path, *, what: str) -> bytes:
     except (FileNotFoundError, NotADirectoryError) as exc:
         raise IdentityError(
             f"{what} does not exist",
-            code="IDENTITY_MISSING",
+            code=Code.IDENTITY_MISSING,
             hint="the `identity:` path in config.yaml, and that ziti-edge-tunnel enrolled "
             "the box's identity (its identity directory holds <env>.json)",
         ) from exc
     except IsADirectoryError as exc:
         raise IdentityError(
             f"{what} is a directory, not an identity file",
-            code="IDENTITY_MISSING",
+            code=Code.IDENTITY_MISSING,
             hint="the `identity:` path in config.yaml names the identity's .json file",
         ) from exc
     except PermissionError as exc:
         raise IdentityError(
             f"{what} is not readable by {unreadable_reason(path)}",
-            code="IDENTITY_UNREADABLE",
+            code=Code.IDENTITY_UNREADABLE,
             hint=_group_hint(path),
         ) from exc
     except OSError as exc:
         raise IdentityError(
             f"cannot read {what}: {exc.strerror or exc}",
-            code="IDENTITY_UNREADABLE",
+            code=Code.IDENTITY_UNREADABLE,
             hint=_group_hint(path),
         ) from exc
 
@@ -193,7 +193,7 @@ def _fields(path: Path, data: object) -> tuple[tuple[str, ...], dict[str, str]]:
         raise IdentityError(
             f"the Ziti identity file {path} holds a JSON {type(data).__name__}, "
             "not an identity object",
-            code="IDENTITY_INCOMPLETE",
+            code=Code.IDENTITY_INCOMPLETE,
             hint=_REENROL_HINT,
         )
     missing: list[str] = []
@@ -223,7 +223,7 @@ def _fields(path: Path, data: object) -> tuple[tuple[str, ...], dict[str, str]]:
         raise IdentityError(
             f"the Ziti identity file {path} is JSON but not a Ziti identity: "
             f"missing {', '.join(missing)}",
-            code="IDENTITY_INCOMPLETE",
+            code=Code.IDENTITY_INCOMPLETE,
             hint="that the file is the enrolled identity (ztAPI, id.cert, id.key, id.ca), not "
             "the enrolment token or another JSON file; " + _REENROL_HINT,
         )
@@ -242,7 +242,7 @@ def _pem_text(path: Path, field: str, value: str) -> bytes:
         return value.encode("utf-8")
     raise IdentityError(
         f"id.{field} of the Ziti identity file {path} is neither `pem:`, `file://` nor PEM text",
-        code="IDENTITY_BAD_PEM",
+        code=Code.IDENTITY_BAD_PEM,
         hint=_REENROL_HINT,
     )
 
@@ -251,7 +251,7 @@ def _bad_pem(path: Path, field: str, what: str, exc: Exception | None = None) ->
     words = f": {exc}" if exc is not None and field != "key" else ""
     return IdentityError(
         f"id.{field} of the Ziti identity file {path} is not a valid PEM {what}{words}",
-        code="IDENTITY_BAD_PEM",
+        code=Code.IDENTITY_BAD_PEM,
         hint=_REENROL_HINT,
     )
 
@@ -272,7 +272,7 @@ def _key_matches(path: Path, text: bytes, leaf: x509.Certificate) -> None:
     except TypeError as exc:  # encrypted without a password
         raise IdentityError(
             f"id.key of the Ziti identity file {path} is an encrypted private key",
-            code="IDENTITY_BAD_PEM",
+            code=Code.IDENTITY_BAD_PEM,
             hint="the SDK needs an unencrypted key; " + _REENROL_HINT,
         ) from exc
     except (ValueError, UnsupportedAlgorithm) as exc:
@@ -282,7 +282,7 @@ def _key_matches(path: Path, text: bytes, leaf: x509.Certificate) -> None:
         raise IdentityError(
             f"id.key of the Ziti identity file {path} is not the private key of its id.cert "
             f"({leaf.subject.rfc4514_string()})",
-            code="IDENTITY_KEY_MISMATCH",
+            code=Code.IDENTITY_KEY_MISMATCH,
             hint=_REENROL_HINT,
         )
 
@@ -296,7 +296,7 @@ def _validity(
         raise IdentityError(
             f"the certificate of the Ziti identity {path} ({subject}) expired at "
             f"{not_after.isoformat()}",
-            code="IDENTITY_CERT_EXPIRED",
+            code=Code.IDENTITY_CERT_EXPIRED,
             hint="re-enrol the box's identity (a new kit's enrolment token); the controller "
             "refuses an expired certificate",
         )
@@ -304,7 +304,7 @@ def _validity(
         raise IdentityError(
             f"the certificate of the Ziti identity {path} ({subject}) is not valid before "
             f"{leaf.not_valid_before_utc.isoformat()}; this box's clock says {now.isoformat()}",
-            code="IDENTITY_CERT_NOT_YET_VALID",
+            code=Code.IDENTITY_CERT_NOT_YET_VALID,
             hint="the box's clock (timedatectl, NTP)",
         )
     return Identity(path=path, controllers=controllers, subject=subject, not_after=not_after)

@@ -2,13 +2,13 @@
 
 Every answer is translated at this boundary into what the agent can act on:
 
-- 401 ``GRANT_SUPERSEDED``   -> ``TokenError(code="GRANT_SUPERSEDED")`` (a newer kit exists)
-- 401 ``TOKEN_INVALID``      -> ``TokenError(code="TOKEN_INVALID")``
-- 403 ``ENV_MISMATCH``       -> ``TokenError(code="ENV_MISMATCH")``
+- 401 ``GRANT_SUPERSEDED``   -> ``TokenError(code=Code.GRANT_SUPERSEDED)`` (a newer kit exists)
+- 401 ``TOKEN_INVALID``      -> ``TokenError(code=Code.TOKEN_INVALID)``
+- 403 ``ENV_MISMATCH``       -> ``TokenError(code=Code.ENV_MISMATCH)``
 - 429 ``LEASE_RATE_LIMITED`` -> ``RateLimited`` (carries ``retry_after_s``)
-- 5xx                        -> ``TenancyError(code="TENANCY_UNAVAILABLE")``
-- unreachable / timeout      -> ``TransportError(code="TENANCY_UNREACHABLE")``
-- not JSON / wrong shape / too large -> ``TenancyError(code="TENANCY_BAD_RESPONSE")``
+- 5xx                        -> ``TenancyError(code=Code.TENANCY_UNAVAILABLE)``
+- unreachable / timeout      -> ``TransportError(code=Code.TENANCY_UNREACHABLE)``
+- not JSON / wrong shape / too large -> ``TenancyError(code=Code.TENANCY_BAD_RESPONSE)``
 
 Messages name tenancy and its address, never a token.
 """
@@ -23,14 +23,13 @@ from typing import Any
 import httpx
 
 from monky_deployd import USER_AGENT
+from monky_deployd.adapters.net import httperrors
 from monky_deployd.config import TenancyCfg
 from monky_deployd.core.errors import (
+    Code,
     DeployError,
     TenancyError,
     TokenError,
-    TransportError,
-    named_cause,
-    root_words,
 )
 from monky_deployd.core.wire import CheckinAnswer, CheckinRequest, ErrorBody, LeaseAnswer
 from monky_deployd.core.wire import Lease as Lease
@@ -39,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 class RateLimited(TenancyError):
-    default_code = "LEASE_RATE_LIMITED"
+    default_code = Code.LEASE_RATE_LIMITED
 
     def __init__(self, message: str, *, retry_after_s: int, **kw: Any) -> None:
         super().__init__(message, **kw)
@@ -63,6 +62,18 @@ class Tenancy:
         self.address = f"{cfg.host}:{cfg.port}"
         self.url = f"http://{self.address}"
         self._max_body = max_body_bytes
+        self._service = httperrors.Service(
+            name="tenancy",
+            address=self.address,
+            timeout_s=cfg.timeout_s,
+            timeout_code=Code.TENANCY_TIMEOUT,
+            timeout_hint="the tenancy service's health and the transport to "
+            f"{self.address} (tenancy.timeout_s)",
+            unreachable_code=Code.TENANCY_UNREACHABLE,
+            unreachable_hint=f"that the tenancy intercept {self.address} is reachable from this "
+            "box (the intercept port is 443)",
+            bad=lambda what, shape: self._bad(what.removeprefix("POST /"), shape),
+        )
 
     # -- endpoints ---------------------------------------------------------------------------
 
@@ -135,7 +146,7 @@ class Tenancy:
                         raise TenancyError(
                             f"tenancy at {self.address} answered POST /{endpoint} with more than "
                             f"{self._max_body} bytes (max_bundle_bytes); refused unread",
-                            code="TENANCY_RESPONSE_TOO_LARGE",
+                            code=Code.TENANCY_RESPONSE_TOO_LARGE,
                             outcome="refused",
                             hint="the bundle published for this environment (a compose file and "
                             "template of megabytes is a mistake), or raise max_bundle_bytes",
@@ -145,24 +156,8 @@ class Tenancy:
                 return resp
         except DeployError:
             raise
-        except httpx.TimeoutException as exc:
-            raise TransportError(
-                f"tenancy at {self.address} did not answer POST /{endpoint} "
-                f"within {self._cfg.timeout_s:.0f} s",
-                code="TENANCY_TIMEOUT",
-                hint="the tenancy service's health and the transport to "
-                f"{self.address} (tenancy.timeout_s)",
-            ) from exc
         except httpx.TransportError as exc:
-            named = named_cause(exc)
-            if named is not None:  # e.g. the Ziti transport named the fault
-                raise named from exc
-            raise TransportError(
-                f"cannot reach tenancy at {self.address}: {root_words(exc)}",
-                code="TENANCY_UNREACHABLE",
-                hint=f"that the tenancy intercept {self.address} is reachable from this box "
-                "(the intercept port is 443)",
-            ) from exc
+            raise httperrors.translate(exc, self._service, f"POST /{endpoint}") from exc
 
     def _json(self, endpoint: str, resp: httpx.Response) -> dict[str, Any]:
         try:
@@ -178,7 +173,7 @@ class Tenancy:
     def _bad(self, endpoint: str, what: str) -> TenancyError:
         return TenancyError(
             f"tenancy at {self.address} answered POST /{endpoint} with {what}",
-            code="TENANCY_BAD_RESPONSE",
+            code=Code.TENANCY_BAD_RESPONSE,
             hint="the tenancy service's version and logs; the agent speaks contract v1",
         )
 
@@ -190,20 +185,20 @@ class Tenancy:
             raise TokenError(
                 "grant superseded: a newer kit was revealed for this environment "
                 f"({self.env}), so this box's grant and every token from it are dead",
-                code="GRANT_SUPERSEDED",
+                code=Code.GRANT_SUPERSEDED,
                 hint="install the newest kit for this environment on this box "
                 "(its grant.jwt); this is not a network or policy fault",
             )
         if status == 401:
             raise TokenError(
                 f"{where} rejected the token as unknown, expired or revoked ({code or 'HTTP 401'})",
-                code="TOKEN_INVALID",
+                code=Code.TOKEN_INVALID,
                 hint="the token bookkeeping in the state dir; the agent logs in again",
             )
         if status == 403 and code == "ENV_MISMATCH":
             raise TokenError(
                 f"{where} says the token belongs to another environment than {self.env}",
-                code="ENV_MISMATCH",
+                code=Code.ENV_MISMATCH,
                 hint="`env` in config.yaml and the environment of grant.jwt agree",
             )
         if status == 429 and code == "LEASE_RATE_LIMITED":
@@ -218,13 +213,13 @@ class Tenancy:
         if status >= 500:
             raise TenancyError(
                 f"{where} failed with HTTP {status}" + (f" {code}" if code else ""),
-                code="TENANCY_UNAVAILABLE",
+                code=Code.TENANCY_UNAVAILABLE,
                 hint="the tenancy service's health and logs",
                 detail=message,
             )
         raise TenancyError(
             f"{where} answered HTTP {status}" + (f" {code}: {message}" if code else ""),
-            code="TENANCY_REJECTED",
+            code=Code.TENANCY_REJECTED,
             hint="the tenancy service's logs for this request",
             detail=message,
         )

@@ -43,7 +43,7 @@ from monky_deployd.adapters.net import identity as identity_mod
 from monky_deployd.adapters.net.dialhttp import Address, Dial, DialTransport, bounded
 from monky_deployd.adapters.net.identity import Identity
 from monky_deployd.config import TENANCY_INTERCEPT_PORT, Config
-from monky_deployd.core.errors import TransportError
+from monky_deployd.core.errors import Code, TransportError
 
 TENANCY_SERVICE = "monky.tenancy.deploy"
 TENANCY_ROLE = "#monky-deploy-agent"
@@ -101,7 +101,7 @@ def _import_sdk() -> Any:
     except (ImportError, OSError) as exc:
         raise TransportError(
             f"the OpenZiti SDK (python package openziti) cannot be loaded: {exc}",
-            code="ZITI_SDK_MISSING",
+            code=Code.ZITI_SDK_MISSING,
             hint="that the monky-deployd package installed its dependencies; "
             "`transport: plain` where a tunneler intercepts the addresses",
         ) from exc
@@ -177,7 +177,7 @@ def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> Tra
         where = "; ".join(f"{url}: {reason}" for url, reason in reasons.items())
         return TransportError(
             f"cannot reach the Ziti controller named by the identity {ident.path} ({where})",
-            code="ZITI_CONTROLLER_UNREACHABLE",
+            code=Code.ZITI_CONTROLLER_UNREACHABLE,
             hint="the identity's ztAPI address and port, DNS and the firewall from this box to "
             "the controller, and that the controller is up",
             detail=sdk_said,
@@ -186,14 +186,14 @@ def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> Tra
         return TransportError(
             f"the OpenZiti SDK did not finish loading the identity {ident.path} ({ident.subject}) "
             f"within the timeout, although the controller {answering[0]} accepts TCP connections",
-            code="ZITI_LOAD_TIMEOUT",
+            code=Code.ZITI_LOAD_TIMEOUT,
             hint="the controller's health and TLS answer (the SDK's log lines just above this one)",
             detail=sdk_said,
         )
     return TransportError(
         f"the OpenZiti SDK refused the identity {ident.path} ({ident.subject}) although the "
         f"controller {answering[0]} answers: {words}",
-        code="ZITI_LOAD_FAILED",
+        code=Code.ZITI_LOAD_FAILED,
         hint="the SDK's log lines just above this one; that the identity still exists on the "
         "controller (not deleted or re-enrolled elsewhere) and its certificate comes from the "
         "controller's CA; re-enrol the box's identity if not",
@@ -289,20 +289,20 @@ def dial_failure(
     if isinstance(exc, TimeoutError):
         return TransportError(
             f"the Ziti dial to {where} ({expected}) did not complete within {timeout_s:g} s",
-            code="ZITI_DIAL_TIMEOUT",
+            code=Code.ZITI_DIAL_TIMEOUT,
             hint=hint,
             detail=detail,
         )
     if _refused(exc):
         return TransportError(
             f"no Ziti service intercepts {where} for this identity (expected there: {expected})",
-            code="ZITI_NO_SERVICE",
+            code=Code.ZITI_NO_SERVICE,
             hint=hint,
             detail=detail,
         )
     return TransportError(
         f"the Ziti dial to {where} ({expected}) failed: {words}",
-        code="ZITI_DIAL_FAILED",
+        code=Code.ZITI_DIAL_FAILED,
         hint=hint,
         detail=detail,
     )

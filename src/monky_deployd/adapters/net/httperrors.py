@@ -1,0 +1,55 @@
+"""One boundary translator for the agent's HTTP services (tenancy, OpenBao).
+
+An ``httpx.TransportError`` from a request becomes the fault an operator can act on, the same way
+for both services:
+
+    a DeployError in the cause chain (the Ziti dialer named it)  -> that fault, first
+    timeout                                                     -> <service>.timeout_code
+    not HTTP (httpx.ProtocolError: garbage, a TLS or SSH port)   -> <service>.bad(...)
+    anything else (refused, reset, no route, DNS)                -> <service>.unreachable_code
+
+Messages name the service, its address and what was asked; never a token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from monky_deployd.core.errors import Code, DeployError, TransportError, named_cause, root_words
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str  # as the operator knows it: "tenancy", "OpenBao"
+    address: str  # host:port
+    timeout_s: float
+    timeout_code: Code
+    timeout_hint: str
+    unreachable_code: Code
+    unreachable_hint: str
+    bad: Callable[[str, str], DeployError]  # (what was asked, the answer's shape) -> the fault
+
+
+def translate(exc: httpx.TransportError, service: Service, what: str) -> DeployError:
+    """The fault behind ``exc``, raised while asking ``service`` for ``what`` (e.g. "POST
+    /checkin"); raise it ``from exc``."""
+    named = named_cause(exc)
+    if named is not None:
+        return named
+    if isinstance(exc, httpx.TimeoutException):
+        return TransportError(
+            f"{service.name} at {service.address} did not answer {what} "
+            f"within {service.timeout_s:g} s",
+            code=service.timeout_code,
+            hint=service.timeout_hint,
+        )
+    if isinstance(exc, httpx.ProtocolError):
+        return service.bad(what, f"something that is not HTTP ({root_words(exc)})")
+    return TransportError(
+        f"cannot reach {service.name} at {service.address}: {root_words(exc)}",
+        code=service.unreachable_code,
+        hint=service.unreachable_hint,
+    )
