@@ -14,6 +14,7 @@ from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.config import OpenBaoCfg, TenancyCfg
 from monky_deployd.core.errors import Code, DeployError, TransportError
+from monky_deployd_testkit.dockerlab import free_port
 
 
 @pytest.fixture
@@ -43,12 +44,6 @@ def not_http() -> Iterator[int]:
     srv.close()
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def tenancy_fault(port: int) -> DeployError:
     with httpx.Client() as http:
         t = Tenancy(
@@ -66,7 +61,7 @@ def bao_fault(port: int) -> DeployError:
 
 
 def test_a_closed_port_is_unreachable_for_both() -> None:
-    port = closed_port()
+    port = free_port()  # nothing listens there
     t, b = tenancy_fault(port), bao_fault(port)
     assert (t.code, b.code) == (Code.TENANCY_UNREACHABLE, Code.OPENBAO_UNREACHABLE)
     assert isinstance(t, TransportError) and isinstance(b, TransportError)
