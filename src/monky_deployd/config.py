@@ -105,6 +105,7 @@ def parse(data: object, source: str) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(
             f"{source}: the file must hold a YAML mapping, found {type(data).__name__}",
+            code=Code.CONFIG_INVALID,
             hint=f"the top level of {source} is `key: value` lines (see config.example.yaml)",
         )
     try:
@@ -118,6 +119,7 @@ def parse(data: object, source: str) -> Config:
             lines.append(f"at '{_loc(problem['loc'])}': {msg}")
         raise ConfigError(
             f"{source} is invalid:\n" + "\n".join(lines),
+            code=Code.CONFIG_INVALID,
             hint=f"the keys named above in {source}",
         ) from exc
 
@@ -147,6 +149,7 @@ def load(path: Path = DEFAULT_CONFIG_PATH) -> Config:
         problem = getattr(exc, "problem", None) or "not valid YAML"
         raise ConfigError(
             f"{path} is not valid YAML{where}: {problem}",
+            code=Code.CONFIG_INVALID,
             hint=f"the YAML syntax of {path}",
         ) from exc
     return parse(data, str(path))

@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from monky_deployd.core.errors import StateError
+from monky_deployd.core.errors import Code, DeployError
 
 
 def ensure_private_dir(path: Path, mode: int = 0o700) -> Path:
@@ -22,8 +22,9 @@ def ensure_private_dir(path: Path, mode: int = 0o700) -> Path:
         if (path.stat().st_mode & 0o777) != mode:
             os.chmod(path, mode)
     except OSError as exc:
-        raise StateError(
+        raise DeployError(
             f"cannot create directory {path} with mode {mode:o}: {exc.strerror or exc}",
+            code=Code.STATE_UNWRITABLE,
             hint=f"ownership and permissions of {path.parent} for user {user_name()}",
         ) from exc
     return path
@@ -52,8 +53,9 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
         finally:
             os.close(dir_fd)
     except OSError as exc:
-        raise StateError(
+        raise DeployError(
             f"cannot write {path}: {exc.strerror or exc}",
+            code=Code.STATE_UNWRITABLE,
             hint=f"free space and permissions of {directory} for user {user_name()}",
         ) from exc
     finally:
@@ -69,8 +71,9 @@ def read_if_exists(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise StateError(
+        raise DeployError(
             f"cannot read {path}: {exc.strerror or exc}",
+            code=Code.STATE_UNWRITABLE,
             hint=f"ownership and mode of {path} for user {user_name()}",
         ) from exc
 

@@ -1,6 +1,6 @@
 """The desired bundle: its model and validation.
 
-``validate(revision, raw)`` turns tenancy's JSON into a ``Bundle`` or raises ``BundleError``
+``validate(revision, raw)`` turns tenancy's JSON into a ``Bundle`` or raises BUNDLE_INVALID
 naming every problem (``at 'manifest[1].path': ...``). Everything here runs before any file or
 container is touched, so a malformed bundle changes nothing on the box.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from monky_deployd.core.errors import BundleError
+from monky_deployd.core.errors import Code, DeployError
 
 PROJECT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -97,9 +97,10 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
         bad("disk_need_bytes", "must be a non-negative integer number of bytes")
 
     if problems:
-        raise BundleError(
+        raise DeployError(
             f"the bundle for revision {revision!r} is malformed, nothing was changed:\n"
             + "\n".join(problems),
+            code=Code.BUNDLE_INVALID,
             hint="the bundle published to tenancy for this environment",
         )
     assert isinstance(project, str) and isinstance(compose, str) and isinstance(template, str)

@@ -17,25 +17,23 @@ Every fault the agent can name is a ``DeployError`` carrying:
 - ``outcome``: the code's, unless the raise site knows better (only DOCKER_UNAVAILABLE has two:
   failed when the engine vanishes mid-apply, refused when the pre-flight cannot ask it).
 
-Subclasses group faults by where they come from, for the callers that catch a group
-(``ConfigError`` in the CLI, ``TokenError`` around the check-in, ``CommandError`` around docker,
-``EnvError`` around rendering). Lower-level exceptions are translated at the boundary with
-``raise SomeError(...) from exc`` and never reach the operator as a traceback.
+The code says what happened, so a raise site names one (``DeployError(msg, code=Code.X)``) and a
+new fault is three lines: its ``Code`` member with its catalogue row, the raise site, its row in
+OPERATIONS.md. Subclasses exist only where a caller catches a group by class; everything else is
+a plain ``DeployError`` (a code's family, not a class, says where it comes from). Lower-level
+exceptions are translated at the boundary with ``raise DeployError(...) from exc`` and never
+reach the operator as a traceback.
 
-    DeployError
-    ├── ConfigError        config.yaml missing, unreadable or invalid      (exit 3)
-    ├── LockBusy           another tick holds the state-dir lock          (exit 4)
-    ├── StateError         the state dir cannot be created/read/written
-    ├── TransportError     the transport (plain or Ziti) cannot reach a service (tenancy, OpenBao)
-    ├── IdentityError      the Ziti identity file is missing/unreadable/malformed
-    ├── TenancyError       tenancy answered something the agent cannot use
-    ├── BaoError           OpenBao answered something the agent cannot use
-    ├── TokenError         no usable token (grant expired/superseded, lease rate limited)
-    ├── BundleError        the desired bundle is malformed
-    ├── EnvError           the .env cannot be rendered (missing variable, uncarriable value)
-    ├── RegistryAuthError  the registry credential entry is unusable
-    ├── PreflightError     the disk pre-flight refused, or docker info failed
-    └── CommandError       a subprocess (docker, docker compose) failed
+    DeployError            any named fault; the tick catches it and reports its code
+    ├── ConfigError        config.yaml missing, unreadable or invalid: caught by the CLI (exit 3)
+    ├── TokenError         no usable token (grant, lease, token invalid): caught by the tick
+    │                      (TOKEN_INVALID at check-in) and TokenKeeper (grant re-read, rotation)
+    ├── BaoError           OpenBao answered something unusable: caught by the tick (SECRET_MISSING)
+    │   └── RenewRefused   (adapters/net/bao.py) renew-self refused: caught by TokenKeeper
+    ├── EnvError           the .env cannot be rendered: caught by prepare (ENV_INCOMPLETE)
+    ├── CommandError       a subprocess (docker, docker compose) failed: caught by the pre-flight
+    └── RateLimited        (adapters/net/tenancy.py) LEASE_RATE_LIMITED with tenancy's wait:
+                           caught by TokenKeeper
 """
 
 from __future__ import annotations
@@ -63,7 +61,6 @@ class Code(StrEnum):
     # transport
     TENANCY_TIMEOUT = "TENANCY_TIMEOUT"
     TENANCY_UNREACHABLE = "TENANCY_UNREACHABLE"
-    TRANSPORT_FAILED = "TRANSPORT_FAILED"
     # ziti
     ZITI_CONTROLLER_UNREACHABLE = "ZITI_CONTROLLER_UNREACHABLE"
     ZITI_DIAL_FAILED = "ZITI_DIAL_FAILED"
@@ -77,14 +74,12 @@ class Code(StrEnum):
     IDENTITY_CERT_EXPIRED = "IDENTITY_CERT_EXPIRED"
     IDENTITY_CERT_NOT_YET_VALID = "IDENTITY_CERT_NOT_YET_VALID"
     IDENTITY_INCOMPLETE = "IDENTITY_INCOMPLETE"
-    IDENTITY_INVALID = "IDENTITY_INVALID"
     IDENTITY_KEY_MISMATCH = "IDENTITY_KEY_MISMATCH"
     IDENTITY_MISSING = "IDENTITY_MISSING"
     IDENTITY_NOT_JSON = "IDENTITY_NOT_JSON"
     IDENTITY_UNREADABLE = "IDENTITY_UNREADABLE"
     # tenancy
     TENANCY_BAD_RESPONSE = "TENANCY_BAD_RESPONSE"
-    TENANCY_ERROR = "TENANCY_ERROR"
     TENANCY_REJECTED = "TENANCY_REJECTED"
     TENANCY_RESPONSE_TOO_LARGE = "TENANCY_RESPONSE_TOO_LARGE"
     TENANCY_UNAVAILABLE = "TENANCY_UNAVAILABLE"
@@ -101,7 +96,6 @@ class Code(StrEnum):
     TOKEN_UNAVAILABLE = "TOKEN_UNAVAILABLE"
     # openbao
     OPENBAO_BAD_RESPONSE = "OPENBAO_BAD_RESPONSE"
-    OPENBAO_ERROR = "OPENBAO_ERROR"
     OPENBAO_SEALED = "OPENBAO_SEALED"
     OPENBAO_UNAVAILABLE = "OPENBAO_UNAVAILABLE"
     OPENBAO_UNREACHABLE = "OPENBAO_UNREACHABLE"
@@ -120,7 +114,6 @@ class Code(StrEnum):
     IMAGE_NOT_FOUND = "IMAGE_NOT_FOUND"
     REGISTRY_AUTH = "REGISTRY_AUTH"
     REGISTRY_AUTH_DUPLICATE = "REGISTRY_AUTH_DUPLICATE"
-    REGISTRY_AUTH_INVALID = "REGISTRY_AUTH_INVALID"
     REGISTRY_CREDENTIAL_EMPTY = "REGISTRY_CREDENTIAL_EMPTY"
     REGISTRY_CREDENTIAL_MALFORMED = "REGISTRY_CREDENTIAL_MALFORMED"
     REGISTRY_HOST_INVALID = "REGISTRY_HOST_INVALID"
@@ -172,7 +165,6 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     # transport
     Code.TENANCY_TIMEOUT: ("transport", "failed"),
     Code.TENANCY_UNREACHABLE: ("transport", "failed"),
-    Code.TRANSPORT_FAILED: ("transport", "failed"),
     # ziti
     Code.ZITI_CONTROLLER_UNREACHABLE: ("ziti", "failed"),
     Code.ZITI_DIAL_FAILED: ("ziti", "failed"),
@@ -186,14 +178,12 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.IDENTITY_CERT_EXPIRED: ("identity", "refused"),
     Code.IDENTITY_CERT_NOT_YET_VALID: ("identity", "refused"),
     Code.IDENTITY_INCOMPLETE: ("identity", "refused"),
-    Code.IDENTITY_INVALID: ("identity", "refused"),
     Code.IDENTITY_KEY_MISMATCH: ("identity", "refused"),
     Code.IDENTITY_MISSING: ("identity", "refused"),
     Code.IDENTITY_NOT_JSON: ("identity", "refused"),
     Code.IDENTITY_UNREADABLE: ("identity", "refused"),
     # tenancy
     Code.TENANCY_BAD_RESPONSE: ("tenancy", "failed"),
-    Code.TENANCY_ERROR: ("tenancy", "failed"),
     Code.TENANCY_REJECTED: ("tenancy", "failed"),
     Code.TENANCY_RESPONSE_TOO_LARGE: ("tenancy", "refused"),
     Code.TENANCY_UNAVAILABLE: ("tenancy", "failed"),
@@ -210,7 +200,6 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.TOKEN_UNAVAILABLE: ("token", "refused"),
     # openbao
     Code.OPENBAO_BAD_RESPONSE: ("openbao", "failed"),
-    Code.OPENBAO_ERROR: ("openbao", "failed"),
     Code.OPENBAO_SEALED: ("openbao", "failed"),
     Code.OPENBAO_UNAVAILABLE: ("openbao", "failed"),
     Code.OPENBAO_UNREACHABLE: ("transport", "failed"),
@@ -229,7 +218,6 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.IMAGE_NOT_FOUND: ("registry", "failed"),
     Code.REGISTRY_AUTH: ("registry", "failed"),
     Code.REGISTRY_AUTH_DUPLICATE: ("registry", "refused"),
-    Code.REGISTRY_AUTH_INVALID: ("registry", "refused"),
     Code.REGISTRY_CREDENTIAL_EMPTY: ("registry", "refused"),
     Code.REGISTRY_CREDENTIAL_MALFORMED: ("registry", "refused"),
     Code.REGISTRY_HOST_INVALID: ("registry", "refused"),
@@ -255,23 +243,21 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
 class DeployError(Exception):
     """A fault the agent can name. ``str(err)`` is the operator-facing first line."""
 
-    default_code = Code.INTERNAL
-
     def __init__(
         self,
         message: str,
         *,
-        code: Code | None = None,
+        code: Code,
         hint: str = "",
         detail: str = "",
         outcome: Outcome | None = None,
     ) -> None:
         super().__init__(message)
-        self.code: Code = code or self.default_code
+        self.code = code
         self.message = message
         self.hint = hint
         self.detail = detail
-        self.outcome: Outcome = outcome or self.code.outcome
+        self.outcome: Outcome = outcome or code.outcome
 
     def __str__(self) -> str:
         text = f"{self.code}: {self.message}"
@@ -281,55 +267,23 @@ class DeployError(Exception):
 
 
 class ConfigError(DeployError):
-    default_code = Code.CONFIG_INVALID
-
-
-class LockBusy(DeployError):
-    default_code = Code.LOCK_BUSY
-
-
-class StateError(DeployError):
-    default_code = Code.STATE_UNWRITABLE
-
-
-class TransportError(DeployError):
-    default_code = Code.TRANSPORT_FAILED
-
-
-class IdentityError(DeployError):
-    default_code = Code.IDENTITY_INVALID
-
-
-class TenancyError(DeployError):
-    default_code = Code.TENANCY_ERROR
+    """config.yaml is missing, unreadable or invalid: the CLI catches it (exit 3, no tick)."""
 
 
 class BaoError(DeployError):
-    default_code = Code.OPENBAO_ERROR
+    """OpenBao answered something the agent cannot use: the tick catches SECRET_MISSING."""
 
 
 class TokenError(DeployError):
-    default_code = Code.TOKEN_UNAVAILABLE
-
-
-class BundleError(DeployError):
-    default_code = Code.BUNDLE_INVALID
+    """No usable token: the tick (TOKEN_INVALID: one re-acquire) and TokenKeeper catch it."""
 
 
 class EnvError(DeployError):
-    default_code = Code.ENV_INCOMPLETE
-
-
-class RegistryAuthError(DeployError):
-    default_code = Code.REGISTRY_AUTH_INVALID
-
-
-class PreflightError(DeployError):
-    default_code = Code.DISK_INSUFFICIENT
+    """The .env cannot be rendered: prepare catches it to add the bundle's context."""
 
 
 class CommandError(DeployError):
-    default_code = Code.COMMAND_FAILED
+    """A subprocess (docker, docker compose) failed: the pre-flight catches it."""
 
 
 def named_cause(exc: BaseException) -> DeployError | None:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monky_deployd.core.errors import Code, RegistryAuthError
+from monky_deployd.core.errors import Code, DeployError
 
 REGISTRY_AUTH_USE = "registry-auth"
 # The key the docker CLI uses for Docker Hub, whatever name the bundle gives it.
@@ -62,7 +62,7 @@ def select_entry(manifest: list[dict[str, object]]) -> dict[str, object] | None:
     entries = [e for e in manifest if isinstance(e, dict) and e.get("use") == REGISTRY_AUTH_USE]
     if len(entries) > 1:
         names = ", ".join(repr(e.get("name", "?")) for e in entries)
-        raise RegistryAuthError(
+        raise DeployError(
             f"the bundle's manifest has {len(entries)} entries marked use: registry-auth "
             f"({names}); exactly one registry credential is allowed",
             code=Code.REGISTRY_AUTH_DUPLICATE,
@@ -74,14 +74,14 @@ def select_entry(manifest: list[dict[str, object]]) -> dict[str, object] | None:
 def check_registry_host(registry_host: str | None, source: str = "the bundle") -> str:
     """``registry_host`` when it is a bare ``host[:port]``; refusals otherwise."""
     if registry_host is None or (isinstance(registry_host, str) and not registry_host.strip()):
-        raise RegistryAuthError(
+        raise DeployError(
             f"{source} has a registry-auth entry but no registry_host, so the agent cannot tell "
             "which registry the credential is for",
             code=Code.REGISTRY_HOST_MISSING,
             hint=HOST_HINT,
         )
     if not isinstance(registry_host, str):
-        raise RegistryAuthError(
+        raise DeployError(
             f"{source}'s registry_host is a {type(registry_host).__name__}, not a host name",
             code=Code.REGISTRY_HOST_INVALID,
             hint=HOST_HINT,
@@ -90,7 +90,7 @@ def check_registry_host(registry_host: str | None, source: str = "the bundle") -
     port = match.group("port") if match else None
     if match is None or (port is not None and not 1 <= int(port) <= 65535):
         shown = registry_host if len(registry_host) <= 80 else registry_host[:77] + "..."
-        raise RegistryAuthError(
+        raise DeployError(
             f"{source}'s registry_host {shown!r} is not host[:port]",
             code=Code.REGISTRY_HOST_INVALID,
             hint=HOST_HINT,
@@ -106,20 +106,20 @@ def parse_credential(
     username, password = _split(value, source)
     if not username or not password:
         missing = "username" if not username else "password"
-        raise RegistryAuthError(
+        raise DeployError(
             f"{source} has an empty {missing}",
             code=Code.REGISTRY_CREDENTIAL_EMPTY,
             hint="the registry robot's KV value in OpenBao: both username and password are set",
         )
     for what, text in (("username", username), ("password", password)):
         if _CONTROL_RE.search(text):
-            raise RegistryAuthError(
+            raise DeployError(
                 f"{source} has a control character in its {what} (a trailing newline?)",
                 code=Code.REGISTRY_CREDENTIAL_MALFORMED,
                 hint="the registry robot's KV value in OpenBao: store it without newlines",
             )
     if ":" in username:
-        raise RegistryAuthError(
+        raise DeployError(
             f"{source} has a ':' in its username, which basic auth cannot carry",
             code=Code.REGISTRY_CREDENTIAL_MALFORMED,
             hint="the registry robot's KV value in OpenBao",
@@ -127,8 +127,8 @@ def parse_credential(
     return Credential(username, password)
 
 
-def _malformed(source: str, why: str) -> RegistryAuthError:
-    return RegistryAuthError(
+def _malformed(source: str, why: str) -> DeployError:
+    return DeployError(
         f'{source} is neither JSON {{"username", "password"}} nor username:password ({why})',
         code=Code.REGISTRY_CREDENTIAL_MALFORMED,
         hint='the registry robot\'s KV value in OpenBao: {"username": ..., "password": ...} '

@@ -26,7 +26,7 @@ import pytest
 from monky_deployd.adapters.box import docker_config, preflight, runner
 from monky_deployd.config import DiskCfg, DockerCfg
 from monky_deployd.core import pullerrors, registry_cred
-from monky_deployd.core.errors import PreflightError
+from monky_deployd.core.errors import DeployError
 from monky_deployd_testkit.dockerlab import Registry, docker_available, remove_image
 
 MIB = 1024 * 1024
@@ -120,14 +120,14 @@ def test_bad_config_toml_is_refused_not_guessed(tmp_path: Path, text: str) -> No
     toml = tmp_path / "config.toml"
     toml.write_text(text)
     info = {"DockerRootDir": "/var/lib/docker", "Driver": "overlayfs"}
-    with pytest.raises(PreflightError) as err:
+    with pytest.raises(DeployError) as err:
         preflight.pull_targets(info, cfg(tmp_path, containerd_config=toml))
     assert err.value.code == "CONTAINERD_CONFIG_UNREADABLE"
     assert str(toml) in err.value.message
 
 
 def test_info_without_data_root_is_a_docker_fault(tmp_path: Path) -> None:
-    with pytest.raises(PreflightError) as err:
+    with pytest.raises(DeployError) as err:
         preflight.pull_targets({"DockerRootDir": ""}, cfg(tmp_path))
     assert err.value.code == "DOCKER_UNAVAILABLE"
 
@@ -147,7 +147,7 @@ def test_env_dev_08_case_refuses_naming_the_tight_containerd_root(tmp_path: Path
         }
         docker_cfg = DockerCfg(containerd_config=toml)
         tight_free = free(tight)
-        with pytest.raises(PreflightError) as err:
+        with pytest.raises(DeployError) as err:
             preflight.run(info, docker_cfg, DiskCfg(headroom_bytes=4 * MIB), 8 * MIB)
     e = err.value
     assert e.code == "DISK_INSUFFICIENT"
@@ -171,7 +171,7 @@ def test_both_fit(tmp_path: Path) -> None:
 
 def test_headroom_floor_applies_without_need_bytes() -> None:
     with tmpfs(16) as small:
-        with pytest.raises(PreflightError) as err:
+        with pytest.raises(DeployError) as err:
             preflight.check_space([small], None, DiskCfg().headroom_bytes)
         assert err.value.code == "DISK_INSUFFICIENT"
         assert "no disk_need_bytes declared" in err.value.hint
@@ -190,7 +190,7 @@ def test_one_filesystem_is_measured_once() -> None:
 def test_missing_path_is_measured_at_its_nearest_parent() -> None:
     with tmpfs(16) as fs:
         fill(fs, leave_mib=2)
-        with pytest.raises(PreflightError) as err:
+        with pytest.raises(DeployError) as err:
             preflight.check_space([fs / "not" / "yet"], 4 * MIB, 0)
         assert f"{fs}/not/yet is on filesystem {fs} (tmpfs)" in err.value.message
 
@@ -225,7 +225,7 @@ def test_daemon_down_is_docker_unavailable_not_disk(tmp_path: Path, binary: str)
     if not Path(binary).exists():
         pytest.fail(f"{binary} missing: run scripts/docker-up.sh")
     env = runner.base_env({"DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"})
-    with pytest.raises(PreflightError) as err:
+    with pytest.raises(DeployError) as err:
         preflight.docker_info(env, binary, 30)
     e = err.value
     assert e.code == "DOCKER_UNAVAILABLE"
@@ -234,7 +234,7 @@ def test_daemon_down_is_docker_unavailable_not_disk(tmp_path: Path, binary: str)
 
 
 def test_missing_docker_binary_is_docker_unavailable(tmp_path: Path) -> None:
-    with pytest.raises(PreflightError) as err:
+    with pytest.raises(DeployError) as err:
         preflight.docker_info(runner.base_env(), str(tmp_path / "docker"), 5)
     assert err.value.code == "DOCKER_UNAVAILABLE"
 
@@ -342,7 +342,7 @@ def test_preflight_refuses_what_would_die_mid_pull(
     info = preflight.docker_info(env, "docker", 30)
     data_root = Path(str(info["DockerRootDir"]))
     for need, headroom in ((size, 0), (None, DiskCfg().headroom_bytes)):
-        with pytest.raises(PreflightError) as err:
+        with pytest.raises(DeployError) as err:
             preflight.run(info, docker_cfg, DiskCfg(headroom_bytes=headroom), need)
         assert err.value.code == "DISK_INSUFFICIENT"
         assert f"{data_root} is on filesystem {data_root} (tmpfs)" in err.value.message

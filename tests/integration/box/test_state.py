@@ -9,7 +9,7 @@ import pytest
 
 from monky_deployd.adapters.box.state import Applied, StateDir
 from monky_deployd.adapters.fsutil import atomic_write
-from monky_deployd.core.errors import LockBusy
+from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.records import HostFacts, Stored, TokenState
 
 
@@ -62,9 +62,9 @@ def test_atomic_write_keeps_old_file_when_rename_never_happens(tmp_path: Path) -
 
 def test_second_tick_waits_then_gives_up(tmp_path: Path) -> None:
     st = StateDir(tmp_path / "s").ensure()
-    with st.lock(0), pytest.raises(LockBusy) as info, StateDir(st.root).lock(0.2):
+    with st.lock(0), pytest.raises(DeployError) as info, StateDir(st.root).lock(0.2):
         pass
-    assert info.value.code == "LOCK_BUSY"
+    assert info.value.code is Code.LOCK_BUSY
     assert f"pid {os.getpid()}" in info.value.message
     with st.lock(0):  # released
         pass

@@ -12,7 +12,7 @@ import pytest
 
 from monky_deployd.adapters.net.bao import Bao, HttpxAdapter, RenewRefused, read_grant
 from monky_deployd.config import OpenBaoCfg
-from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError, TransportError
+from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd_testkit.fakes.clock import Clock
 from monky_deployd_testkit.fakes.grant import GrantIssuer
 from monky_deployd_testkit.fakes.openbao import FakeBao
@@ -259,7 +259,7 @@ def test_503_without_sealed_is_unavailable_not_sealed(http: httpx.Client, fake: 
 def test_closed_port_is_openbao_unreachable(http: httpx.Client) -> None:
     port = free_port()
     bao = Bao(http, OpenBaoCfg(host="127.0.0.1", port=port))
-    with pytest.raises(TransportError) as exc:
+    with pytest.raises(DeployError) as exc:
         bao.lookup_self("hvs.x")
     assert exc.value.code is Code.OPENBAO_UNREACHABLE
     assert f"OpenBao at 127.0.0.1:{port}" in exc.value.message
@@ -271,7 +271,7 @@ def test_silent_server_is_unreachable_within_the_configured_timeout(
 ) -> None:
     fake.slow_s = 5.0
     bao = make(http, fake, timeout_s=0.3)
-    with pytest.raises(TransportError) as exc:
+    with pytest.raises(DeployError) as exc:
         bao.lookup_self("hvs.x")
     assert exc.value.code is Code.OPENBAO_UNREACHABLE and "did not answer" in exc.value.message
     assert "within 0.3 s" in exc.value.message
@@ -283,17 +283,17 @@ class _TransportThatNamesTheFault(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         try:
-            raise TransportError(
+            raise DeployError(
                 "ziti: no service for openbao.monky.ziti:8200", code=Code.ZITI_NO_SERVICE
             )
-        except TransportError as err:
+        except DeployError as err:
             raise httpx.ConnectError("dial failed", request=request) from err
 
 
 def test_a_transport_that_names_the_fault_is_not_rewrapped() -> None:
     with httpx.Client(transport=_TransportThatNamesTheFault()) as client:
         bao = Bao(client, OpenBaoCfg())
-        with pytest.raises(TransportError) as exc:
+        with pytest.raises(DeployError) as exc:
             bao.lookup_self("hvs.x")
     assert exc.value.code is Code.ZITI_NO_SERVICE
 

@@ -3,6 +3,7 @@ tenancy's and OpenBao's clients (real loopback sockets)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -13,13 +14,14 @@ import pytest
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.config import OpenBaoCfg, TenancyCfg
-from monky_deployd.core.errors import Code, DeployError, TransportError
+from monky_deployd.core.errors import Code, DeployError
 from monky_deployd_testkit.dockerlab import free_port
 
 
 @pytest.fixture
 def not_http() -> Iterator[int]:
-    """A port that answers like an SSH server: bytes that are not HTTP, then close."""
+    """A port that answers like an SSH server: its banner, then end of stream; it reads what the
+    client sends until the client hangs up (closing on unread bytes would be a reset instead)."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(8)
@@ -33,8 +35,12 @@ def not_http() -> Iterator[int]:
             except TimeoutError:
                 continue
             with conn:
-                conn.recv(4096)
+                conn.settimeout(5)
                 conn.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+                conn.shutdown(socket.SHUT_WR)
+                with contextlib.suppress(OSError):
+                    while conn.recv(4096):
+                        pass
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -44,19 +50,28 @@ def not_http() -> Iterator[int]:
     srv.close()
 
 
-def tenancy_fault(port: int) -> DeployError:
+@pytest.fixture
+def stalls() -> Iterator[int]:
+    """A port whose listener never accepts: the kernel completes the handshake, nobody answers."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        yield srv.getsockname()[1]
+
+
+def tenancy_fault(port: int, timeout_s: float = 15.0) -> DeployError:
+    cfg = TenancyCfg(host="127.0.0.1", port=port, timeout_s=timeout_s)
     with httpx.Client() as http:
-        t = Tenancy(
-            http, TenancyCfg(host="127.0.0.1", port=port), "env-dev-08", max_body_bytes=1000
-        )
+        t = Tenancy(http, cfg, "env-dev-08", max_body_bytes=1000)
         with pytest.raises(DeployError) as exc:
             t.lease("s.token")
     return exc.value
 
 
-def bao_fault(port: int) -> DeployError:
+def bao_fault(port: int, timeout_s: float = 15.0) -> DeployError:
+    cfg = OpenBaoCfg(host="127.0.0.1", port=port, timeout_s=timeout_s)
     with httpx.Client() as http, pytest.raises(DeployError) as exc:
-        Bao(http, OpenBaoCfg(host="127.0.0.1", port=port)).lookup_self("s.token")
+        Bao(http, cfg).lookup_self("s.token")
     return exc.value
 
 
@@ -64,7 +79,7 @@ def test_a_closed_port_is_unreachable_for_both() -> None:
     port = free_port()  # nothing listens there
     t, b = tenancy_fault(port), bao_fault(port)
     assert (t.code, b.code) == (Code.TENANCY_UNREACHABLE, Code.OPENBAO_UNREACHABLE)
-    assert isinstance(t, TransportError) and isinstance(b, TransportError)
+    assert t.code.family == b.code.family == "transport"
     assert t.message.startswith(f"cannot reach tenancy at 127.0.0.1:{port}")
     assert b.message.startswith(f"cannot reach OpenBao at 127.0.0.1:{port}")
 
@@ -75,3 +90,13 @@ def test_a_port_that_is_not_http_is_a_bad_answer_for_both(not_http: int) -> None
     assert "something that is not HTTP" in t.message and "POST /lease" in t.message
     assert "something that is not HTTP" in b.message and "lookup-self" in b.message
     assert "s.token" not in str(t) + str(b)
+
+
+def test_a_server_that_stalls_is_a_timeout_for_both(stalls: int) -> None:
+    t, b = tenancy_fault(stalls, 0.3), bao_fault(stalls, 0.3)
+    # OpenBao has no timeout code of its own: its timeout is OPENBAO_UNREACHABLE (documented)
+    assert (t.code, b.code) == (Code.TENANCY_TIMEOUT, Code.OPENBAO_UNREACHABLE)
+    assert t.message == f"tenancy at 127.0.0.1:{stalls} did not answer POST /lease within 0.3 s"
+    assert b.message.startswith(f"OpenBao at 127.0.0.1:{stalls} did not answer ")
+    assert b.message.endswith(" within 0.3 s")
+    assert "tenancy.timeout_s" in t.hint and "openbao.timeout_s" in b.hint

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from monky_deployd.adapters.net import identity
-from monky_deployd.core.errors import IdentityError
+from monky_deployd.core.errors import DeployError
 
 REPO = Path(__file__).resolve().parents[3]
 SRC = REPO / "src"
@@ -170,7 +170,7 @@ def test_bare_pem_and_file_references_are_identities(tmp: Path) -> None:
 
 
 def test_missing_file(tmp: Path) -> None:
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(tmp / "env-dev-08.json")
     assert err.value.code == "IDENTITY_MISSING"
     assert str(err.value).startswith(
@@ -179,14 +179,14 @@ def test_missing_file(tmp: Path) -> None:
 
 
 def test_not_json(tmp: Path) -> None:
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", '{"ztAPI": "https://c:1", "id": {'))
     assert err.value.code == "IDENTITY_NOT_JSON"
     assert "is not JSON: at line 1" in err.value.message
 
 
 def test_empty_file_is_not_json(tmp: Path) -> None:
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", ""))
     assert err.value.code == "IDENTITY_NOT_JSON"
     assert "is not JSON: is empty" in err.value.message
@@ -202,14 +202,14 @@ def test_empty_file_is_not_json(tmp: Path) -> None:
     ],
 )
 def test_json_that_is_not_an_identity(tmp: Path, doc: Any, missing: str) -> None:
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", doc))
     assert err.value.code == "IDENTITY_INCOMPLETE"
     assert err.value.message.endswith(missing)
 
 
 def test_a_json_list_is_not_an_identity(tmp: Path) -> None:
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", "[1, 2]"))
     assert err.value.code == "IDENTITY_INCOMPLETE"
     assert "holds a JSON list" in err.value.message
@@ -219,7 +219,7 @@ def test_a_json_list_is_not_an_identity(tmp: Path) -> None:
 def test_value_that_is_no_pem_at_all(tmp: Path, field: str) -> None:
     doc = identity_json()
     doc["id"][field] = "keychain:some-thing"
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", doc))
     assert err.value.code == "IDENTITY_BAD_PEM"
     assert f"id.{field} of the Ziti identity file" in err.value.message
@@ -231,7 +231,7 @@ def test_pem_that_does_not_parse(tmp: Path, field: str) -> None:
     doc = identity_json()
     body = doc["id"][field]
     doc["id"][field] = body[:60] + "!!!!" + body[80:]  # damage the base64
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", doc))
     assert err.value.code == "IDENTITY_BAD_PEM"
     assert f"id.{field} of the Ziti identity file" in err.value.message
@@ -241,7 +241,7 @@ def test_no_key_material_in_the_refusal(tmp: Path) -> None:
     doc = identity_json()
     key_lines = doc["id"]["key"].splitlines()
     doc["id"]["key"] = "\n".join([*key_lines[:2], "AAAA" + key_lines[2][4:], *key_lines[3:]])
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", doc))
     text = f"{err.value} {err.value.detail}"
     for line in key_lines[1:-1]:
@@ -251,7 +251,7 @@ def test_no_key_material_in_the_refusal(tmp: Path) -> None:
 def test_key_of_another_certificate(tmp: Path) -> None:
     doc = identity_json()
     doc["id"]["key"] = "pem:" + pem_of(make_parts()["key"])
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", doc))
     assert err.value.code == "IDENTITY_KEY_MISMATCH"
     assert "is not the private key of its id.cert (CN=env-dev-08)" in err.value.message
@@ -271,7 +271,7 @@ def test_encrypted_key(tmp: Path) -> None:
         )
         .decode()
     )
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", doc))
     assert err.value.code == "IDENTITY_BAD_PEM"
     assert "is an encrypted private key" in err.value.message
@@ -281,7 +281,7 @@ def test_expired_certificate(tmp: Path) -> None:
     doc = identity_json(
         not_before=NOW - dt.timedelta(days=90), not_after=NOW - dt.timedelta(days=2)
     )
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", doc))
     assert err.value.code == "IDENTITY_CERT_EXPIRED"
     assert "(CN=env-dev-08) expired at" in err.value.message
@@ -289,7 +289,7 @@ def test_expired_certificate(tmp: Path) -> None:
 
 def test_certificate_from_the_future(tmp: Path) -> None:
     doc = identity_json(not_before=NOW + dt.timedelta(days=2))
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", doc))
     assert err.value.code == "IDENTITY_CERT_NOT_YET_VALID"
 
@@ -297,7 +297,7 @@ def test_certificate_from_the_future(tmp: Path) -> None:
 def test_missing_file_reference_names_the_field(tmp: Path) -> None:
     doc = identity_json()
     doc["id"]["ca"] = f"file://{tmp / 'gone.pem'}"
-    with pytest.raises(IdentityError) as err:
+    with pytest.raises(DeployError) as err:
         identity.check(write(tmp / "id.json", doc))
     assert err.value.code == "IDENTITY_MISSING"
     assert f"{tmp / 'gone.pem'} (id.ca of the Ziti identity" in err.value.message
@@ -351,7 +351,7 @@ def test_open_transport_names_the_identity_fault_without_crashing(
         )
     write(path, content)
     report = run_open_transport(path)
-    assert report["class"] == "IdentityError"
+    assert report["class"] == "DeployError"  # named, not a bare SDK crash
     assert report["code"] == code
     assert report["first_line"].startswith(first_line.format(p=path))
     assert "Configuration is invalid" not in report["stderr"]  # the SDK never saw the file
@@ -366,7 +366,7 @@ def test_unreachable_controller_is_named_not_a_bare_type_error(tmp: Path) -> Non
         port = probe.getsockname()[1]
     path = write(tmp / "env-dev-08.json", identity_json(f"https://127.0.0.1:{port}"))
     report = run_open_transport(path)
-    assert report["class"] == "TransportError"
+    assert report["class"] == "DeployError"
     assert report["code"] == "ZITI_CONTROLLER_UNREACHABLE"
     assert report["first_line"].startswith(
         f"ZITI_CONTROLLER_UNREACHABLE: cannot reach the Ziti controller named by the identity "
@@ -436,7 +436,7 @@ def _as_agent(path: Path, *groups: str) -> dict[str, Any]:
         "from monky_deployd.adapters.net import identity\nfrom monky_deployd.core import errors\n"
         "try:\n"
         "    ident = identity.check(Path(sys.argv[1]))\n"
-        "except errors.IdentityError as exc:\n"
+        "except errors.DeployError as exc:\n"
         "    print(json.dumps({'code': exc.code, 'message': exc.message, 'hint': exc.hint}))\n"
         "else:\n"
         "    print(json.dumps({'code': 'OK', 'subject': ident.subject}))\n"

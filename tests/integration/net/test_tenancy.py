@@ -15,7 +15,7 @@ from monky_deployd import __version__
 from monky_deployd.adapters.net.tenancy import RateLimited, Tenancy
 from monky_deployd.config import TenancyCfg
 from monky_deployd.core import wire
-from monky_deployd.core.errors import DeployError, TenancyError, TokenError
+from monky_deployd.core.errors import DeployError, TokenError
 from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 
 SECRET = "hvs.SECRET-lease-token"
@@ -87,7 +87,7 @@ def test_a_lease_answer_of_the_wrong_shape_is_bad_response_and_echoes_nothing(
     server: Scripted, tenancy: Tenancy, body: dict[str, Any]
 ) -> None:
     server.answer = json_response(201, body)
-    with pytest.raises(TenancyError) as info:
+    with pytest.raises(DeployError) as info:
         tenancy.lease("bootstrap-token")
     err = info.value
     assert err.code == "TENANCY_BAD_RESPONSE"
@@ -139,7 +139,7 @@ def test_a_checkin_answer_of_the_wrong_shape_is_bad_response_and_echoes_nothing(
     server: Scripted, tenancy: Tenancy, body: dict[str, Any]
 ) -> None:
     server.answer = json_response(200, body)
-    with pytest.raises(TenancyError) as info:
+    with pytest.raises(DeployError) as info:
         tenancy.checkin("t", {}, None)
     assert info.value.code == "TENANCY_BAD_RESPONSE"
     assert info.value.message == (
@@ -194,11 +194,11 @@ def test_error_codes_map_as_documented(server: Scripted, tenancy: Tenancy) -> No
         if code in ("GRANT_SUPERSEDED", "TOKEN_INVALID", "ENV_MISMATCH"):
             assert isinstance(info.value, TokenError)
     server.answer = json_response(503, {"error": {"code": "DOWN", "message": "m" * 900}})
-    with pytest.raises(TenancyError) as unavailable:
+    with pytest.raises(DeployError) as unavailable:
         tenancy.checkin("t", {}, None)
     assert unavailable.value.detail == "m" * 500
     assert unavailable.value.message.endswith("failed with HTTP 503 DOWN")
     server.answer = json_response(409, {"error": {"code": "CONFLICT", "message": "no"}})
-    with pytest.raises(TenancyError) as rejected:
+    with pytest.raises(DeployError) as rejected:
         tenancy.checkin("t", {}, None)
     assert rejected.value.message.endswith("answered HTTP 409 CONFLICT: no")

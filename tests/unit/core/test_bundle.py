@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.bundle import Bundle, ManifestEntry, validate
-from monky_deployd.core.errors import BundleError
+from monky_deployd.core.errors import DeployError
 
 
 def good() -> dict[str, Any]:
@@ -69,7 +69,7 @@ def test_optional_keys_may_be_absent() -> None:
 def test_malformed_bundles_are_refused_with_where(mutate: Any, where: str) -> None:
     raw = good()
     mutate(raw)
-    with pytest.raises(BundleError) as info:
+    with pytest.raises(DeployError) as info:
         validate("r42", raw)
     assert info.value.code == "BUNDLE_INVALID"
     assert info.value.outcome == "refused"
@@ -77,7 +77,7 @@ def test_malformed_bundles_are_refused_with_where(mutate: Any, where: str) -> No
 
 
 def test_revision_with_path_separators_is_refused() -> None:
-    with pytest.raises(BundleError, match="'revision'"):
+    with pytest.raises(DeployError, match="'revision'"):
         validate("../r1", good())
 
 
@@ -85,7 +85,7 @@ def test_all_problems_listed_at_once() -> None:
     raw = good()
     raw["project"] = "BAD"
     raw["compose"] = ""
-    with pytest.raises(BundleError) as info:
+    with pytest.raises(DeployError) as info:
         validate("r1", raw)
     assert "'project'" in info.value.message and "'compose'" in info.value.message
 
@@ -94,7 +94,7 @@ def test_all_problems_listed_at_once() -> None:
 
 
 def problems(revision: str, raw: dict[str, Any]) -> list[str]:
-    with pytest.raises(BundleError) as info:
+    with pytest.raises(DeployError) as info:
         validate(revision, raw)
     err = info.value
     assert (err.code, err.outcome) == ("BUNDLE_INVALID", "refused")
@@ -141,7 +141,7 @@ def test_every_problem_is_one_line_in_the_order_checked() -> None:
 def test_operator_line_carries_code_message_and_hint() -> None:
     raw = good()
     raw["manifest"] = 3
-    with pytest.raises(BundleError) as info:
+    with pytest.raises(DeployError) as info:
         validate("r7", raw)
     assert str(info.value) == (
         "BUNDLE_INVALID: the bundle for revision 'r7' is malformed, nothing was changed:\n"

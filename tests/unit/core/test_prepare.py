@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from monky_deployd.core import prepare
 from monky_deployd.core.bundle import Bundle
-from monky_deployd.core.errors import DeployError, EnvError, RegistryAuthError
+from monky_deployd.core.errors import DeployError, EnvError
 
 APP = {"name": "DB_PASSWORD", "path": "envs/env-dev-08/app", "key": "db_password"}
 REG = {"name": "registry", "path": "envs/env-dev-08/reg", "key": "robot", "use": "registry-auth"}
@@ -41,7 +41,7 @@ def reads(b: Bundle, values: dict[str, object], absent: dict[str, str] | None = 
 
 def test_two_registry_entries_are_refused_at_the_bundle_check() -> None:
     second = {**REG, "name": "registry2"}
-    with pytest.raises(RegistryAuthError):
+    with pytest.raises(DeployError):
         prepare.check_bundle("r1", raw("A=1\n", APP, REG, second))
 
 

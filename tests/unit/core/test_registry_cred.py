@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core import registry_cred as rc
-from monky_deployd.core.errors import RegistryAuthError
+from monky_deployd.core.errors import DeployError
 
 HOST = "harbor.example.net"
 SECRET = "s3cr:et:pw"
@@ -31,7 +31,7 @@ NEITHER = 'the registry-auth entry is neither JSON {"username", "password"} nor 
 
 def said(call: object) -> tuple[str, str, str]:
     """(code, message, hint) of the refusal ``call()`` raises; never the secret, always refused."""
-    with pytest.raises(RegistryAuthError) as info:
+    with pytest.raises(DeployError) as info:
         call()  # type: ignore[operator]
     err = info.value
     assert err.outcome == "refused"
@@ -338,8 +338,8 @@ def test_a_credential_needs_a_valid_host_to_be_rendered() -> None:
 # (its other pure cases are covered above, word for word)
 
 
-def refusal(value: object, host: str | None = HOST) -> RegistryAuthError:
-    with pytest.raises(RegistryAuthError) as err:
+def refusal(value: object, host: str | None = HOST) -> DeployError:
+    with pytest.raises(DeployError) as err:
         rc.parse_credential(value, host)
     text = str(err.value) + err.value.detail + err.value.hint
     assert SECRET not in text, "the password leaked into the refusal"

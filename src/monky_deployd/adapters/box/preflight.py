@@ -25,7 +25,7 @@ from pathlib import Path
 
 from monky_deployd.adapters.box import runner
 from monky_deployd.config import DiskCfg, DockerCfg
-from monky_deployd.core.errors import Code, CommandError, PreflightError
+from monky_deployd.core.errors import Code, CommandError, DeployError
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,8 @@ def human(n: int) -> str:
 # --- docker info ---------------------------------------------------------------------------
 
 
-def _unavailable(message: str, detail: str = "") -> PreflightError:
-    return PreflightError(
+def _unavailable(message: str, detail: str = "") -> DeployError:
+    return DeployError(
         f"Docker's daemon cannot be asked where pulls write: {message} "
         "(this is a Docker fault, not a disk fault)",
         code=Code.DOCKER_UNAVAILABLE,
@@ -77,7 +77,7 @@ def _unavailable(message: str, detail: str = "") -> PreflightError:
 
 
 def docker_info(env: Mapping[str, str], binary: str, timeout: float) -> dict[str, object]:
-    """``docker info --format '{{json .}}'`` as a dict; PreflightError DOCKER_UNAVAILABLE if not."""
+    """``docker info --format '{{json .}}'`` as a dict; DeployError DOCKER_UNAVAILABLE if not."""
     try:
         result = runner.run(
             (binary, "info", "--format", "{{json .}}"), env=env, timeout=timeout, check=False
@@ -136,7 +136,7 @@ def containerd_root(docker_cfg: DockerCfg) -> Path:
     except FileNotFoundError:
         return DEFAULT_CONTAINERD_ROOT
     except OSError as exc:
-        raise PreflightError(
+        raise DeployError(
             f"cannot read containerd's config {path} to find where image layers are stored: "
             f"{exc.strerror or exc}",
             code=Code.CONTAINERD_CONFIG_UNREADABLE,
@@ -146,7 +146,7 @@ def containerd_root(docker_cfg: DockerCfg) -> Path:
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise PreflightError(
+        raise DeployError(
             f"containerd's config {path} is not valid TOML ({exc}), so the agent cannot tell "
             "where image layers are stored",
             code=Code.CONTAINERD_CONFIG_UNREADABLE,
@@ -156,7 +156,7 @@ def containerd_root(docker_cfg: DockerCfg) -> Path:
     if root is None:
         return DEFAULT_CONTAINERD_ROOT
     if not isinstance(root, str) or not root.startswith("/"):
-        raise PreflightError(
+        raise DeployError(
             f"containerd's config {path} has root = {root!r}, not an absolute path",
             code=Code.CONTAINERD_CONFIG_UNREADABLE,
             hint=f"`root =` in {path}, or set docker.containerd_root in config.yaml",
@@ -245,7 +245,7 @@ def check_space(
             st = os.stat(at)
             vfs = os.statvfs(at)
         except OSError as exc:
-            raise PreflightError(
+            raise DeployError(
                 f"cannot measure free space for {target}: {exc.strerror or exc}",
                 code=Code.DISK_UNMEASURABLE,
                 hint=f"that {at} exists and the agent's user can reach it",
@@ -304,10 +304,10 @@ def _insufficient(
     measured: list[Measurement],
     need_bytes: int | None,
     headroom_bytes: int,
-) -> PreflightError:
+) -> DeployError:
     need = human(need_bytes) if need_bytes else "no disk_need_bytes declared"
     first = short[0]
-    return PreflightError(
+    return DeployError(
         "not enough free disk space where the pull writes: "
         + "; ".join(_describe(m) for m in short),
         code=Code.DISK_INSUFFICIENT,

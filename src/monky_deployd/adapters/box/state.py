@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from monky_deployd.adapters.fsutil import atomic_write, ensure_private_dir, read_if_exists
-from monky_deployd.core.errors import LockBusy, StateError
+from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.records import (
     Applied,
     HostFacts,
@@ -63,13 +63,14 @@ class StateDir:
 
     @contextmanager
     def lock(self, wait_s: float) -> Iterator[None]:
-        """Hold the tick lock; wait up to ``wait_s`` for another tick, then raise LockBusy."""
+        """Hold the tick lock; wait up to ``wait_s`` for another tick, then raise LOCK_BUSY."""
         path = self.lock_file
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise StateError(
+            raise DeployError(
                 f"cannot open the lock file {path}: {exc.strerror}",
+                code=Code.STATE_UNWRITABLE,
                 hint=f"ownership of {self.root}",
             ) from exc
         try:
@@ -83,9 +84,10 @@ class StateDir:
                         raise
                     if time.monotonic() >= deadline:
                         holder = _read_holder(fd)
-                        raise LockBusy(
+                        raise DeployError(
                             f"another monky-deployd tick{holder} holds {path}; "
                             f"waited {wait_s:.0f} s and gave up without touching anything",
+                            code=Code.LOCK_BUSY,
                             hint="`systemctl status monky-deployd` or `pgrep -af monky-deployd`; "
                             "run again when it has finished",
                         ) from exc
@@ -159,8 +161,9 @@ class StateDir:
             else:
                 os.rename(staging, final)
         except OSError as exc:
-            raise StateError(
+            raise DeployError(
                 f"cannot write the project directory {final}: {exc.strerror or exc}",
+                code=Code.STATE_UNWRITABLE,
                 hint=f"free space and permissions of {self.revisions_dir}",
             ) from exc
         return final

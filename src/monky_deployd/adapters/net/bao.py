@@ -9,9 +9,10 @@ Answers are translated at this boundary (messages name OpenBao and its address, 
 
 - 503 with "sealed"              -> ``BaoError(OPENBAO_SEALED)``
 - other 5xx                      -> ``BaoError(OPENBAO_UNAVAILABLE)``
-- connect error / timeout        -> ``BaoError(OPENBAO_UNREACHABLE)`` (a ``DeployError`` raised by
-  the transport itself, e.g. the Ziti dialer naming the fault, is re-raised as is)
-- 200 that is not the JSON shape -> ``BaoError(OPENBAO_BAD_RESPONSE)``
+- connect error / timeout        -> ``DeployError(OPENBAO_UNREACHABLE)`` (``httperrors``; a
+  ``DeployError`` raised by the transport itself, e.g. the Ziti dialer naming the fault, is
+  re-raised as is)
+- not HTTP, or a 200 that is not the JSON shape -> ``BaoError(OPENBAO_BAD_RESPONSE)``
 - login 400 "token is expired"   -> ``TokenError(GRANT_EXPIRED)``; other login 400 ->
   ``TokenError(GRANT_REJECTED)``
 - lookup-self 403                -> ``None`` (expired or revoked; the status decides, not the text)
@@ -25,7 +26,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 import hvac
@@ -71,10 +72,8 @@ class TokenInfo:
 class RenewRefused(BaoError):
     """renew-self was refused: 400 (not renewable) or 403 (the token died meanwhile)."""
 
-    default_code = Code.OPENBAO_RENEW_REFUSED
-
-    def __init__(self, message: str, *, status: int, **kw: Any) -> None:
-        super().__init__(message, **kw)
+    def __init__(self, message: str, *, status: int, hint: str = "") -> None:
+        super().__init__(message, code=Code.OPENBAO_RENEW_REFUSED, hint=hint)
         self.status = status
 
 

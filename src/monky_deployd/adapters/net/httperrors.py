@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from monky_deployd.core.errors import Code, DeployError, TransportError, named_cause, root_words
+from monky_deployd.core.errors import Code, DeployError, named_cause, root_words
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def translate(exc: httpx.TransportError, service: Service, what: str) -> DeployE
     if named is not None:
         return named
     if isinstance(exc, httpx.TimeoutException):
-        return TransportError(
+        return DeployError(
             f"{service.name} at {service.address} did not answer {what} "
             f"within {service.timeout_s:g} s",
             code=service.timeout_code,
@@ -48,7 +48,7 @@ def translate(exc: httpx.TransportError, service: Service, what: str) -> DeployE
         )
     if isinstance(exc, httpx.ProtocolError):
         return service.bad(what, f"something that is not HTTP ({root_words(exc)})")
-    return TransportError(
+    return DeployError(
         f"cannot reach {service.name} at {service.address}: {root_words(exc)}",
         code=service.unreachable_code,
         hint=service.unreachable_hint,

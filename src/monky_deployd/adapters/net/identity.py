@@ -2,7 +2,7 @@
 
 ``openziti.load()`` accepts an unreadable or malformed identity, logs "Configuration is invalid"
 and fails later as a bare ``TypeError``; an identity of ``{}`` makes the 0.6 SDK segfault. So the
-transport calls ``check(path)`` first, and every fault gets its own ``IdentityError`` code:
+transport calls ``check(path)`` first, and every fault gets its own ``DeployError`` code:
 
 - ``IDENTITY_MISSING``        the file (or a ``file://`` it refers to) does not exist;
 - ``IDENTITY_UNREADABLE``     this user cannot read it: names the user, the file's owner, group and
@@ -34,7 +34,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 from monky_deployd.adapters.fsutil import user_name
-from monky_deployd.core.errors import Code, IdentityError
+from monky_deployd.core.errors import Code, DeployError
 
 AGENT_USER = "monky-deployd"
 PEM_FIELDS = ("cert", "key", "ca")
@@ -51,19 +51,19 @@ class Identity:
 
 
 def check(path: Path, *, now: dt.datetime | None = None) -> Identity:
-    """Read and parse ``path`` as a Ziti identity, or raise ``IdentityError`` naming the fault."""
+    """Read and parse ``path`` as a Ziti identity, or raise ``DeployError`` naming the fault."""
     raw = _read(path, what=f"the Ziti identity file {path}")
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise IdentityError(
+        raise DeployError(
             f"the Ziti identity file {path} is not JSON: byte {exc.start} is not UTF-8",
             code=Code.IDENTITY_NOT_JSON,
             hint=_REENROL_HINT,
         ) from exc
     except json.JSONDecodeError as exc:
         what = "is empty" if not raw.strip() else f"at line {exc.lineno} column {exc.colno}"
-        raise IdentityError(
+        raise DeployError(
             f"the Ziti identity file {path} is not JSON: {what}: {exc.msg}",
             code=Code.IDENTITY_NOT_JSON,
             hint=_REENROL_HINT,
@@ -89,26 +89,26 @@ def _read(path: Path, *, what: str) -> bytes:
         with open(path, "rb") as handle:
             return handle.read()
     except (FileNotFoundError, NotADirectoryError) as exc:
-        raise IdentityError(
+        raise DeployError(
             f"{what} does not exist",
             code=Code.IDENTITY_MISSING,
             hint="the `identity:` path in config.yaml, and that ziti-edge-tunnel enrolled "
             "the box's identity (its identity directory holds <env>.json)",
         ) from exc
     except IsADirectoryError as exc:
-        raise IdentityError(
+        raise DeployError(
             f"{what} is a directory, not an identity file",
             code=Code.IDENTITY_MISSING,
             hint="the `identity:` path in config.yaml names the identity's .json file",
         ) from exc
     except PermissionError as exc:
-        raise IdentityError(
+        raise DeployError(
             f"{what} is not readable by {unreadable_reason(path)}",
             code=Code.IDENTITY_UNREADABLE,
             hint=_group_hint(path),
         ) from exc
     except OSError as exc:
-        raise IdentityError(
+        raise DeployError(
             f"cannot read {what}: {exc.strerror or exc}",
             code=Code.IDENTITY_UNREADABLE,
             hint=_group_hint(path),
@@ -190,7 +190,7 @@ def _group_hint(path: Path) -> str:
 def _fields(path: Path, data: object) -> tuple[tuple[str, ...], dict[str, str]]:
     """The controller URLs and the raw cert/key/ca values, or IDENTITY_INCOMPLETE."""
     if not isinstance(data, dict):
-        raise IdentityError(
+        raise DeployError(
             f"the Ziti identity file {path} holds a JSON {type(data).__name__}, "
             "not an identity object",
             code=Code.IDENTITY_INCOMPLETE,
@@ -220,7 +220,7 @@ def _fields(path: Path, data: object) -> tuple[tuple[str, ...], dict[str, str]]:
             else:
                 missing.append(f"id.{field}")
     if missing:
-        raise IdentityError(
+        raise DeployError(
             f"the Ziti identity file {path} is JSON but not a Ziti identity: "
             f"missing {', '.join(missing)}",
             code=Code.IDENTITY_INCOMPLETE,
@@ -240,16 +240,16 @@ def _pem_text(path: Path, field: str, value: str) -> bytes:
         return _read(target, what=f"{target} (id.{field} of the Ziti identity {path})")
     if value.startswith("-----BEGIN"):
         return value.encode("utf-8")
-    raise IdentityError(
+    raise DeployError(
         f"id.{field} of the Ziti identity file {path} is neither `pem:`, `file://` nor PEM text",
         code=Code.IDENTITY_BAD_PEM,
         hint=_REENROL_HINT,
     )
 
 
-def _bad_pem(path: Path, field: str, what: str, exc: Exception | None = None) -> IdentityError:
+def _bad_pem(path: Path, field: str, what: str, exc: Exception | None = None) -> DeployError:
     words = f": {exc}" if exc is not None and field != "key" else ""
-    return IdentityError(
+    return DeployError(
         f"id.{field} of the Ziti identity file {path} is not a valid PEM {what}{words}",
         code=Code.IDENTITY_BAD_PEM,
         hint=_REENROL_HINT,
@@ -270,7 +270,7 @@ def _key_matches(path: Path, text: bytes, leaf: x509.Certificate) -> None:
     try:
         key = serialization.load_pem_private_key(text, password=None)
     except TypeError as exc:  # encrypted without a password
-        raise IdentityError(
+        raise DeployError(
             f"id.key of the Ziti identity file {path} is an encrypted private key",
             code=Code.IDENTITY_BAD_PEM,
             hint="the SDK needs an unencrypted key; " + _REENROL_HINT,
@@ -279,7 +279,7 @@ def _key_matches(path: Path, text: bytes, leaf: x509.Certificate) -> None:
         raise _bad_pem(path, "key", "private key", exc) from exc
     spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     if key.public_key().public_bytes(*spki) != leaf.public_key().public_bytes(*spki):
-        raise IdentityError(
+        raise DeployError(
             f"id.key of the Ziti identity file {path} is not the private key of its id.cert "
             f"({leaf.subject.rfc4514_string()})",
             code=Code.IDENTITY_KEY_MISMATCH,
@@ -293,7 +293,7 @@ def _validity(
     subject = leaf.subject.rfc4514_string()
     not_after = leaf.not_valid_after_utc
     if now > not_after:
-        raise IdentityError(
+        raise DeployError(
             f"the certificate of the Ziti identity {path} ({subject}) expired at "
             f"{not_after.isoformat()}",
             code=Code.IDENTITY_CERT_EXPIRED,
@@ -301,7 +301,7 @@ def _validity(
             "refuses an expired certificate",
         )
     if now < leaf.not_valid_before_utc:
-        raise IdentityError(
+        raise DeployError(
             f"the certificate of the Ziti identity {path} ({subject}) is not valid before "
             f"{leaf.not_valid_before_utc.isoformat()}; this box's clock says {now.isoformat()}",
             code=Code.IDENTITY_CERT_NOT_YET_VALID,

@@ -6,9 +6,11 @@ Every answer is translated at this boundary into what the agent can act on:
 - 401 ``TOKEN_INVALID``      -> ``TokenError(code=Code.TOKEN_INVALID)``
 - 403 ``ENV_MISMATCH``       -> ``TokenError(code=Code.ENV_MISMATCH)``
 - 429 ``LEASE_RATE_LIMITED`` -> ``RateLimited`` (carries ``retry_after_s``)
-- 5xx                        -> ``TenancyError(code=Code.TENANCY_UNAVAILABLE)``
-- unreachable / timeout      -> ``TransportError(code=Code.TENANCY_UNREACHABLE)``
-- not JSON / wrong shape / too large -> ``TenancyError(code=Code.TENANCY_BAD_RESPONSE)``
+- 5xx                        -> ``DeployError(code=Code.TENANCY_UNAVAILABLE)``
+- unreachable / timeout      -> ``DeployError(code=Code.TENANCY_UNREACHABLE / TENANCY_TIMEOUT)``
+  (``httperrors``; a fault the Ziti dialer named is re-raised as is)
+- not HTTP / not JSON / wrong shape -> ``DeployError(code=Code.TENANCY_BAD_RESPONSE)``
+- larger than max_bundle_bytes -> ``DeployError(code=Code.TENANCY_RESPONSE_TOO_LARGE)``
 
 Messages name tenancy and its address, never a token.
 """
@@ -28,7 +30,6 @@ from monky_deployd.config import TenancyCfg
 from monky_deployd.core.errors import (
     Code,
     DeployError,
-    TenancyError,
     TokenError,
 )
 from monky_deployd.core.wire import CheckinAnswer, CheckinRequest, ErrorBody, LeaseAnswer
@@ -37,11 +38,11 @@ from monky_deployd.core.wire import Lease as Lease
 log = logging.getLogger(__name__)
 
 
-class RateLimited(TenancyError):
-    default_code = Code.LEASE_RATE_LIMITED
+class RateLimited(DeployError):
+    """LEASE_RATE_LIMITED with tenancy's wait: TokenKeeper carries on with the token it holds."""
 
-    def __init__(self, message: str, *, retry_after_s: int, **kw: Any) -> None:
-        super().__init__(message, **kw)
+    def __init__(self, message: str, *, retry_after_s: int, hint: str = "") -> None:
+        super().__init__(message, code=Code.LEASE_RATE_LIMITED, hint=hint)
         self.retry_after_s = retry_after_s
 
 
@@ -143,7 +144,7 @@ class Tenancy:
                 for chunk in resp.iter_bytes():
                     size += len(chunk)
                     if size > self._max_body:
-                        raise TenancyError(
+                        raise DeployError(
                             f"tenancy at {self.address} answered POST /{endpoint} with more than "
                             f"{self._max_body} bytes (max_bundle_bytes); refused unread",
                             code=Code.TENANCY_RESPONSE_TOO_LARGE,
@@ -170,8 +171,8 @@ class Tenancy:
             raise self._bad(endpoint, f"HTTP {resp.status_code} with JSON that is not an object")
         return data
 
-    def _bad(self, endpoint: str, what: str) -> TenancyError:
-        return TenancyError(
+    def _bad(self, endpoint: str, what: str) -> DeployError:
+        return DeployError(
             f"tenancy at {self.address} answered POST /{endpoint} with {what}",
             code=Code.TENANCY_BAD_RESPONSE,
             hint="the tenancy service's version and logs; the agent speaks contract v1",
@@ -211,13 +212,13 @@ class Tenancy:
                 "sharing the environment)",
             )
         if status >= 500:
-            raise TenancyError(
+            raise DeployError(
                 f"{where} failed with HTTP {status}" + (f" {code}" if code else ""),
                 code=Code.TENANCY_UNAVAILABLE,
                 hint="the tenancy service's health and logs",
                 detail=message,
             )
-        raise TenancyError(
+        raise DeployError(
             f"{where} answered HTTP {status}" + (f" {code}: {message}" if code else ""),
             code=Code.TENANCY_REJECTED,
             hint="the tenancy service's logs for this request",

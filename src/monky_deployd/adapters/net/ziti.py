@@ -9,7 +9,7 @@ plain TCP).
 Both SDK shapes are supported: 0.6 (``load(path)`` raises a bare ``TypeError``/``ValueError``)
 and >= 1.3 (``load(path[, timeout])`` returns ``(ctx, err)``, checked with ``strerror(err)``).
 
-What the caller sees: every fault of this module is an ``errors.TransportError`` raised straight
+What the caller sees: every fault of this module is a ``DeployError`` (family ziti) raised straight
 out of ``open_transport`` or out of ``httpx.Client.send()``/``.request()`` (httpx does not wrap
 exceptions that are not httpcore's). Codes (see docs/ziti-faults.md):
 
@@ -43,7 +43,7 @@ from monky_deployd.adapters.net import identity as identity_mod
 from monky_deployd.adapters.net.dialhttp import Address, Dial, DialTransport, bounded
 from monky_deployd.adapters.net.identity import Identity
 from monky_deployd.config import TENANCY_INTERCEPT_PORT, Config
-from monky_deployd.core.errors import Code, TransportError
+from monky_deployd.core.errors import Code, DeployError
 
 TENANCY_SERVICE = "monky.tenancy.deploy"
 TENANCY_ROLE = "#monky-deploy-agent"
@@ -99,7 +99,7 @@ def _import_sdk() -> Any:
     try:
         import openziti
     except (ImportError, OSError) as exc:
-        raise TransportError(
+        raise DeployError(
             f"the OpenZiti SDK (python package openziti) cannot be loaded: {exc}",
             code=Code.ZITI_SDK_MISSING,
             hint="that the monky-deployd package installed its dependencies; "
@@ -123,7 +123,7 @@ def _load_call(sdk: Any, path: str, timeout_s: float) -> Callable[[], Any]:
 
 
 def load_context(ident: Identity, *, timeout_s: float) -> Any:
-    """Load the pre-checked identity with the SDK; any failure becomes a TransportError."""
+    """Load the pre-checked identity with the SDK; any failure becomes a DeployError."""
     sdk = _import_sdk()
     call = _load_call(sdk, str(ident.path), timeout_s)
     try:  # >= 1.4 also gets timeout_s itself: leave it the margin to answer with its own words
@@ -168,14 +168,14 @@ def _probe(url: str) -> str | None:
         return exc.strerror or str(exc)
 
 
-def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> TransportError:
+def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> DeployError:
     """Name why the SDK could not load ``ident``: probe the controllers it names."""
     reasons = {url: _probe(url) for url in ident.controllers}
     answering = [url for url, reason in reasons.items() if reason is None]
     sdk_said = f"the OpenZiti SDK said: {words}"
     if not answering:
         where = "; ".join(f"{url}: {reason}" for url, reason in reasons.items())
-        return TransportError(
+        return DeployError(
             f"cannot reach the Ziti controller named by the identity {ident.path} ({where})",
             code=Code.ZITI_CONTROLLER_UNREACHABLE,
             hint="the identity's ztAPI address and port, DNS and the firewall from this box to "
@@ -183,14 +183,14 @@ def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> Tra
             detail=sdk_said,
         )
     if timed_out:
-        return TransportError(
+        return DeployError(
             f"the OpenZiti SDK did not finish loading the identity {ident.path} ({ident.subject}) "
             f"within the timeout, although the controller {answering[0]} accepts TCP connections",
             code=Code.ZITI_LOAD_TIMEOUT,
             hint="the controller's health and TLS answer (the SDK's log lines just above this one)",
             detail=sdk_said,
         )
-    return TransportError(
+    return DeployError(
         f"the OpenZiti SDK refused the identity {ident.path} ({ident.subject}) although the "
         f"controller {answering[0]} answers: {words}",
         code=Code.ZITI_LOAD_FAILED,
@@ -271,7 +271,7 @@ def dial_failure(
     timeout_s: float,
     services: Mapping[Address, Service],
     identity: Identity | None,
-) -> TransportError:
+) -> DeployError:
     """Name a failed dial: host:port, the service expected there, and what to check."""
     where = f"{addr[0]}:{addr[1]}"
     service = services.get(addr)
@@ -287,20 +287,20 @@ def dial_failure(
     )
     detail = f"the SDK said: {words}"
     if isinstance(exc, TimeoutError):
-        return TransportError(
+        return DeployError(
             f"the Ziti dial to {where} ({expected}) did not complete within {timeout_s:g} s",
             code=Code.ZITI_DIAL_TIMEOUT,
             hint=hint,
             detail=detail,
         )
     if _refused(exc):
-        return TransportError(
+        return DeployError(
             f"no Ziti service intercepts {where} for this identity (expected there: {expected})",
             code=Code.ZITI_NO_SERVICE,
             hint=hint,
             detail=detail,
         )
-    return TransportError(
+    return DeployError(
         f"the Ziti dial to {where} ({expected}) failed: {words}",
         code=Code.ZITI_DIAL_FAILED,
         hint=hint,
@@ -312,7 +312,7 @@ class ZitiTransport(DialTransport):
     """The dialling httpx transport whose failures name host:port, service and what to check.
 
     ``dial`` is the SDK's ``ctx.connect`` in production (``sdk_dial``) and any function returning
-    a connected socket in tests. A failed dial raises ``errors.TransportError`` (``dial_failure``)
+    a connected socket in tests. A failed dial raises a ``DeployError`` (``dial_failure``)
     straight out of ``httpx.Client.send``.
     """
 
