@@ -22,15 +22,15 @@ from pathlib import Path
 from monky_deployd import __version__
 from monky_deployd.agent import logs
 from monky_deployd.config import DEFAULT_CONFIG_PATH, load
-from monky_deployd.core.errors import Code, ConfigError
+from monky_deployd.core.errors import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    Code,
+    ConfigError,
+)
 from monky_deployd.core.report import TickRecord
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_CONFIG = 3
-EXIT_LOCKED = 4
-EXIT_REFUSED = 5
 
 log = logging.getLogger("monky_deployd")
 

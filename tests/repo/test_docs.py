@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from monky_deployd import cli, config
+from monky_deployd import config
+from monky_deployd.core import errors
 from monky_deployd.core.errors import CATALOGUE, Code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +79,7 @@ def test_exit_codes_are_documented() -> None:
         "EXIT_LOCKED",
         "EXIT_REFUSED",
     ):
-        value = getattr(cli, name)
+        value = getattr(errors, name)
         assert re.search(rf"^\| {value} \|", text, re.MULTILINE), f"exit code {value} ({name})"
 
 

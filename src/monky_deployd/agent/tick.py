@@ -232,7 +232,6 @@ class _Tick:
             bundle = prepare.check_bundle(plan.revision, plan.bundle)
         with self.phase("secrets"):
             env = prepare.env_values(bundle, self._read_secrets(bundle))
-        self.ctx.secrets = env.secrets
         with self.phase("render"):
             env_text = prepare.render_env(bundle.env_template, env)
         with self.phase("registry"):

@@ -48,6 +48,15 @@ Family = Literal[
 ]  # fmt: skip
 
 
+# The CLI's exit statuses (documented in OPERATIONS.md and cli.py's docstring).
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 3
+EXIT_LOCKED = 4
+EXIT_REFUSED = 5
+
+
 class Code(StrEnum):
     # config
     CONFIG_INVALID = "CONFIG_INVALID"
@@ -146,10 +155,10 @@ class Code(StrEnum):
     def exit_status(self) -> int:
         """The CLI's exit status for a tick that ends with this code."""
         if self.family == "config":
-            return 3
+            return EXIT_CONFIG
         if self is Code.LOCK_BUSY:
-            return 4
-        return 5 if self.outcome == "refused" else 1
+            return EXIT_LOCKED
+        return EXIT_REFUSED if self.outcome == "refused" else EXIT_FAILED
 
 
 CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
