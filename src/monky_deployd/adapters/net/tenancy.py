@@ -182,7 +182,9 @@ class Tenancy:
         code, message, retry_after = _error_body(resp)
         status = resp.status_code
         where = f"tenancy at {self.address} (POST /{endpoint})"
-        if status == 401 and code == "GRANT_SUPERSEDED":
+        # ``code`` is tenancy's word (contract.md: any string, maybe one the agent does not
+        # know), so it is compared by value; the three tenancy names are spelled as ours.
+        if status == 401 and code == Code.GRANT_SUPERSEDED:
             raise TokenError(
                 "grant superseded: a newer kit was revealed for this environment "
                 f"({self.env}), so this box's grant and every token from it are dead",
@@ -196,13 +198,13 @@ class Tenancy:
                 code=Code.TOKEN_INVALID,
                 hint="the token bookkeeping in the state dir; the agent logs in again",
             )
-        if status == 403 and code == "ENV_MISMATCH":
+        if status == 403 and code == Code.ENV_MISMATCH:
             raise TokenError(
                 f"{where} says the token belongs to another environment than {self.env}",
                 code=Code.ENV_MISMATCH,
                 hint="`env` in config.yaml and the environment of grant.jwt agree",
             )
-        if status == 429 and code == "LEASE_RATE_LIMITED":
+        if status == 429 and code == Code.LEASE_RATE_LIMITED:
             wait = retry_after if retry_after is not None else _retry_header(resp)
             raise RateLimited(
                 f"tenancy refused a new lease for {self.env}: the budget of leases per hour "
