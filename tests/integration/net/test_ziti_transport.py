@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,63 +26,46 @@ from monky_deployd import config
 from monky_deployd.adapters.net import ziti
 from monky_deployd.adapters.net.identity import Identity
 from monky_deployd.core import errors
+from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 from tests.integration.net.test_identity import identity_json, write
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 IN_POD_PORT = 8081  # the tenancy pod's in-pod listener: never an intercept
 
 
-class Recorder(BaseHTTPRequestHandler):
+class Recorder(LoopbackServer):
     """Answers like tenancy (POST) and OpenBao (GET), recording every request byte for byte."""
 
-    protocol_version = "HTTP/1.1"
-    seen: list[dict[str, Any]]
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[dict[str, Any]] = []
 
-    def _record(self) -> bytes:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.server.seen.append(  # type: ignore[attr-defined]
-            {
-                "method": self.command,
-                "path": self.path,
-                "headers": dict(self.headers.items()),
-                "body": body,
-                "peer": self.client_address,
-            }
-        )
-        return body
+    def record(self, req: Request) -> None:
+        with self.lock:
+            self.seen.append(
+                {
+                    "method": req.method,
+                    "path": req.target,
+                    "headers": dict(req.headers.items()),
+                    "body": req.body,
+                    "peer": req.peer,
+                }
+            )
 
-    def _answer(self, status: int, doc: Any) -> None:
-        out = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def do_POST(self) -> None:
-        body = json.loads(self._record())
-        self._answer(200, {"revision": "r42", "echo": body})
-
-    def do_GET(self) -> None:
-        self._record()
-        if self.path == "/v1/kv/data/envs/env-dev-08/app":
-            self._answer(200, {"data": {"data": {"db_password": "s3cret"}, "metadata": {}}})
-        else:
-            self._answer(404, {"errors": []})
-
-    def log_message(self, *args: Any) -> None:
-        pass
+    def route(self, req: Request) -> Response:
+        if req.method == "POST":
+            return json_response(200, {"revision": "r42", "echo": req.json()})
+        if req.method == "GET" and req.path == "/v1/kv/data/envs/env-dev-08/app":
+            return json_response(200, {"data": {"data": {"db_password": "s3cret"}, "metadata": {}}})
+        if req.method == "GET":
+            return json_response(404, {"errors": []})
+        return json_response(501, {"errors": [f"{req.method} is not supported"]})
 
 
 @pytest.fixture
-def server() -> Iterator[ThreadingHTTPServer]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    srv.seen = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+def server() -> Iterator[Recorder]:
+    with Recorder() as srv:
+        yield srv
 
 
 def cfg(**overrides: Any) -> config.Config:
@@ -97,12 +79,12 @@ def closed_port() -> int:
     return port
 
 
-def test_tenancy_and_openbao_requests_carry_real_bytes(server: ThreadingHTTPServer) -> None:
+def test_tenancy_and_openbao_requests_carry_real_bytes(server: Recorder) -> None:
     dialled: list[tuple[str, int]] = []
 
     def dial(addr: tuple[str, int]) -> socket.socket:
         dialled.append(addr)
-        return socket.create_connection(server.server_address[:2], timeout=5)  # type: ignore[arg-type]
+        return socket.create_connection((server.host, server.port), timeout=5)
 
     conf = cfg()
     transport = ziti.ZitiTransport(dial, services=ziti.expected_services(conf))
@@ -125,7 +107,7 @@ def test_tenancy_and_openbao_requests_carry_real_bytes(server: ThreadingHTTPServ
 
     # The dial got the intercept addresses as they are (no DNS), once per address: pooled.
     assert dialled == [("tenancy.monky.ziti", 443), ("openbao.monky.ziti", 8200)]
-    seen = server.seen  # type: ignore[attr-defined]
+    seen = server.seen
     assert [(r["method"], r["path"]) for r in seen] == [
         ("POST", "/v1/envs/env-dev-08/checkin"),
         ("POST", "/v1/envs/env-dev-08/checkin"),
@@ -141,9 +123,9 @@ def test_tenancy_and_openbao_requests_carry_real_bytes(server: ThreadingHTTPServ
     assert len({r["peer"] for r in seen[:3]}) == 1  # one connection carried the three POSTs
 
 
-def test_a_large_body_crosses_intact(server: ThreadingHTTPServer) -> None:
+def test_a_large_body_crosses_intact(server: Recorder) -> None:
     def dial(addr: tuple[str, int]) -> socket.socket:
-        return socket.create_connection(server.server_address[:2], timeout=5)  # type: ignore[arg-type]
+        return socket.create_connection((server.host, server.port), timeout=5)
 
     payload = {"blob": "x" * 3_000_000}
     with httpx.Client(transport=ziti.ZitiTransport(dial), timeout=10) as client:

@@ -18,7 +18,7 @@ import yaml
 
 from monky_deployd import __version__
 from monky_deployd.config import TENANCY_INTERCEPT_PORT, Config, parse
-from tests.system.ansible.lab import REPO
+from tests.system.debian import REPO
 
 ROLE = REPO / "ansible" / "roles" / "monky_deployd"
 INSTALL_SH = REPO / "packaging" / "install.sh"

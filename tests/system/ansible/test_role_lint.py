@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from tests.system.ansible.lab import REPO
+from tests.system.debian import REPO
 
 VENV_BIN = REPO / ".venv" / "bin"
 

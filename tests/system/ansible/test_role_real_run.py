@@ -22,13 +22,7 @@ import yaml
 
 from monky_deployd import __version__
 from monky_deployd.config import parse
-from tests.system.ansible.lab import (
-    REPO,
-    DebianBox,
-    PackageServer,
-    ensure_debian_image,
-    package_deb,
-)
+from tests.system.debian import REPO, Box, PackageRegistry
 
 pytestmark = pytest.mark.docker
 
@@ -74,20 +68,18 @@ def _playbook(
     return proc, {"ok": ok, "changed": changed, "unreachable": unreachable, "failed": failed}
 
 
-def test_role_installs_the_agent_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
-    image = ensure_debian_image()
-    dist = tmp_path / "dist"
-    dist.mkdir()
-    deb = package_deb(dist)
+def test_role_installs_the_agent_and_a_second_run_changes_nothing(
+    tmp_path: Path, debian_image: str, built_deb: Path
+) -> None:
+    deb = built_deb
     arch = deb.stem.rsplit("_", 1)[1]
-    served = tmp_path / "served"
-    (served / __version__).mkdir(parents=True)
-    (served / __version__ / deb.name).write_bytes(deb.read_bytes())
+    prefix = "/generic/monky-deployd"
 
     token = f"glpat-{secrets.token_hex(12)}"
     grant = f"eyJhbGciOiJSUzI1NiJ9.{secrets.token_hex(24)}.{secrets.token_hex(16)}"
 
-    with PackageServer(served, token) as server, DebianBox(image) as box:
+    with PackageRegistry(token) as server, Box(debian_image) as box:
+        server.files[f"{prefix}/{__version__}/{deb.name}"] = deb.read_bytes()
         # Ansible needs python3 on the target; everything else is the role's job.
         box.check(
             "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null;"
@@ -112,7 +104,7 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(tmp_path: Path
                 {
                     "monky_deployd_env": ENV_ID,
                     "monky_deployd_version": __version__,
-                    "monky_deployd_base_url": server.base_url,
+                    "monky_deployd_base_url": server.base_url + prefix,
                     "monky_deployd_download_token": token,
                     "monky_deployd_grant": grant + "\n",
                     "monky_deployd_manage_service": False,
@@ -128,7 +120,7 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(tmp_path: Path
         assert recap1["changed"] > 0
 
         # The download carried the token in the DEPLOY-TOKEN header, and only there.
-        seen = server.requests()
+        seen = server.requests
         deb_path = f"/generic/monky-deployd/{__version__}/monky-deployd_{__version__}_{arch}.deb"
         gets = [r for r in seen if r.method == "GET"]
         assert [r.path for r in gets] == [deb_path]
@@ -170,7 +162,7 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(tmp_path: Path
         second, recap2 = _playbook(inventory, extra, home)
         assert recap2["failed"] == 0, second.stdout[-6000:]
         assert recap2["changed"] == 0, second.stdout[-6000:]
-        assert [r.path for r in server.requests() if r.method == "GET"] == [deb_path]
+        assert [r.path for r in server.requests if r.method == "GET"] == [deb_path]
         assert token not in second.stdout and grant not in second.stdout
 
         # With the timer managed (the default), a host without systemd is refused by name.

@@ -1,4 +1,5 @@
-"""Session fixtures of the packaging tests: the test image, the built .deb, a registry server."""
+"""Fixtures of the packaging tests: a package registry per test (images and the .deb are
+tests/system/conftest.py's, shared with the Ansible suite)."""
 
 from __future__ import annotations
 
@@ -7,24 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.packaging.lab import RegistryServer, build_deb, ensure_test_image
-
-
-@pytest.fixture(scope="session")
-def pkg_image() -> str:
-    return ensure_test_image()
-
-
-@pytest.fixture(scope="session")
-def built_deb() -> Path:
-    """packaging/build-deb.sh, run once per session (the venv is built in the bookworm image)."""
-    return build_deb()
+from tests.system.debian import PackageRegistry
 
 
 @pytest.fixture
-def registry_server(built_deb: Path) -> Iterator[RegistryServer]:
-    server = RegistryServer()
-    try:
+def registry_server(built_deb: Path) -> Iterator[PackageRegistry]:
+    with PackageRegistry() as server:
         yield server
-    finally:
-        server.close()

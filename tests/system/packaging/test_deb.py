@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.packaging.lab import DIST, VERSION, Box
+from tests.system.debian import DIST, VERSION, Box
 
 pytestmark = pytest.mark.docker
 

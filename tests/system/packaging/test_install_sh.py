@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.packaging.lab import DIST, REPO, VERSION, Box, RegistryServer
+from tests.system.debian import DIST, REPO, VERSION, Box, PackageRegistry
 
 pytestmark = pytest.mark.docker
 
@@ -48,7 +48,7 @@ id monky-deployd
 """
 
 
-def _env(server: RegistryServer, **extra: str) -> dict[str, str]:
+def _env(server: PackageRegistry, **extra: str) -> dict[str, str]:
     return {
         "MONKY_DEPLOYD_ZITI_KEY_URL": f"{server.base_url}/ziti/package-repos.gpg",
         "MONKY_DEPLOYD_ZITI_APT_URL": f"{server.base_url}/ziti/apt",
@@ -97,7 +97,7 @@ def _read_procs(box: Box) -> Procs:
 @dataclass
 class FirstRun:
     box: Box
-    server: RegistryServer
+    server: PackageRegistry
     run: Run
     procs: Procs
 
@@ -116,7 +116,7 @@ ARGS = [
 ]
 
 
-def _args(server: RegistryServer) -> list[str]:
+def _args(server: PackageRegistry) -> list[str]:
     args = list(ARGS)
     args[3] = server.base_url
     return args
@@ -126,7 +126,7 @@ def _args(server: RegistryServer) -> list[str]:
 def first(pkg_image: str, built_deb: Path) -> Iterator[FirstRun]:
     """Token via MONKY_DEPLOYD_TOKEN, no systemctl, no tunneler; the .deb download is stalled
     while every process's argv and environment in the box are read."""
-    server = RegistryServer()
+    server = PackageRegistry().start()
     deb_path = server.gitlab_path(VERSION, DEB)
     server.files[deb_path] = built_deb.read_bytes()
     server.stall_path = deb_path
@@ -143,7 +143,7 @@ def first(pkg_image: str, built_deb: Path) -> Iterator[FirstRun]:
         yield FirstRun(box, server, result, procs)
     finally:
         box.close()
-        server.close()
+        server.stop()
 
 
 def test_token_is_in_no_argv_and_no_child_environment(first: FirstRun) -> None:
@@ -236,7 +236,7 @@ def test_os_release_version_never_reaches_the_url_and_xtrace_shows_no_token(
 ) -> None:
     """R16 (Ubuntu 26.04's VERSION in os-release), via --source gitea and --token on the command
     line, traced with bash -x; systemctl present but systemd not running; a JWT to enrol later."""
-    server = RegistryServer()
+    server = PackageRegistry().start()
     gitea_path = f"/monky/monky-deployd/releases/download/v{VERSION}/{DEB}"
     server.files[gitea_path] = built_deb.read_bytes()
     try:
@@ -296,11 +296,11 @@ def test_os_release_version_never_reaches_the_url_and_xtrace_shows_no_token(
             assert "systemd is not running" in left
             assert again.rc == 3
     finally:
-        server.close()
+        server.stop()
 
 
 def test_piped_without_a_grant_is_refused_before_any_change(
-    pkg_image: str, registry_server: RegistryServer
+    pkg_image: str, registry_server: PackageRegistry
 ) -> None:
     with Box(pkg_image) as box:
         box.sh(PREPARE)
@@ -323,19 +323,18 @@ def test_piped_without_a_grant_is_refused_before_any_change(
 
 
 def test_absent_docker_is_installed_with_the_data_root_placed_first(
-    pkg_image: str, registry_server: RegistryServer, built_deb: Path
+    pkg_image: str, registry_server: PackageRegistry, built_deb: Path
 ) -> None:
     """R17: no Docker on the box; Docker's apt repository is not usable (the loopback mirror
     answers 404), so the distribution's docker.io is installed, with --docker-data-root written
     to daemon.json before the package (and so its first start) arrived.
     The registry redirects the download to object storage on another origin (as GitLab does):
     the DEPLOY-TOKEN must not follow it there."""
-    storage = RegistryServer()
-    storage.files["/bucket/pkg.deb"] = built_deb.read_bytes()
-    registry_server.redirects[registry_server.gitlab_path(VERSION, DEB)] = (
-        f"http://127.0.0.1:{storage.port}/bucket/pkg.deb"
-    )
-    with storage, Box(pkg_image) as box:
+    with PackageRegistry() as storage, Box(pkg_image) as box:
+        storage.files["/bucket/pkg.deb"] = built_deb.read_bytes()
+        registry_server.redirects[registry_server.gitlab_path(VERSION, DEB)] = (
+            f"http://127.0.0.1:{storage.port}/bucket/pkg.deb"
+        )
         box.sh(f"printf %s {shlex.quote(GRANT)} > /root/grant.jwt")
         assert box.sh("command -v docker dockerd", check=False).stdout == ""
         args = [
@@ -368,7 +367,7 @@ def test_absent_docker_is_installed_with_the_data_root_placed_first(
 
 
 def test_local_deb_installs_without_any_download_and_once(
-    pkg_image: str, registry_server: RegistryServer, built_deb: Path
+    pkg_image: str, registry_server: PackageRegistry, built_deb: Path
 ) -> None:
     with Box(pkg_image) as box:
         box.sh(PREPARE)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from monky_deployd.config import TENANCY_INTERCEPT_PORT, parse
-from tests.system.packaging.lab import REPO
+from tests.system.debian import REPO
 
 PACKAGING = REPO / "packaging"
 SYSTEMD = PACKAGING / "systemd"

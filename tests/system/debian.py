@@ -1,0 +1,235 @@
+"""The system tier's parts, shared by tests/system/packaging and tests/system/ansible: real
+Debian 12 containers, the real .deb, and the loopback package registry they download it from.
+
+- ``ensure_debian_image()``: ``local/debian:bookworm`` (scripts/debian-image.sh; ``$DEBIAN_IMAGE``
+  names another), the bare base: the Ansible run installs python3 itself.
+- ``ensure_pkgtest_image()``: ``local/monky-pkgtest:bookworm`` = the base plus the package's
+  dependencies, curl and systemd (not running: a box where ``systemctl`` exists but fails). Built
+  once, cached by tag and a label of its packages; a lock serialises concurrent builders.
+- ``build_deb()``: packaging/build-deb.sh into dist/ (tests/system/conftest.py runs it once per
+  session for both suites); returns the .deb path.
+- ``Box``: one container (``--network host``, so it reaches loopback servers; ``dist/`` at /dist
+  read-only; PID 1 is ``sleep``, not systemd); ``sh()`` runs a bash script in it, ``check()`` one
+  that must succeed (``set -e``) and returns its stdout; removed on ``close()``.
+- ``PackageRegistry``: a generic-package registry on 127.0.0.1:<free port>, a ``LoopbackServer``
+  of the test kit: serves ``files`` by path, 302s ``redirects``, can demand the DEPLOY-TOKEN header
+  (401 without it, like GitLab's) and hold ("stall") a path until released; records every request.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path
+from types import TracebackType
+
+from monky_deployd import __version__
+from monky_deployd_testkit.dockerlab import DOCKER, docker_available
+from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
+
+REPO = Path(__file__).resolve().parents[2]
+DIST = REPO / "dist"
+VERSION = __version__
+DEBIAN_IMAGE = os.environ.get("DEBIAN_IMAGE", "local/debian:bookworm")
+PKGTEST_IMAGE = "local/monky-pkgtest:bookworm"
+PKGTEST_PKGS = "python3 python3.11 acl adduser curl ca-certificates systemd"
+LOCK = Path(tempfile.gettempdir()) / "monky-test-pkgimage.lock"
+
+
+def run(
+    argv: list[str],
+    *,
+    input: bytes | None = None,
+    timeout: float = 600,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv``; with ``check``, a non-zero exit is an AssertionError with both outputs."""
+    proc = subprocess.run(
+        argv,
+        env=env,
+        input=input.decode() if input is not None else None,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=REPO,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(argv[:4])}... exited {proc.returncode}\n"
+            f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+        )
+    return proc
+
+
+# -- images and the .deb ------------------------------------------------------------------------
+
+
+def ensure_debian_image() -> str:
+    """The base image, built by scripts/debian-image.sh when absent; fails loudly."""
+    docker_available()
+    run(["bash", str(REPO / "scripts" / "debian-image.sh")])
+    return DEBIAN_IMAGE
+
+
+def _image_exists(tag: str) -> bool:
+    return run([DOCKER, "image", "inspect", tag], check=False).returncode == 0
+
+
+def ensure_pkgtest_image() -> str:
+    docker_available()
+    with LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        base = ensure_debian_image()
+        pkgs_label = PKGTEST_PKGS.replace(" ", ",")
+        if _image_exists(PKGTEST_IMAGE):
+            labels = run(
+                [DOCKER, "image", "inspect", "-f", "{{json .Config.Labels}}", PKGTEST_IMAGE]
+            ).stdout
+            if f'"monky.pkgs":"{pkgs_label}"' in labels:
+                return PKGTEST_IMAGE
+        name = f"monky-pkgimage-{uuid.uuid4().hex[:8]}"
+        try:
+            run(
+                [
+                    DOCKER, "run", "--name", name, "--network", "host", base, "sh", "-ec",
+                    "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+                    f"--no-install-recommends {PKGTEST_PKGS} >/dev/null "
+                    "&& rm -rf /var/lib/apt/lists/*",
+                ]
+            )  # fmt: skip
+            run([DOCKER, "commit", "-c", f"LABEL monky.pkgs={pkgs_label}", name, PKGTEST_IMAGE])
+        finally:
+            run([DOCKER, "rm", "-f", name], check=False)
+    return PKGTEST_IMAGE
+
+
+def build_deb() -> Path:
+    """packaging/build-deb.sh (the venv is built in the bookworm image) into dist/."""
+    docker_available()
+    script = REPO / "packaging" / "build-deb.sh"
+    assert script.is_file(), "packaging/build-deb.sh is missing: the tests install the real .deb"
+    out = run(["bash", str(script)], timeout=900).stdout.strip().splitlines()
+    deb = Path(out[-1])
+    assert deb.is_file(), f"build-deb.sh printed {out[-1]!r}, not a file"
+    return deb
+
+
+# -- the container ------------------------------------------------------------------------------
+
+
+class Box:
+    """A real Debian 12 container on the host network, dist/ at /dist (read-only)."""
+
+    def __init__(self, image: str) -> None:
+        self.image = image
+        self.name = f"monky-systest-{uuid.uuid4().hex[:10]}"
+        DIST.mkdir(exist_ok=True)  # else docker creates the mount point as root
+        run(
+            [
+                DOCKER, "run", "-d", "--name", self.name, "--network", "host",
+                "-v", f"{DIST}:/dist:ro", image, "sleep", "infinity",
+            ]
+        )  # fmt: skip
+
+    def sh(
+        self,
+        script: str,
+        *,
+        check: bool = True,
+        input: bytes | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 600,
+    ) -> subprocess.CompletedProcess[str]:
+        # Values travel in docker's environment (`-e NAME`), not on any command line.
+        argv = [DOCKER, "exec", "-i"]
+        for key in env or {}:
+            argv += ["-e", key]
+        return run(
+            [*argv, self.name, "bash", "-c", script],
+            input=input,
+            check=check,
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
+        )
+
+    def check(self, script: str, timeout: float = 300) -> str:
+        """Run ``script`` under ``set -e``; it must succeed. Its stdout."""
+        proc = self.sh("set -e\n" + script, check=False, timeout=timeout)
+        assert proc.returncode == 0, f"in {self.name}: {script}\n{proc.stdout}\n{proc.stderr}"
+        return proc.stdout
+
+    def close(self) -> None:
+        run([DOCKER, "rm", "-f", self.name], check=False, timeout=120)
+
+    def __enter__(self) -> Box:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+# -- the package registry -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fetch:
+    method: str
+    path: str  # the request-target as sent (a query string included)
+    headers: Message  # case-insensitive: .get("DEPLOY-TOKEN") is .get("deploy-token")
+
+
+class PackageRegistry(LoopbackServer):
+    """GET/HEAD ``files`` (path -> bytes) as application/octet-stream, a 302 for ``redirects``
+    (path -> Location), 404 otherwise; with ``token``, 401 unless DEPLOY-TOKEN carries it. A
+    request for ``stall_path`` sets ``stalled`` and waits for ``release`` (stop() releases)."""
+
+    def __init__(self, token: str | None = None) -> None:
+        super().__init__()
+        self.token = token
+        self.files: dict[str, bytes] = {}
+        self.redirects: dict[str, str] = {}
+        self.requests: list[Fetch] = []
+        self.stall_path: str | None = None
+        self.stalled = threading.Event()
+        self.release = threading.Event()
+
+    @property
+    def base_url(self) -> str:
+        return self.url
+
+    def gitlab_path(self, version: str, file: str, project: str = "69") -> str:
+        return f"/api/v4/projects/{project}/packages/generic/monky-deployd/{version}/{file}"
+
+    def stop(self) -> None:
+        self.release.set()
+        super().stop()
+
+    def record(self, req: Request) -> None:
+        with self.lock:
+            self.requests.append(Fetch(req.method, req.target, req.headers))
+
+    def route(self, req: Request) -> Response:
+        if req.method not in ("GET", "HEAD"):
+            return json_response(501, {"message": f"{req.method} is not supported"})
+        if req.target == self.stall_path:
+            self.stalled.set()
+            self.release.wait(120)
+        if self.token is not None and req.header("DEPLOY-TOKEN") != self.token:
+            return json_response(401, {"message": "401 Unauthorized"})
+        location = self.redirects.get(req.target)
+        if location is not None:
+            return Response(302, b"", {"Location": location})
+        body = self.files.get(req.target)
+        if body is None:
+            return json_response(404, {"message": "404 Not Found"})
+        return Response(200, body, {"Content-Type": "application/octet-stream"})
