@@ -27,8 +27,8 @@ KEYWORDS = {
     "after_script",
     "cache",
 }
-# A repository path in a script line: scripts/…, packaging/…, ansible/…, src/…, tests/….
-PATH_RE = re.compile(r"(?<![\w$/.-])((?:scripts|packaging|ansible|src|tests)/[\w./-]*[\w/])")
+# A repository path in a script line: scripts/…, packaging/…, ansible/…, src/…, tests/…, bench/….
+PATH_RE = re.compile(r"(?<![\w$/.-])((?:scripts|packaging|ansible|src|tests|bench)/[\w./-]*[\w/])")
 
 
 def _ci() -> dict[str, Any]:
@@ -84,6 +84,7 @@ def test_every_job_has_a_declared_stage_and_a_script() -> None:
 def test_every_file_named_in_a_script_exists() -> None:
     named = {m.group(1) for line in _all_script_lines() for m in PATH_RE.finditer(line)}
     assert "scripts/release-gate.sh" in named and "packaging/build-deb.sh" in named
+    assert "bench/mutation.sh" in named
     missing = sorted(p for p in named if not (REPO / p).exists())
     assert not missing, f".gitlab-ci.yml names files that do not exist: {missing}"
 
@@ -125,6 +126,18 @@ def test_build_stage_builds_the_wheel_and_the_deb() -> None:
     lines = [line for job in _jobs().values() if job["stage"] == "build" for line in _lines(job)]
     assert any("pip wheel" in line for line in lines)
     assert any(line.startswith("packaging/build-deb.sh") for line in lines)
+
+
+def test_mutation_testing_runs_only_scheduled_or_by_hand() -> None:
+    job = _jobs()["mutation"]
+    assert _lines(job) == ["bash bench/mutation.sh"]
+    assert job["rules"] == [
+        {"if": '$CI_PIPELINE_SOURCE == "schedule"'},
+        {"when": "manual", "allow_failure": True},
+    ]
+    others = [line for name, j in _jobs().items() if name != "mutation" for line in _lines(j)]
+    assert not any("mutation" in line or "mutmut" in line for line in others)
+    assert "mutmut" not in (REPO / "scripts" / "test.sh").read_text(encoding="utf-8")
 
 
 def test_release_jobs_run_only_on_v_tags_and_pass_the_gate_first() -> None:
