@@ -23,8 +23,8 @@ step "ruff format --check"
 ruff format --check .
 step "ruff check"
 ruff check .
-step "mypy --strict src"
-mypy --strict src
+step "mypy --strict src tests"
+mypy --strict src tests
 
 step "bash -n and shellcheck on every shell script"
 mapfile -t scripts < <(git ls-files '*.sh' 'packaging/install.sh' '.ci/run' 'packaging/debian/*inst' 'packaging/debian/*rm' | sort -u)

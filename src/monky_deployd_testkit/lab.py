@@ -49,6 +49,8 @@ class Lab:
         self.registry = registry
         self.estate = Estate(env="env-e2e-01").start()
         self.project = "e2e" + uuid.uuid4().hex[:8]
+        # projects a test moved the lab to: cleanup() takes them down too
+        self.extra_projects: tuple[str, ...] = ()
         self.image = image  # a ref in the registry: <host>/<repo>:<tag>
         self.state_dir = tmp / "state"
         self.grant_file = self.estate.write_grant(tmp / "grant.jwt")
@@ -145,7 +147,7 @@ class Lab:
         return self.registry.request_count("/manifests/", ("GET", "HEAD"))
 
     def cleanup(self) -> None:
-        for project in {self.project, *getattr(self, "extra_projects", ())}:
+        for project in {self.project, *self.extra_projects}:
             ids = subprocess.run(
                 ("docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"),
                 capture_output=True,

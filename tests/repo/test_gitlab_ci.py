@@ -100,7 +100,7 @@ def test_the_path_scan_finds_what_it_should() -> None:
     [
         "ruff format --check",
         "ruff check",
-        "mypy --strict src",
+        "mypy --strict src tests",
         "shellcheck",
         "bash -n",
         "ansible-lint ansible/",
@@ -112,6 +112,12 @@ def test_lint_stage_runs_every_gate(command: str) -> None:
         line for job in _jobs().values() if job["stage"] == "lint" for line in _lines(job)
     ]
     assert any(command in line for line in lint_lines), f"no lint job runs `{command}`"
+
+
+def test_the_local_gate_type_checks_the_tests_too() -> None:
+    assert "\nmypy --strict src tests\n" in (REPO / "scripts" / "test.sh").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_test_stage_runs_pytest_after_starting_docker() -> None:

@@ -196,7 +196,9 @@ def test_leases_shorter_than_renew_below_are_renewed_not_re_leased(tmp_path: Pat
 def test_non_renewable_lease_rotates_before_it_expires(box: Box, estate: Estate) -> None:
     box.tick()
     first = estate.tenancy.leases[0]
-    estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id]).renewable = False  # type: ignore[union-attr]
+    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
+    assert record is not None
+    record.renewable = False
     for _ in range(24 * 6):
         estate.clock.advance(600)
         box.tick()
@@ -279,7 +281,8 @@ def test_rotation_rate_limited_keeps_the_lease_and_waits(box: Box, estate: Estat
     estate.clock.advance(60)
     box.tick()
     assert estate.tenancy.lease_requests == asked + 2
-    assert box.state().token.lease_id != first.id  # type: ignore[union-attr]
+    held = box.state().token
+    assert held is not None and held.lease_id != first.id
     assert counts(estate)["logins"] == 1 + 5  # the box's one login; the rest were other boxes
 
 
@@ -424,8 +427,9 @@ def test_a_new_kit_after_supersession_logs_in_with_the_new_grant(box: Box, estat
     assert box.tick().kind == "lease"
     c = counts(estate)
     assert c["logins"] == 2 and c["leases"] == 2
-    assert box.state().token is not None
-    assert box.state().token.grant_jti == estate.issuer.minted_jtis[-1]  # type: ignore[union-attr]
+    held = box.state().token
+    assert held is not None
+    assert held.grant_jti == estate.issuer.minted_jtis[-1]
     estate.clock.advance(60)
     box.tick()
     assert counts(estate)["logins"] == 2  # the same grant again: no new login
@@ -606,7 +610,7 @@ def test_cli_superseded_grant_is_the_first_error_line_and_the_exit_code(
 ) -> None:
     import yaml
 
-    from monky_deployd.cli import EXIT_REFUSED
+    from monky_deployd.core.errors import EXIT_REFUSED
 
     grant = estate.write_grant(tmp_path / "grant.jwt")
     path = tmp_path / "config.yaml"

@@ -104,9 +104,11 @@ def _environ(project_dir: Path, project: str, service: str) -> dict[str, bytes]:
     return env
 
 
-def _run_project(
-    tmp: Path, image: str, env_text: str, names: list[str]
-) -> dict[str, dict[str, bytes]]:
+# each service's (``file``, ``interp``) environment: name -> the bytes the container saw
+Envs = dict[str, dict[str, bytes]]
+
+
+def _run_project(tmp: Path, image: str, env_text: str, names: list[str]) -> Envs:
     """Bring up a project reading ``env_text`` both ways; return each service's environment."""
     project = f"monkyenv-{uuid.uuid4().hex[:10]}"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -142,22 +144,30 @@ def nasty_envs(
 
 @pytest.mark.parametrize("path", ["file", "interp"])
 @pytest.mark.parametrize("key", sorted(NASTY))
-def test_value_arrives_byte_exact(nasty_envs: Mapping[str, dict[str, bytes]], path: str, key: str):
+def test_value_arrives_byte_exact(
+    nasty_envs: Mapping[str, dict[str, bytes]], path: str, key: str
+) -> None:
     env = nasty_envs[path]
     assert env.get(f"V_{key.upper()}") == NASTY[key].encode("utf-8")
 
 
 @pytest.mark.parametrize("path", ["file", "interp"])
-def test_longest_carriable_value_arrives(nasty_envs: Mapping[str, dict[str, bytes]], path: str):
+def test_longest_carriable_value_arrives(
+    nasty_envs: Mapping[str, dict[str, bytes]], path: str
+) -> None:
     assert nasty_envs[path]["V_MAX"] == b"m" * MAX_VALUE
 
 
 @pytest.mark.parametrize("path", ["file", "interp"])
-def test_newline_does_not_inject_a_variable(nasty_envs: Mapping[str, dict[str, bytes]], path: str):
+def test_newline_does_not_inject_a_variable(
+    nasty_envs: Mapping[str, dict[str, bytes]], path: str
+) -> None:
     assert "INJECTED" not in nasty_envs[path]
 
 
-def test_one_byte_longer_is_refused_and_linux_would_refuse_it(busybox_image: str, tmp_path: Path):
+def test_one_byte_longer_is_refused_and_linux_would_refuse_it(
+    busybox_image: str, tmp_path: Path
+) -> None:
     """The size limit is Linux's, not a guess: the hand-written file fails at exec."""
     with pytest.raises(EnvError) as err:
         envfile.render("V_MAX=${V_MAX}\n", {"V_MAX": "m" * (MAX_VALUE + 1)})
@@ -190,7 +200,9 @@ def _random_values(count: int) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def random_envs(busybox_image: str, tmp_path_factory: pytest.TempPathFactory):
+def random_envs(
+    busybox_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, str], Envs]:
     values = _random_values(300)
     template = "".join(f"{name}=${{{name}}}\n" for name in values)
     envs = _run_project(
@@ -203,7 +215,9 @@ def random_envs(busybox_image: str, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.parametrize("path", ["file", "interp"])
-def test_random_nasty_values_arrive_byte_exact(random_envs, path: str):
+def test_random_nasty_values_arrive_byte_exact(
+    random_envs: tuple[dict[str, str], Envs], path: str
+) -> None:
     values, envs = random_envs
     wrong = sorted(n for n, v in values.items() if envs[path].get(n) != v.encode("utf-8"))
     assert not wrong, [(n, values[n], envs[path].get(n)) for n in wrong[:5]]
@@ -250,7 +264,9 @@ FORM_NAMES = [name for name, _, _ in FORMS]
 
 
 @pytest.fixture(scope="module")
-def form_envs(busybox_image: str, tmp_path_factory: pytest.TempPathFactory):
+def form_envs(
+    busybox_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, str, Envs, Envs]:
     safe = "SAFE0"
     secret = "s$ec'r\"et #1 \\n ${X}\n"
     baseline = _run_project(
@@ -270,7 +286,9 @@ def form_envs(busybox_image: str, tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.parametrize("path", ["file", "interp"])
 @pytest.mark.parametrize("name", FORM_NAMES)
-def test_template_form_keeps_its_meaning(form_envs, path: str, name: str):
+def test_template_form_keeps_its_meaning(
+    form_envs: tuple[str, str, Envs, Envs], path: str, name: str
+) -> None:
     safe, secret, baseline, rendered = form_envs
     expected = baseline[path][name].replace(safe.encode(), secret.encode())
     assert rendered[path][name] == expected
@@ -305,7 +323,7 @@ def _random_line(rnd: random.Random, name: str) -> tuple[str, str]:
     return line, (line.replace("${S}", "SAFE0") if style == "single" else line)
 
 
-def test_random_template_lines_keep_their_meaning(busybox_image: str, tmp_path: Path):
+def test_random_template_lines_keep_their_meaning(busybox_image: str, tmp_path: Path) -> None:
     rnd = random.Random(4242)
     secret = "s$'\"#\\ \n{}"
     kept: list[tuple[str, str, str]] = []
@@ -376,7 +394,9 @@ def _compose_config(
 
 
 @pytest.mark.parametrize("case", sorted(UNREADABLE))
-def test_unreadable_template_is_refused_like_compose(busybox_image: str, tmp_path: Path, case: str):
+def test_unreadable_template_is_refused_like_compose(
+    busybox_image: str, tmp_path: Path, case: str
+) -> None:
     template = UNREADABLE[case]
     with pytest.raises(EnvError) as err:
         envfile.render(template, {"S": "v"})
@@ -388,13 +408,15 @@ def test_unreadable_template_is_refused_like_compose(busybox_image: str, tmp_pat
 @pytest.mark.parametrize("case", sorted(READABLE))
 def test_odd_but_valid_template_renders_and_compose_reads_it(
     busybox_image: str, tmp_path: Path, case: str
-):
+) -> None:
     rendered = envfile.render(READABLE[case], {"S": "v$'\"#"})
     proc = _compose_config(busybox_image, tmp_path, rendered)
     assert proc.returncode == 0, proc.stderr
 
 
-def test_reserved_names_really_disagree_between_the_two_paths(busybox_image: str, tmp_path: Path):
+def test_reserved_names_really_disagree_between_the_two_paths(
+    busybox_image: str, tmp_path: Path
+) -> None:
     """Why ENV_NAME_RESERVED exists: compose's own environment wins over .env for ${LANG}."""
     envs = _run_project(tmp_path, busybox_image, 'LANG="from-dotenv"\n', ["LANG"])
     assert envs["file"]["LANG"] == b"from-dotenv"

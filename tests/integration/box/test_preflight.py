@@ -67,7 +67,7 @@ def free(path: Path) -> int:
 
 def cfg(tmp_path: Path, **kw: object) -> DockerCfg:
     kw.setdefault("containerd_config", tmp_path / "absent" / "config.toml")
-    return DockerCfg(**kw)  # type: ignore[arg-type]
+    return DockerCfg.model_validate(kw)
 
 
 def test_overlay2_daemon_writes_only_to_data_root(tmp_path: Path) -> None:

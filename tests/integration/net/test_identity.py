@@ -161,7 +161,7 @@ def test_a_well_formed_identity_passes(tmp: Path) -> None:
 def test_bare_pem_and_file_references_are_identities(tmp: Path) -> None:
     parts = make_parts()
     write(tmp / "ca.pem", pem_of(parts["ca"]))
-    doc = {
+    doc: dict[str, Any] = {
         "ztAPIs": ["https://ctrl.example:1280"],
         "id": {"cert": pem_of(parts["cert"]), "key": pem_of(parts["key"]), "ca": "file://"},
     }

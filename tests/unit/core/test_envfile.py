@@ -34,14 +34,14 @@ def everything_said(err: EnvError) -> str:
 # -- R13: what counts as a variable -----------------------------------------------------------
 
 
-def test_contract_header_comment_is_not_a_variable():
+def test_contract_header_comment_is_not_a_variable() -> None:
     assert template_variables(CONTRACT_TEMPLATE) == {"DB_PASSWORD"}
     assert render(CONTRACT_TEMPLATE, {"DB_PASSWORD": "pw"}) == (
         '# rendered by the agent: substitutes every ${VAR}\nDB_PASSWORD="pw"\nLOG_LEVEL=info\n'
     )
 
 
-def test_contract_template_without_the_secret_names_only_the_real_variable():
+def test_contract_template_without_the_secret_names_only_the_real_variable() -> None:
     err = refused(CONTRACT_TEMPLATE, {})
     assert err.code == "ENV_INCOMPLETE"
     assert "DB_PASSWORD" in err.message
@@ -62,7 +62,7 @@ def test_contract_template_without_the_secret_names_only_the_real_variable():
         "X=1\nTRAILING",  # text without `=` at the end of the file is not an assignment
     ],
 )
-def test_text_that_is_not_an_assignment_never_counts(template: str):
+def test_text_that_is_not_an_assignment_never_counts(template: str) -> None:
     assert template_variables(template) == set()
     assert render(template, {}) == template
 
@@ -87,11 +87,11 @@ def test_text_that_is_not_an_assignment_never_counts(template: str):
         ("\ufeffA=${X}\n", {"X"}),
     ],
 )
-def test_variables_inside_assignments_count(template: str, names: set[str]):
+def test_variables_inside_assignments_count(template: str, names: set[str]) -> None:
     assert template_variables(template) == names
 
 
-def test_every_unresolved_variable_is_named_sorted_and_no_value_leaks():
+def test_every_unresolved_variable_is_named_sorted_and_no_value_leaks() -> None:
     template = "C=${C}\nA=${A}\n# ${Z}\nB=x${B}y\nD=${D}\n"
     err = refused(template, {"D": "s3cr3t-value"})
     assert err.code == "ENV_INCOMPLETE"
@@ -101,7 +101,7 @@ def test_every_unresolved_variable_is_named_sorted_and_no_value_leaks():
     assert "s3cr3t-value" not in everything_said(err)
 
 
-def test_extra_values_are_ignored():
+def test_extra_values_are_ignored() -> None:
     assert render("A=${A}\n", {"A": "1", "UNUSED": "2"}) == 'A="1"\n'
 
 
@@ -129,16 +129,16 @@ def test_extra_values_are_ignored():
         ("", '""'),
     ],
 )
-def test_substituted_values_are_double_quoted_and_escaped(value: str, written: str):
+def test_substituted_values_are_double_quoted_and_escaped(value: str, written: str) -> None:
     assert render("K=${K}\n", {"K": value}) == f"K={written}\n"
 
 
-def test_substitution_inside_a_larger_unquoted_value_quotes_the_whole_value():
+def test_substitution_inside_a_larger_unquoted_value_quotes_the_whole_value() -> None:
     rendered = render("DB_URL=postgres://u:${DB_PASSWORD}@db/x  # dsn\n", {"DB_PASSWORD": "p #'$"})
     assert rendered == 'DB_URL="postgres://u:p #\'$$@db/x"  # dsn\n'
 
 
-def test_authors_literal_text_keeps_its_compose_meaning():
+def test_authors_literal_text_keeps_its_compose_meaning() -> None:
     # unquoted literal `$$` and `${OTHER:-d}` stay compose's; quotes/backslashes get escaped
     assert render('A=a\\b"$$${OTHER:-d}${S}\n', {"S": "s"}) == 'A="a\\\\b\\"$$${OTHER:-d}s"\n'
     # double-quoted: decoded (\t, \", \$) and re-escaped; the raw tab passes as is
@@ -147,20 +147,20 @@ def test_authors_literal_text_keeps_its_compose_meaning():
     assert render("A='$x \\' ${S}'\n", {"S": "s"}) == 'A="$$x \' s"\n'
 
 
-def test_a_secret_after_an_unbraced_name_cannot_extend_it():
+def test_a_secret_after_an_unbraced_name_cannot_extend_it() -> None:
     # `$HOME` + "s..." would read as `$HOMEs`: the agent writes compose's `$HOME` as `${HOME}`
     assert render('A="$HOME${S}"\n', {"S": "suffix"}) == 'A="${HOME}suffix"\n'
     assert render("A=$HOME ${S}\n", {"S": "x"}) == 'A="${HOME} x"\n'
 
 
-def test_double_quoted_escapes_are_decoded_like_compose():
+def test_double_quoted_escapes_are_decoded_like_compose() -> None:
     # measured with `docker compose config`: \a -> BEL, \0123 -> "S" (octal), \v -> VT, \q
     # kept; a failed \0 escape loses its 0: \0 -> \, \08 -> \8, \0777 -> \777
     rendered = render('A="\\a\\0123\\0\\08\\0777\\q\\v${S}"\n', {"S": "s"})
     assert rendered == 'A="\aS' + "\\\\" * 2 + "8" + '\\\\777\\\\q\vs"\n'
 
 
-def test_lines_without_substitutions_are_kept_byte_for_byte():
+def test_lines_without_substitutions_are_kept_byte_for_byte() -> None:
     template = (
         "\ufeff# header ${VAR}\r\n"
         "  LOG_LEVEL =  info   # keep\r\n"
@@ -189,7 +189,7 @@ def test_lines_without_substitutions_are_kept_byte_for_byte():
         ("A=1\n\nkey/with/slash=2\n", 3),
     ],
 )
-def test_template_compose_cannot_read_is_refused_with_its_line(template: str, line: int):
+def test_template_compose_cannot_read_is_refused_with_its_line(template: str, line: int) -> None:
     for call in (lambda: template_variables(template), lambda: render(template, {"S": "v"})):
         with pytest.raises(EnvError) as err:
             call()
@@ -198,14 +198,14 @@ def test_template_compose_cannot_read_is_refused_with_its_line(template: str, li
 
 
 @pytest.mark.parametrize("name", sorted(envfile.RESERVED_NAMES))
-def test_names_compose_takes_from_its_own_environment_are_refused(name: str):
+def test_names_compose_takes_from_its_own_environment_are_refused(name: str) -> None:
     err = refused(f"{name}=${{S}}\n", {"S": "v"})
     assert err.code == "ENV_NAME_RESERVED"
     assert name in err.message
     assert refused(f"{name}=literal\n", {}).code == "ENV_NAME_RESERVED"
 
 
-def test_reserved_names_cover_the_agents_child_environment():
+def test_reserved_names_cover_the_agents_child_environment() -> None:
     assert {"PATH", "LANG", "DOCKER_CONFIG", "DOCKER_HOST"} <= envfile.RESERVED_NAMES
 
 
@@ -217,7 +217,7 @@ def test_reserved_names_cover_the_agents_child_environment():
         ("hunter2" + "x" * envfile.MAX_ENV_STRING_BYTES, "bytes"),
     ],
 )
-def test_values_the_format_cannot_carry_are_refused_by_name(value: str, why: str):
+def test_values_the_format_cannot_carry_are_refused_by_name(value: str, why: str) -> None:
     err = refused("OK=${OK}\nBAD=${BAD}\n", {"OK": "fine", "BAD": value})
     assert err.code == "ENV_VALUE_UNCARRIABLE"
     assert "BAD" in err.message
@@ -226,7 +226,7 @@ def test_values_the_format_cannot_carry_are_refused_by_name(value: str, why: str
     assert "hunter2" not in everything_said(err)
 
 
-def test_size_limit_counts_the_name_and_the_whole_assignment():
+def test_size_limit_counts_the_name_and_the_whole_assignment() -> None:
     name = "V"
     room = envfile.MAX_ENV_STRING_BYTES - len(name) - 2
     assert render("V=${S}\n", {"S": "é" * (room // 2)})  # 2 bytes each in UTF-8
@@ -235,12 +235,12 @@ def test_size_limit_counts_the_name_and_the_whole_assignment():
     assert refused("V=ab${S}\n", {"S": "x" * (room - 1)}).code == "ENV_VALUE_UNCARRIABLE"
 
 
-def test_every_uncarriable_variable_is_named():
+def test_every_uncarriable_variable_is_named() -> None:
     err = refused("B=${B}\nA=${A}\n", {"A": "\0", "B": "\0"})
     assert "A, B" in err.message
 
 
-def test_refusal_order_template_then_reserved_then_missing_then_uncarriable():
+def test_refusal_order_template_then_reserved_then_missing_then_uncarriable() -> None:
     assert refused("oops ${A}\nPATH=${B}\n", {}).code == "ENV_TEMPLATE_INVALID"
     assert refused("PATH=${B}\nC=${C}\n", {}).code == "ENV_NAME_RESERVED"
     assert refused("A=${A}\nC=${C}\n", {"A": "\0"}).code == "ENV_INCOMPLETE"
@@ -446,9 +446,7 @@ def compose_double_quoted(text: str) -> str:
     return "".join(out)
 
 
-SECRETS = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=40
-)
+SECRETS = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\0"), max_size=40)
 
 
 @given(SECRETS)

@@ -35,7 +35,9 @@ def svc(name: str, state: str = "running") -> Service:
     return Service(name=name, state=state, health="", image="img")
 
 
-def applied(rev: str = "r1", project: str = "shop", services: tuple[str, ...] = ("db", "web")):
+def applied(
+    rev: str = "r1", project: str = "shop", services: tuple[str, ...] = ("db", "web")
+) -> AppliedFacts:
     return AppliedFacts(rev, project, services)
 
 

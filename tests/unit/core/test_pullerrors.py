@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from monky_deployd.core import pullerrors
+from monky_deployd.core.errors import Code
 
 REF = "127.0.0.1:44553/team/app:v1"
 
@@ -193,7 +194,7 @@ def test_a_refused_credential_keeps_the_general_auth_hint() -> None:
         "docker compose pull failed: the registry refused the agent's credential (h): "
         "unauthorized: authentication required"
     )
-    assert err.hint == pullerrors.MEANING["REGISTRY_AUTH"][1]
+    assert err.hint == pullerrors.MEANING[Code.REGISTRY_AUTH][1]
 
 
 def test_without_host_or_status_nothing_is_added() -> None:
@@ -217,7 +218,7 @@ def test_a_full_disk_is_not_blamed_on_the_registry_host() -> None:
         "docker compose pull failed: the pull ran out of disk space: "
         "write /x: no space left on device [exit status 18]"
     )
-    assert err.hint == pullerrors.MEANING["DISK_FULL"][1]
+    assert err.hint == pullerrors.MEANING[Code.DISK_FULL][1]
 
 
 @pytest.mark.parametrize("host", ["h", None])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -29,10 +30,10 @@ SHAPE_HINT = (
 NEITHER = 'the registry-auth entry is neither JSON {"username", "password"} nor username:password'
 
 
-def said(call: object) -> tuple[str, str, str]:
+def said(call: Callable[[], object]) -> tuple[str, str, str]:
     """(code, message, hint) of the refusal ``call()`` raises; never the secret, always refused."""
     with pytest.raises(DeployError) as info:
-        call()  # type: ignore[operator]
+        call()
     err = info.value
     assert err.outcome == "refused"
     assert SECRET not in " ".join((str(err), err.message, err.hint, err.detail, repr(err.args)))
@@ -273,7 +274,7 @@ def test_printable_and_unicode_characters_pass(text: str) -> None:
     assert cred == rc.Credential("u" + text, text + SECRET)
 
 
-_SAFE = st.characters(min_codepoint=0x20, max_codepoint=0x2FF, blacklist_characters="\x7f")
+_SAFE = st.characters(min_codepoint=0x20, max_codepoint=0x2FF, exclude_characters="\x7f")
 
 
 @given(st.text(_SAFE.filter(lambda c: c != ":"), min_size=1), st.text(_SAFE, min_size=1))

@@ -7,8 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from monky_deployd.agent.token import WORKING_FLOOR_S, Facts, Known, Step, TokenState, decide
-from monky_deployd.core.token_plan import renew_threshold
+from monky_deployd.core.records import Stored, TokenState
+from monky_deployd.core.token_plan import (
+    WORKING_FLOOR_S,
+    Facts,
+    Kind,
+    Known,
+    Step,
+    decide,
+    renew_threshold,
+)
 
 NOW = 1_800_000_000.0
 MIN_TTL = 600
@@ -17,7 +25,7 @@ H = 3600
 
 
 def facts(
-    kind: str | None = "lease",
+    kind: Kind | None = "lease",
     left: float = 20 * H,
     *,
     renewable: bool = True,
@@ -28,11 +36,7 @@ def facts(
     login_done: bool = False,
     issued: int = 0,
 ) -> Facts:
-    held = (
-        Known(kind, NOW + left, renewable, verified, issued)  # type: ignore[arg-type]
-        if kind is not None
-        else None
-    )
+    held = Known(kind, NOW + left, renewable, verified, issued) if kind is not None else None
     return Facts(
         now=NOW,
         held=held,
@@ -176,30 +180,31 @@ def test_decide(name: str, f: Facts, expected: Step) -> None:
 
 # -- invariants over a grid ------------------------------------------------------------------
 
-KINDS = (None, "lease", "bootstrap")
+KINDS: tuple[Kind | None, ...] = (None, "lease", "bootstrap")
 LEFTS = (-60, 0, 30, WORKING_FLOOR_S, 300, MIN_TTL, 3 * H, RENEW_BELOW, 20 * H)
 NOT_BEFORES = (None, -1, 0, 1, 3000)
 
 
 def grid() -> list[Facts]:
-    out = []
-    for kind, left, ren, ver, nb, rt, lt, ld in itertools.product(
-        KINDS, LEFTS, (True, False), (True, False), NOT_BEFORES, *[(False, True)] * 3
+    out: list[Facts] = []
+    for kind, left, ren, ver, nb in itertools.product(
+        KINDS, LEFTS, (True, False), (True, False), NOT_BEFORES
     ):
         if kind is None and (left != LEFTS[0] or not ren or not ver):
             continue
-        out.append(
-            facts(
-                kind,
-                left,
-                renewable=ren,
-                verified=ver,
-                not_before=nb,
-                renew_tried=rt,
-                lease_tried=lt,
-                login_done=ld,
+        for rt, lt, ld in itertools.product((False, True), (False, True), (False, True)):
+            out.append(
+                facts(
+                    kind,
+                    left,
+                    renewable=ren,
+                    verified=ver,
+                    not_before=nb,
+                    renew_tried=rt,
+                    lease_tried=lt,
+                    login_done=ld,
+                )
             )
-        )
     return out
 
 
@@ -254,8 +259,9 @@ def test_use_only_a_token_that_works() -> None:
 def test_a_bootstrap_token_is_swapped_whenever_the_budget_allows() -> None:
     for f in GRID:
         held = f.held
-        swappable = held and held.kind == "bootstrap" and held.verified and f.budget_open
-        if swappable and not f.lease_tried and held.expires_at - f.now >= WORKING_FLOOR_S:
+        if held is None or held.kind != "bootstrap" or not held.verified or not f.budget_open:
+            continue
+        if not f.lease_tried and held.expires_at - f.now >= WORKING_FLOOR_S:
             assert decide(f) is Step.LEASE_WITH_BOOTSTRAP, f
 
 
@@ -283,11 +289,12 @@ def _simulate(f: Facts) -> list[Step]:
         if step in (Step.USE, Step.REFUSE_RATE_LIMITED, Step.REFUSE_NO_TOKEN):
             return steps
         if step is Step.LOOKUP:
-            assert f.held is not None
-            if f.held.expires_at <= f.now:
+            held = f.held
+            assert held is not None
+            if held.expires_at <= f.now:
                 f = replace(f, held=None)
             else:
-                f = replace(f, held=replace(f.held, verified=True))
+                f = replace(f, held=replace(held, verified=True))
         elif step is Step.RENEW:
             assert f.held is not None
             f = replace(f, renew_tried=True, held=replace(f.held, expires_at=f.now + 2 * H))
@@ -309,8 +316,6 @@ def test_every_round_settles_within_a_few_steps_with_at_most_one_lease() -> None
 
 
 def test_state_record_round_trips_and_rejects_torn_files() -> None:
-    from monky_deployd.agent.token import Stored
-
     st = TokenState("env-a", Stored("lease", "hvs.SECRET", 1.0, 2.0, True, "lse_1"), 5.0)
     assert TokenState.from_json(st.to_json()) == st
     assert "hvs.SECRET" not in repr(st)

@@ -5,7 +5,7 @@ says. ``legacy_*`` below are the removed code, verbatim: the reference the model
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given
@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from monky_deployd import __version__
 from monky_deployd.core import report, wire
+from monky_deployd.core.errors import Code
 from monky_deployd.core.report import PhaseTiming, TickRecord, rfc3339
 from monky_deployd.core.services import Service
 
@@ -60,6 +61,9 @@ text = st.text(max_size=40)
 host_facts = st.tuples(text, text, text).map(
     lambda t: {"hostname": t[0], "docker": t[1], "compose": t[2]}
 )
+OK: Literal["OK"] = "OK"
+# a tick record carries a catalogue code, or "OK"
+codes: st.SearchStrategy[Code | Literal["OK"]] = st.sampled_from(list(Code)) | st.just(OK)
 timestamps = st.floats(min_value=0, max_value=4_000_000_000, allow_nan=False)
 services = st.builds(Service, text, text, text, text).map(Service.as_report)
 phases = st.builds(PhaseTiming, text, st.booleans(), st.integers(0, 10**9))
@@ -71,7 +75,7 @@ def tick_records(draw: st.DrawFn) -> TickRecord:
         tick_id=draw(text),
         started_at=draw(timestamps),
         outcome=draw(st.sampled_from(["applied", "noop", "idle", "failed", "refused"]) | text),
-        code=draw(text),
+        code=draw(codes),
         message=draw(text),
         detail=draw(st.text(max_size=600)),
         revision=draw(st.none() | text),
