@@ -46,6 +46,11 @@ def test_optional_keys_may_be_absent() -> None:
     assert b.disk_need_bytes is None and b.registry_host is None and b.env_template == ""
 
 
+def test_a_bundle_without_secrets_needs_no_manifest() -> None:
+    b = validate("r1", {"project": "shop", "compose": good()["compose"]})
+    assert b.manifest == () and b.env_template == "" and b.services == ("web",)
+
+
 @pytest.mark.parametrize(
     ("mutate", "where"),
     [
@@ -157,6 +162,8 @@ def test_operator_line_carries_code_message_and_hint() -> None:
         (["services"], "at 'compose': must be a non-empty compose file"),
         ("a: b\nc: d: e\n", "at 'compose': is not valid YAML at line 2"),
         ("\t- x", "at 'compose': is not valid YAML at line 1"),
+        # PyYAML's reader refuses a control character before any line is known (no mark)
+        ("services:\n  web: \x07\n", "at 'compose': is not valid YAML"),
         ("just text\n", "at 'compose': must be a YAML mapping, found str"),
         ("services:\n", "at 'compose.services': must be a non-empty mapping of services"),
         ("services: {}\n", "at 'compose.services': must be a non-empty mapping of services"),

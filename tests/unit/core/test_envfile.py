@@ -205,6 +205,11 @@ def test_names_compose_takes_from_its_own_environment_are_refused(name: str) -> 
     assert refused(f"{name}=literal\n", {}).code == "ENV_NAME_RESERVED"
 
 
+@pytest.mark.parametrize("name", ["PATHX", "XPATH", "LANG_", "DOCKER_HOSTX"])
+def test_a_name_that_only_contains_a_reserved_one_is_the_authors(name: str) -> None:
+    assert render(f"{name}=${{S}}\n", {"S": "s"}) == f'{name}="s"\n'
+
+
 def test_reserved_names_cover_the_agents_child_environment() -> None:
     assert {"PATH", "LANG", "DOCKER_CONFIG", "DOCKER_HOST"} <= envfile.RESERVED_NAMES
 
@@ -280,9 +285,19 @@ def test_refusal_order_template_then_reserved_then_missing_then_uncarriable() ->
         ("A=${S}${X:-{}}$HOME\n", 'A="s${X:-{}}$HOME"\n'),
         ('A="${S}${X:-{}}$HOME\n$HOME${S}"\n', 'A="s${X:-{}}$HOME\\n${HOME}s"\n'),
         ("A=${X:-d}${S}${Y:+e}\n", 'A="${X:-d}s${Y:+e}"\n'),
+        # ... but only to the end of ITS line: a newline before the default does not end it
+        # early, and on each line after it a `$NAME` gets its braces again
+        ('A="${S}\n${X:-{}}$HOME"\n', 'A="s\\n${X:-{}}$HOME"\n'),
+        ('A="${S}${X:-{}}\n$HOME${S}"\n', 'A="s${X:-{}}\\n${HOME}s"\n'),
+        ('A="${S}${X:-{}}\nx$HOME${S}\ny"\n', 'A="s${X:-{}}\\nx${HOME}s\\ny"\n'),
         # white space around `=` and after `export`
         ("export\tA\t=\t${S}\n", 'export\tA\t=\t"s"\n'),
         ("  A=${S}\n\n\n  B=${S}", '  A="s"\n\n\n  B="s"'),
+        # an empty value at the very end of the file
+        ("A=${S}\nB=", 'A="s"\nB='),
+        ("A=${S}\nB=\t", 'A="s"\nB=\t'),
+        # a name without `=` at the very end is no assignment, not even of a reserved name
+        ("A=${S}\nPATH", 'A="s"\nPATH'),
     ],
 )
 def test_compose_reading(template: str, rendered: str) -> None:
