@@ -6,24 +6,31 @@ In order, in one container (about 5 minutes: the cadence is the real 60 s):
 
 1. the sandbox is in force (proved before anything else: a copy of the installed unit with only
    ``ExecStart=`` swapped for a probe cannot write /etc, has a private /tmp and no /proc/sys, and
-   runs with the supplementary groups ``docker`` and ``ziti``);
-2. the timer, enabled on a box up for more than 60 s, ticks at once: the hardened service applies
+   runs with the supplementary groups ``docker`` and ``ziti``); ``MemoryMax=`` applies;
+2. a Ziti fault (``transport: ziti``, the controller refusing connections; one start by hand): the
+   real SDK in the package complains on stderr, yet the agent's line is the first error in the
+   journal and carries the SDK's words;
+3. the timer, enabled on a box up for more than 60 s, ticks at once: the hardened service applies
    revision r1 (a real container runs), the next tick is a noop;
-3. a ``systemctl daemon-reload`` right after a tick starts no extra tick (systemd 252 re-armed
+4. a ``systemctl daemon-reload`` right after a tick starts no extra tick (systemd 252 re-armed
    ``OnActiveSec=`` on every reload);
-4. a failed tick (tenancy answers 500) marks the unit failed, ``journalctl -u monky-deployd -p err``
+5. a failed tick (tenancy answers 500) marks the unit failed, ``journalctl -u monky-deployd -p err``
    shows the agent's line naming the fault first (its lines carry their syslog priority), and the
    timer keeps firing;
-5. an upgrade (a second build of the .deb, dpkg -i over the first) keeps the timer's cadence
+6. an upgrade (a second build of the .deb, dpkg -i over the first) keeps the timer's cadence
    (its postinst reloads systemd) and the next tick runs the new code (its User-Agent);
-6. purge removes the units, state, config and the timer's stamp, and leaves the deployed
+7. purge removes the units, state, config and the timer's stamp, and leaves the deployed
    application running (docs/packaging.md).
+
+Ticks are counted from the journal: systemd's own "Starting"/"Finished"/"Failed to start" entries
+(by catalogue id) and the agent's ``tick.summary`` lines.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,6 +42,7 @@ import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab
+from tests.integration.net.test_identity import identity_json
 from tests.system.debian import VERSION, SystemdBox
 
 pytestmark = pytest.mark.docker
@@ -70,12 +78,12 @@ def _us(entry: dict[str, Any]) -> int:
     return int(entry["__MONOTONIC_TIMESTAMP"])
 
 
-def ticks(box: SystemdBox) -> list[Tick]:
-    """The service's runs, from systemd's own journal entries about the unit."""
+def ticks(box: SystemdBox, since_us: int = 0) -> list[Tick]:
+    """The service's runs since ``since_us``, from systemd's own journal entries about the unit."""
     out: list[Tick] = []
     start: int | None = None
     for e in box.journal(UNIT):
-        if e.get("_PID") != "1":
+        if e.get("_PID") != "1" or _us(e) < since_us:
             continue
         if e.get("MESSAGE_ID") == STARTING:
             start = _us(e)
@@ -87,22 +95,24 @@ def ticks(box: SystemdBox) -> list[Tick]:
     return out
 
 
-def agent_lines(box: SystemdBox, *args: str) -> list[dict[str, Any]]:
-    """The agent's JSON lines with the priority journald stored each at."""
+def agent_lines(box: SystemdBox, since_us: int = 0) -> list[dict[str, Any]]:
+    """The agent's JSON lines since ``since_us``, with the priority journald stored each at."""
     lines = []
-    for e in box.journal(UNIT, *args):
+    for e in box.journal(UNIT):
         msg = e.get("MESSAGE")
-        if (
-            e.get("SYSLOG_IDENTIFIER") == "monky-deployd"
-            and isinstance(msg, str)
-            and msg[:1] == "{"
-        ):
+        ours = e.get("SYSLOG_IDENTIFIER") == "monky-deployd" and _us(e) >= since_us
+        if ours and isinstance(msg, str) and msg[:1] == "{":
             lines.append({**json.loads(msg), "_priority": int(e["PRIORITY"])})
     return lines
 
 
-def summaries(box: SystemdBox) -> list[dict[str, Any]]:
-    return [ln for ln in agent_lines(box) if ln["event"] == "tick.summary"]
+def summaries(box: SystemdBox, since_us: int = 0) -> list[dict[str, Any]]:
+    return [ln for ln in agent_lines(box, since_us) if ln["event"] == "tick.summary"]
+
+
+def err_lines(box: SystemdBox, since_us: int) -> list[str]:
+    """What ``journalctl -u monky-deployd -p err`` shows from ``since_us`` on, in order."""
+    return [str(e.get("MESSAGE")) for e in box.journal(UNIT, "-p", "err") if _us(e) >= since_us]
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> None:
@@ -112,14 +122,17 @@ def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> None:
         time.sleep(2)
 
 
-def wait_ticks(box: SystemdBox, n: int) -> list[dict[str, Any]]:
-    """Wait until the agent has summarised ``n`` ticks and systemd has ended the n-th run."""
+def wait_ticks(box: SystemdBox, n: int, since_us: int) -> list[dict[str, Any]]:
+    """Wait until the agent has summarised ``n`` ticks since ``since_us`` and systemd has ended
+    the n-th run."""
     wait_for(
         f"tick {n}",
-        lambda: len(summaries(box)) >= n and all(t.end_us for t in ticks(box)[:n]),
+        lambda: (
+            len(summaries(box, since_us)) >= n and all(t.end_us for t in ticks(box, since_us)[:n])
+        ),
         TICK_WAIT_S,
     )
-    return summaries(box)
+    return summaries(box, since_us)
 
 
 def now_us(box: SystemdBox) -> int:
@@ -127,9 +140,9 @@ def now_us(box: SystemdBox) -> int:
     return int(float(box.check("cut -d' ' -f1 /proc/uptime")) * 1_000_000)
 
 
-def assert_cadence(box: SystemdBox) -> list[Tick]:
+def assert_cadence(box: SystemdBox, since_us: int) -> list[Tick]:
     """Every run started at least 60 s after the previous one ended: no extra ticks."""
-    runs = ticks(box)
+    runs = ticks(box, since_us)
     for before, after in itertools.pairwise(runs):
         assert before.end_us is not None
         gap_s = (after.start_us - before.end_us) / 1e6
@@ -150,12 +163,13 @@ def lab(
         lab.cleanup()
 
 
-def configure(box: SystemdBox, lab: Lab) -> None:
+def configure(box: SystemdBox, lab: Lab, **overrides: Any) -> None:
     """config.yaml and the grant, as install.sh leaves them (the grant travels on stdin)."""
     cfg = lab.estate.config(
         state_dir=Path("/var/lib/monky-deployd"), grant_file=Path("/etc/monky-deployd/grant.jwt")
     )
     cfg["disk"] = {"headroom_bytes": 64 * 1024 * 1024}
+    cfg.update(overrides)
     box.sh(
         "install -o root -g monky-deployd -m 0640 /dev/stdin /etc/monky-deployd/config.yaml",
         input=yaml.safe_dump(cfg).encode(),
@@ -197,6 +211,32 @@ def prove_the_sandbox(box: SystemdBox) -> None:
     box.check("systemctl daemon-reload")
 
 
+def a_ziti_fault_names_itself_first(box: SystemdBox, lab: Lab) -> None:
+    """transport: ziti, the identity's controller refusing connections: the real 0.6 SDK in the
+    package's venv complains on stderr, yet the agent's line is the first error in the journal
+    and carries the SDK's words. One manual start, before the timer is enabled."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        controller = f"https://127.0.0.1:{s.getsockname()[1]}"  # closed once the block ends
+    identity = "/opt/openziti/etc/identities/env-e2e-01.json"
+    box.sh(
+        "install -d -m 0750 -g ziti /opt/openziti/etc/identities && "
+        f"install -g ziti -m 0640 /dev/stdin {identity}",
+        input=json.dumps(identity_json(controller)).encode(),
+    )
+    configure(box, lab, transport="ziti", identity=identity)
+    since = now_us(box)
+    assert box.sh(f"systemctl start {UNIT}", check=False).returncode != 0
+    errs = err_lines(box, since)
+    first = json.loads(errs[0])  # the agent's JSON line, not the SDK's "ERROR ziti-sdk:..."
+    assert first["code"] == "ZITI_CONTROLLER_UNREACHABLE", errs
+    assert "ziti-sdk" in first["detail"] and "CONTROLLER_UNAVAILABLE" in first["detail"]
+    every = [str(e.get("MESSAGE")) for e in box.journal(UNIT) if _us(e) >= since]
+    assert not any("ziti-sdk" in m for m in every[: every.index(errs[0])])
+    box.check(f"rm {identity}; systemctl reset-failed {UNIT}")
+    configure(box, lab)
+
+
 def second_build(box: SystemdBox) -> str:
     """The .deb rebuilt as a newer version whose code says so (its __version__)."""
     new = f"{VERSION}+systemd1"
@@ -219,51 +259,55 @@ def test_the_package_under_real_systemd(pkg_image: str, built_deb: Path, lab: La
         prove_the_sandbox(box)
         assert box.check(f"systemctl show -p MemoryMax --value {UNIT}").strip() == str(512 << 20)
 
-        # 2. Configure, wait until the box has been up 60 s (OnBootSec= is then past), enable.
+        # 2. A Ziti fault, by hand: the agent's line is first, the SDK's words in it.
+        a_ziti_fault_names_itself_first(box, lab)
+
+        # 3. Configure, wait until the box has been up 60 s (OnBootSec= is then past), enable.
         configure(box, lab)
         lab.estate.tenancy.set_desired("r1", lab.bundle())
         booted_us = int(box.check("systemctl show -p UserspaceTimestampMonotonic --value"))
         wait_for("60 s of uptime", lambda: now_us(box) - booted_us > 61e6, 90)
         enabled_us = now_us(box)
         box.check(f"systemctl enable --now {TIMER} 2>/dev/null")
-        first = wait_ticks(box, 1)
+        first = wait_ticks(box, 1, enabled_us)
         assert first[0]["outcome"] == "applied" and first[0]["revision"] == "r1", first
-        assert (ticks(box)[0].start_us - enabled_us) / 1e6 <= SPREAD_S + 5  # not 60 s later
+        assert (ticks(box, enabled_us)[0].start_us - enabled_us) / 1e6 <= SPREAD_S + 5
         assert set(lab.containers()) == {"web"}  # the hardened unit drove the host's engine
-        second = wait_ticks(box, 2)
+        second = wait_ticks(box, 2, enabled_us)
         assert second[1]["outcome"] == "noop"
 
-        # 3. A daemon-reload right after a tick: no extra tick 10-20 s later (the next is >= 60 s).
+        # 4. A daemon-reload right after a tick: no extra tick 10-20 s later (the next is >= 60 s).
         box.check("systemctl daemon-reload")
-        # 4. A failed tick.
+        # 5. A failed tick.
+        failing_us = now_us(box)
         lab.estate.tenancy.set_raw_checkin(
             500, b'{"error":{"code":"INTERNAL","message":"deploy database unavailable"}}'
         )
-        third = wait_ticks(box, 3)
+        third = wait_ticks(box, 3, enabled_us)
         assert third[2]["outcome"] == "failed"
         assert box.sh(f"systemctl is-failed {UNIT}", check=False).stdout.strip() == "failed"
-        errs = box.check(f"journalctl --no-pager -o cat -u {UNIT} -p err").splitlines()
+        errs = err_lines(box, failing_us)
         fault = json.loads(errs[0])  # the agent's line, before systemd's "Failed to start"
         assert fault["event"] == "tick.error" and fault["code"] == third[2]["code"]
         assert fault["code"] == "TENANCY_UNAVAILABLE" and "HTTP 500" in fault["message"]
         assert fault["detail"] == "deploy database unavailable"  # tenancy's own words
         assert any("Failed to start" in ln for ln in errs[1:])
-        prios = {(ln["level"], ln["_priority"]) for ln in agent_lines(box)}
+        prios = {(ln["level"], ln["_priority"]) for ln in agent_lines(box, enabled_us)}
         assert prios <= {("INFO", 6), ("WARNING", 4), ("ERROR", 3), ("DEBUG", 7)}
         assert ("ERROR", 3) in prios and ("INFO", 6) in prios
 
-        # 5. Upgrade while the timer runs; the timer keeps firing after the failure.
+        # 6. Upgrade while the timer runs; the timer keeps firing after the failure.
         lab.estate.tenancy.clear_raw_checkin()
         new_version = second_build(box)
         box.check("dpkg -i /tmp/up.deb >/dev/null")
-        fourth = wait_ticks(box, 4)
+        fourth = wait_ticks(box, 4, enabled_us)
         assert fourth[3]["outcome"] == "noop"
         assert lab.estate.tenancy.user_agents[-1] == f"monky-deployd/{new_version}"
         assert box.sh(f"systemctl is-failed {UNIT}", check=False).stdout.strip() == "inactive"
-        runs = assert_cadence(box)
-        assert len(runs) == 4 and len(summaries(box)) == 4  # the reloads added no tick
+        runs = assert_cadence(box, enabled_us)
+        assert len(runs) == 4 and len(summaries(box, enabled_us)) == 4  # reloads added no tick
 
-        # 6. Purge: the agent goes, the application stays.
+        # 7. Purge: the agent goes, the application stays.
         box.check(f"touch {STAMP}")  # what releases up to 0.1.0 (Persistent=true) left behind
         box.check("dpkg --purge monky-deployd >/dev/null")
         gone = box.sh(

@@ -65,6 +65,9 @@ def test_the_agents_line_is_first_and_carries_the_sdks_words(tmp_path: Path) -> 
 HOLD_SCRIPT = """
 import os, sys
 from monky_deployd.adapters.net.sdk_stderr import SDK_STDERR
+SDK_STDERR.hold(start=False)  # a dial before any load: fd 2 is left alone
+os.write(2, b"before any load\\n")
+assert SDK_STDERR.take() == ""
 SDK_STDERR.hold()
 os.write(2, b"during a good load\\n")
 SDK_STDERR.release()
@@ -90,6 +93,7 @@ def test_held_lines_are_passed_on_taken_or_written_at_exit() -> None:
     )
     assert proc.returncode == 0, proc.stdout
     assert proc.stdout.splitlines() == [
+        "before any load",
         "during a good load",  # a successful call's lines are passed on
         "passes straight through",
         "agent: the sdk complains | and again",  # a failure's lines go into the agent's line

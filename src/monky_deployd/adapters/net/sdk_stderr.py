@@ -44,10 +44,13 @@ class SdkStderr:
 
     # -- the caller's side ------------------------------------------------------------------------
 
-    def hold(self) -> None:
-        """Keep every line written to fd 2 from now on (starts the redirection once)."""
+    def hold(self, *, start: bool = True) -> None:
+        """Keep every line written to fd 2 from now on. The redirection starts at the first call
+        (the identity load); with ``start=False`` (a dial) nothing happens before that."""
         with self._lock:
             if not self._started:
+                if not start:
+                    return
                 self._start()
             self._drain()
             self._holding = True

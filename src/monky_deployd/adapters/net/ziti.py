@@ -234,7 +234,7 @@ def sdk_dial(ctx: Any) -> Dial:
     """The SDK's dial by intercept address, refusing the >= 1.7 silent plain-TCP fallback."""
 
     def dial(addr: Address) -> socket.socket:
-        SDK_STDERR.hold()  # a failure's log lines go into dial_failure's detail
+        SDK_STDERR.hold(start=False)  # a failure's log lines go into dial_failure's detail
         sock: socket.socket = ctx.connect(addr)
         if getattr(sock, "_zitifd", 0) is None:  # openziti >= 1.7 fell back to plain TCP
             sock.close()
