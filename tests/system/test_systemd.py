@@ -2,7 +2,7 @@
 unit driving the host's Docker engine, against the loopback tenancy/OpenBao fakes on the host
 network (``transport: plain``) and a real registry.
 
-In order, in one container (about 4 minutes: the cadence is the real 60 s):
+In order, in one container (about 3.5 minutes: the cadence is the real 60 s):
 
 1. the sandbox is in force (proved before anything else: a copy of the installed unit with only
    ``ExecStart=`` swapped for a probe cannot write /etc, has a private /tmp and no /proc/sys, and
