@@ -5,8 +5,10 @@ network (``transport: plain``) and a real registry.
 In order, in one container (about 3.5 minutes: the cadence is the real 60 s):
 
 1. the sandbox is in force (proved before anything else: a copy of the installed unit with only
-   ``ExecStart=`` swapped for a probe cannot write /etc, has a private /tmp and no /proc/sys, and
-   runs with the supplementary groups ``docker`` and ``ziti``); ``MemoryMax=`` applies;
+   ``ExecStart=`` swapped for a probe cannot write a directory it owns in /etc, has a private
+   /tmp and no /proc/sys, and runs with the supplementary groups ``docker`` and ``ziti``; without
+   the capabilities all three fail, and ``systemd-analyze security`` still says 1.3);
+   ``MemoryMax=`` applies;
 2. a Ziti fault (``transport: ziti``, the controller refusing connections; one start by hand): the
    real SDK in the package complains on stderr, yet the agent's line is the first error in the
    journal and carries the SDK's words;
@@ -60,7 +62,7 @@ ENDED = {"39f53479d3a045ac8e11786248231fbf", "be02cf6855d2428ba40df7e9d022f03d"}
 PROBE = """#!/bin/sh
 r=/var/lib/monky-deployd/probe
 : >$r
-touch /etc/monky-probe 2>/dev/null && echo etc-writable >>$r
+touch /etc/monky-probe/x 2>/dev/null && echo etc-writable >>$r
 echo x >/tmp/monky-probe && echo tmp-written >>$r
 ls /proc/sys >/dev/null 2>&1 && echo proc-sys >>$r
 echo groups: $(id -nG) >>$r
@@ -183,6 +185,9 @@ def configure(box: SystemdBox, lab: Lab, **overrides: Any) -> None:
 def prove_the_sandbox(box: SystemdBox) -> None:
     """The installed unit with only ExecStart= swapped: the namespaces really apply."""
     box.sh("install -m 0755 /dev/stdin /usr/local/sbin/monky-probe", input=PROBE.encode())
+    # A directory in /etc the service's user owns: only ProtectSystem= keeps it from writing
+    # there (plain /etc is root's anyway, so "cannot write /etc" alone would prove nothing).
+    box.check("install -d -o monky-deployd -m 0700 /etc/monky-probe")
     box.check(
         "sed 's|^ExecStart=.*|ExecStart=/usr/local/sbin/monky-probe|' "
         f"/lib/systemd/system/{UNIT} > /run/systemd/system/monky-probe.service\n"
@@ -205,8 +210,8 @@ def prove_the_sandbox(box: SystemdBox) -> None:
     assert {"docker", "ziti"} <= set(groups)  # what `systemd-analyze security` does not see
     assert any(ln.startswith("engine=") for ln in probe), probe  # the socket, from the sandbox
     box.check(
-        "rm /run/systemd/system/monky-probe.service /var/lib/monky-deployd/probe "
-        "/usr/local/sbin/monky-probe"
+        "rm -r /run/systemd/system/monky-probe.service /var/lib/monky-deployd/probe "
+        "/usr/local/sbin/monky-probe /etc/monky-probe"
     )
     box.check("systemctl daemon-reload")
 
