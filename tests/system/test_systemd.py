@@ -245,11 +245,11 @@ def a_ziti_fault_names_itself_first(box: SystemdBox, lab: Lab) -> int:
     return end
 
 
-def second_build(box: SystemdBox) -> str:
-    """The .deb rebuilt as a newer version whose code says so (its __version__)."""
+def second_build(box: SystemdBox, deb: Path) -> str:
+    """``deb`` rebuilt as a newer version whose code says so (its __version__)."""
     new = f"{VERSION}+systemd1"
     box.check(
-        "set -e; dpkg-deb -R /dist/monky-deployd_*.deb /tmp/up\n"
+        f"set -e; dpkg-deb -R /dist/{deb.name} /tmp/up\n"
         f"sed -i 's/^Version: .*/Version: {new}/' /tmp/up/DEBIAN/control\n"
         "init=$(echo /tmp/up/opt/monky-deployd/lib/python3.11/site-packages/monky_deployd/"
         "__init__.py)\n"
@@ -309,7 +309,7 @@ def test_the_package_under_real_systemd(pkg_image: str, built_deb: Path, lab: La
         # 6. Upgrade while the timer runs; the timer keeps firing after the failure, and the
         # applied revision is left as it is: a noop (no pull).
         lab.estate.tenancy.clear_raw_checkin()
-        new_version = second_build(box)
+        new_version = second_build(box, built_deb)
         box.check("dpkg -i /tmp/up.deb >/dev/null")
         third = wait_ticks(box, 3, enabled_us)
         assert third[2]["outcome"] == "noop" and third[2]["revision"] == "r1"
