@@ -65,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
         "--log-format",
         choices=("auto", "json", "text"),
         default="auto",
-        help="json lines (default when stdout is not a terminal) or text",
+        help="json lines (default when stdout is not a terminal) or text; on the journal "
+        "(JOURNAL_STREAM) each line starts with its syslog priority <N>",
     )
     apply.add_argument("--debug", action="store_true", help="also log debug lines")
     return parser

@@ -11,6 +11,10 @@ Debian 12 containers, the real .deb, and the loopback package registry they down
 - ``Box``: one container (``--network host``, so it reaches loopback servers; ``dist/`` at /dist
   read-only; PID 1 is ``sleep``, not systemd); ``sh()`` runs a bash script in it, ``check()`` one
   that must succeed (``set -e``) and returns its stdout; removed on ``close()``.
+- ``SystemdBox``: a ``Box`` whose PID 1 is systemd 252 with what makes its sandbox real
+  (``SYSTEMD_ARGS``: capabilities, unconfined seccomp, cgroups, tmpfs /run) and the host's Docker
+  engine (socket, the docker CLI and compose plugin read-only, a ``docker`` group with the
+  socket's GID); ``journal(unit)`` reads the unit's journal entries.
 - ``PackageRegistry``: a generic-package registry on 127.0.0.1:<free port>, a ``LoopbackServer``
   of the test kit: serves ``files`` by path, 302s ``redirects``, can demand the DEPLOY-TOKEN header
   (401 without it, like GitLab's) and hold ("stall") a path until released; records every request.
@@ -19,15 +23,19 @@ Debian 12 containers, the real .deb, and the loopback package registry they down
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Self
 
 from monky_deployd import __version__
 from monky_deployd_testkit.dockerlab import DOCKER, docker_available
@@ -128,14 +136,20 @@ def build_deb() -> Path:
 class Box:
     """A real Debian 12 container on the host network, dist/ at /dist (read-only)."""
 
-    def __init__(self, image: str) -> None:
+    def __init__(
+        self,
+        image: str,
+        *,
+        args: Sequence[str] = (),
+        command: Sequence[str] = ("sleep", "infinity"),
+    ) -> None:
         self.image = image
         self.name = f"monky-systest-{uuid.uuid4().hex[:10]}"
         DIST.mkdir(exist_ok=True)  # else docker creates the mount point as root
         run(
             [
                 DOCKER, "run", "-d", "--name", self.name, "--network", "host",
-                "-v", f"{DIST}:/dist:ro", image, "sleep", "infinity",
+                "-v", f"{DIST}:/dist:ro", *args, image, *command,
             ]
         )  # fmt: skip
 
@@ -169,13 +183,79 @@ class Box:
     def close(self) -> None:
         run([DOCKER, "rm", "-f", self.name], check=False, timeout=120)
 
-    def __enter__(self) -> Box:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+# -- systemd as PID 1 ----------------------------------------------------------------------------
+
+# Without the capabilities and seccomp=unconfined systemd silently skips every namespace directive
+# (ProtectSystem=, PrivateTmp=, ...: "assuming containerized execution and ignoring", at debug
+# level only): a test proves the sandbox applies before it trusts anything else.
+SYSTEMD_ARGS = (
+    "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro",
+    "-e", "container=docker", "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+    "--security-opt", "seccomp=unconfined",
+)  # fmt: skip
+DOCKER_SOCKET = Path("/var/run/docker.sock")
+COMPOSE_PLUGIN_DIRS = (
+    "/usr/local/lib/docker/cli-plugins",
+    "/usr/libexec/docker/cli-plugins",
+    "/usr/lib/docker/cli-plugins",
+)
+
+
+def _host_docker_parts() -> tuple[Path, Path]:
+    """The host's docker CLI and compose plugin (real files, symlinks resolved); fail loudly."""
+    cli = shutil.which(DOCKER)
+    assert cli, f"{DOCKER} is not on PATH (scripts/docker-up.sh)"
+    for directory in COMPOSE_PLUGIN_DIRS:
+        plugin = Path(directory) / "docker-compose"
+        if plugin.exists():
+            return Path(cli).resolve(), plugin.resolve()
+    raise AssertionError(
+        f"no docker-compose plugin in {COMPOSE_PLUGIN_DIRS} (scripts/docker-up.sh)"
+    )
+
+
+class SystemdBox(Box):
+    """A Debian 12 container whose PID 1 is systemd, driving the host's Docker engine."""
+
+    def __init__(self, image: str) -> None:
+        cli, plugin = _host_docker_parts()
+        super().__init__(
+            image,
+            args=(
+                *SYSTEMD_ARGS,
+                "-v", f"{DOCKER_SOCKET.resolve()}:/run/docker.sock",
+                "-v", f"{cli}:/usr/bin/docker:ro",
+                "-v", f"{plugin}:/usr/local/lib/docker/cli-plugins/docker-compose:ro",
+            ),
+            command=("/lib/systemd/systemd",),
+        )  # fmt: skip
+        try:
+            # The socket's group exists before the package's postinst (which adds the user to it).
+            gid = DOCKER_SOCKET.stat().st_gid
+            self.check(
+                "for _ in $(seq 100); do\n"
+                "  state=$(systemctl is-system-running 2>/dev/null) || true\n"
+                '  case "$state" in running|degraded) break;; esac; sleep 0.2\n'
+                "done\n"
+                f"groupadd --gid {gid} docker"
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def journal(self, unit: str, *args: str) -> list[dict[str, Any]]:
+        """The unit's journal entries (``journalctl -o json``): MESSAGE, PRIORITY, _PID, ..."""
+        out = self.check(f"journalctl --no-pager -o json -u {unit} {' '.join(args)}")
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
 # -- the package registry -----------------------------------------------------------------------

@@ -2,16 +2,24 @@
 
 Every record carries ``event``, ``tick_id`` and ``phase`` (set by ``context``); failures carry
 ``code``. Callers log with ``log.info("sentence", extra={"event": "...", ...})``.
+
+When stdout IS the journal (systemd sets ``JOURNAL_STREAM=<dev>:<ino>`` to the stream it hands
+the service; ``stdout_is_journal`` compares it with stdout's ``fstat``), each line starts with
+its syslog priority ``<N>`` (ERROR 3, WARNING 4, INFO 6, DEBUG 7): journald strips the prefix and
+stores the line at that priority (``SyslogLevelPrefix=`` is on by default), so
+``journalctl -u monky-deployd -p err`` shows the fault. Without the prefix every line would be
+stored at priority 6. A terminal, a pipe or a file gets the plain lines.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -56,22 +64,77 @@ class _TextFormatter(logging.Formatter):
         return f"{head} {record.getMessage()}" + (f"  ({tail})" if tail else "")
 
 
-def setup(fmt: str = "auto", level: int = logging.INFO) -> None:
-    """Configure the root logger once: ``fmt`` is json, text or auto (text on a terminal)."""
+def syslog_priority(levelno: int) -> int:
+    """The syslog priority of a logging level: ERROR 3, WARNING 4, INFO 6, DEBUG 7."""
+    if levelno >= logging.CRITICAL:
+        return 2
+    if levelno >= logging.ERROR:
+        return 3
+    if levelno >= logging.WARNING:
+        return 4
+    if levelno >= logging.INFO:
+        return 6
+    return 7
+
+
+def stdout_is_journal(stream: IO[str], environ: Mapping[str, str]) -> bool:
+    """True when ``stream`` is the journal stream systemd named in ``JOURNAL_STREAM``.
+
+    systemd sets ``JOURNAL_STREAM=<st_dev>:<st_ino>`` (decimal) for the stream connected to
+    journald; children inherit the variable, so the device and inode must match ``stream``'s own.
+    """
+    value = environ.get("JOURNAL_STREAM", "")
+    dev, sep, ino = value.partition(":")
+    if not sep or not dev.isdigit() or not ino.isdigit():
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or no file descriptor
+        return False
+    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+
+
+class _JournalPrefix(logging.Formatter):
+    """Prefix every line of ``inner``'s output with ``<N>``, the record's syslog priority."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        prefix = f"<{syslog_priority(record.levelno)}>"
+        return "\n".join(prefix + line for line in self.inner.format(record).split("\n"))
+
+
+def setup(
+    fmt: str = "auto",
+    level: int = logging.INFO,
+    *,
+    stream: IO[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Configure the root logger once: ``fmt`` is json, text or auto (text on a terminal).
+
+    ``stream`` is stdout unless a test passes another; on the journal (``stdout_is_journal``)
+    every line carries its ``<N>`` syslog priority prefix.
+    """
+    out = sys.stdout if stream is None else stream
     if fmt == "auto":
-        fmt = "text" if sys.stdout.isatty() else "json"
-    handler = logging.StreamHandler(sys.stdout)
+        fmt = "text" if out.isatty() else "json"
+    handler = logging.StreamHandler(out)
     handler.addFilter(_ContextFilter())
+    formatter: logging.Formatter
     if fmt == "json":
-        handler.setFormatter(
-            JsonFormatter(
-                "%(asctime)s %(levelname)s %(event)s %(tick_id)s %(phase)s %(message)s",
-                rename_fields={"asctime": "ts", "levelname": "level"},
-                datefmt="%Y-%m-%dT%H:%M:%S%z",
-            )
+        formatter = JsonFormatter(
+            "%(asctime)s %(levelname)s %(event)s %(tick_id)s %(phase)s %(message)s",
+            rename_fields={"asctime": "ts", "levelname": "level"},
+            datefmt="%Y-%m-%dT%H:%M:%S%z",
         )
     else:
-        handler.setFormatter(_TextFormatter())
+        formatter = _TextFormatter()
+    if stdout_is_journal(out, os.environ if environ is None else environ):
+        formatter = _JournalPrefix(formatter)
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

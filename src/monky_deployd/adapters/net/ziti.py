@@ -24,6 +24,11 @@ exceptions that are not httpcore's). Codes (see docs/ziti-faults.md):
 
 A read or write failure on an established connection is httpx's own ``ReadError``/``WriteError``/
 ``ReadTimeout``..., as with any httpx transport.
+
+The SDK's own log lines (libziti writes them to fd 2) are held while the identity loads and while a
+dial runs (``sdk_stderr``): on success they are passed on, on failure the ``DeployError``'s
+``detail`` carries them (``its log: ...``) so that the agent's error line is the first in the
+journal and the SDK's words are still there.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import httpx
 from monky_deployd.adapters.net import identity as identity_mod
 from monky_deployd.adapters.net.dialhttp import Address, Dial, DialTransport, bounded
 from monky_deployd.adapters.net.identity import Identity
+from monky_deployd.adapters.net.sdk_stderr import SDK_STDERR
 from monky_deployd.config import TENANCY_INTERCEPT_PORT, Config
 from monky_deployd.core.errors import Code, DeployError
 
@@ -123,7 +129,27 @@ def _load_call(sdk: Any, path: str, timeout_s: float) -> Callable[[], Any]:
 
 
 def load_context(ident: Identity, *, timeout_s: float) -> Any:
-    """Load the pre-checked identity with the SDK; any failure becomes a DeployError."""
+    """Load the pre-checked identity with the SDK; any failure becomes a DeployError whose detail
+    carries what the SDK logged meanwhile (held back from stderr: the agent's line comes first)."""
+    SDK_STDERR.hold()
+    try:
+        ctx = _load_context(ident, timeout_s=timeout_s)
+    except DeployError as err:
+        raise with_sdk_log(err) from err.__cause__
+    SDK_STDERR.release()
+    return ctx
+
+
+def with_sdk_log(err: DeployError) -> DeployError:
+    """``err`` with the SDK's held log lines appended to its detail (nothing when it said none)."""
+    words = SDK_STDERR.take()
+    if words:
+        sep = "; " if err.detail else ""
+        err.detail = f"{err.detail}{sep}its log: {words}"
+    return err
+
+
+def _load_context(ident: Identity, *, timeout_s: float) -> Any:
     sdk = _import_sdk()
     call = _load_call(sdk, str(ident.path), timeout_s)
     try:  # >= 1.4 also gets timeout_s itself: leave it the margin to answer with its own words
@@ -187,14 +213,14 @@ def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> Dep
             f"the OpenZiti SDK did not finish loading the identity {ident.path} ({ident.subject}) "
             f"within the timeout, although the controller {answering[0]} accepts TCP connections",
             code=Code.ZITI_LOAD_TIMEOUT,
-            hint="the controller's health and TLS answer (the SDK's log lines just above this one)",
+            hint="the controller's health and TLS answer (the SDK's own log lines are in detail)",
             detail=sdk_said,
         )
     return DeployError(
         f"the OpenZiti SDK refused the identity {ident.path} ({ident.subject}) although the "
         f"controller {answering[0]} answers: {words}",
         code=Code.ZITI_LOAD_FAILED,
-        hint="the SDK's log lines just above this one; that the identity still exists on the "
+        hint="the SDK's own log lines (in detail); that the identity still exists on the "
         "controller (not deleted or re-enrolled elsewhere) and its certificate comes from the "
         "controller's CA; re-enrol the box's identity if not",
         detail=sdk_said,
@@ -208,12 +234,14 @@ def sdk_dial(ctx: Any) -> Dial:
     """The SDK's dial by intercept address, refusing the >= 1.7 silent plain-TCP fallback."""
 
     def dial(addr: Address) -> socket.socket:
+        SDK_STDERR.hold(start=False)  # a failure's log lines go into dial_failure's detail
         sock: socket.socket = ctx.connect(addr)
         if getattr(sock, "_zitifd", 0) is None:  # openziti >= 1.7 fell back to plain TCP
             sock.close()
             raise ConnectionRefusedError(
                 errno.ECONNREFUSED, "no service for target address (the SDK fell back to plain TCP)"
             )
+        SDK_STDERR.release()
         return sock
 
     return dial
@@ -265,6 +293,19 @@ def _port_hint(service: Service | None, addr: Address) -> str:
 
 
 def dial_failure(
+    addr: Address,
+    exc: BaseException,
+    *,
+    timeout_s: float,
+    services: Mapping[Address, Service],
+    identity: Identity | None,
+) -> DeployError:
+    """Name a failed dial (``_dial_failure``); its detail also carries the SDK's held log."""
+    err = _dial_failure(addr, exc, timeout_s=timeout_s, services=services, identity=identity)
+    return with_sdk_log(err)
+
+
+def _dial_failure(
     addr: Address,
     exc: BaseException,
     *,
