@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.system.debian import DIST, REPO, VERSION, Box, PackageRegistry
+from tests.system.debian import DIST, REPO, VERSION, Box, PackageRegistry, sha256sums
 
 TOKEN = "glpat-Dq7sEcReT-xyzzy-4242"
 GRANT = "eyJhbGciOiJSUzI1NiJ9.eyJlbnYiOiJlbnYtZGV2LTA4In0.c2lnbmF0dXJl"
@@ -60,19 +59,6 @@ def piped(
     argv = [*args, "--insecure-http"] if insecure else args
     proc = box.sh(f"{bash} -- {shlex.join(argv)}", input=script, env=env, check=False, timeout=600)
     return Run(proc.returncode, proc.stdout, proc.stderr)
-
-
-def sha256sums(*files: Path) -> bytes:
-    """SHA256SUMS over ``files`` (one directory), written by `sha256sum` as CI writes it."""
-    (folder,) = {f.parent for f in files}
-    out = subprocess.run(
-        ["sha256sum", "--", *(f.name for f in files)],
-        cwd=folder,
-        capture_output=True,
-        check=True,
-        timeout=120,
-    )
-    return out.stdout
 
 
 def publish(server: PackageRegistry, deb: Path, *, source: str = "gitlab") -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.debian import DIST, REPO, VERSION, Box, PackageRegistry
+from tests.system.debian import DIST, REPO, VERSION, Box, PackageRegistry, sha256sums
 from tests.system.packaging.installsh import (
     DEB,
     FAKE_DOCKER,
@@ -33,7 +33,6 @@ from tests.system.packaging.installsh import (
     publish,
     read_procs,
     run_one_liner,
-    sha256sums,
 )
 
 pytestmark = pytest.mark.docker
