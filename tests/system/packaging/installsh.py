@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import re
 import shlex
+import ssl
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from tests.system.debian import DIST, REPO, VERSION, Box, PackageRegistry, sha256sums
 
@@ -132,3 +135,51 @@ def read_procs(box: Box) -> Procs:
             cmd, environ = chunk.split("\n@@ENV@@\n", 1)
             entries.append((cmd.replace("\0", " ").strip(), environ))
     return Procs(entries)
+
+
+# -- https --------------------------------------------------------------------------------------
+
+
+def make_cert(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (openssl), valid for a day: (cert, key)."""
+    cert, key = folder / "registry.crt", folder / "registry.key"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1",
+        ],
+        capture_output=True, check=True, timeout=120,
+    )  # fmt: skip
+    return cert, key
+
+
+def trust(box: Box, cert: Path) -> None:
+    """Install ``cert`` in the box's system trust store (update-ca-certificates): curl and apt
+    then accept the https registry as they would a real one."""
+    pem = cert.read_text()
+    box.check(
+        f"printf %s {shlex.quote(pem)} > /usr/local/share/ca-certificates/monky-test.crt\n"
+        "update-ca-certificates >/dev/null 2>&1"
+    )
+
+
+class HttpsPackageRegistry(PackageRegistry):
+    """The package registry behind TLS (the certificate of make_cert()): https://127.0.0.1:<port>."""
+
+    def __init__(self, cert: Path, key: Path, token: str | None = None) -> None:
+        super().__init__(token)
+        self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._tls.load_cert_chain(cert, key)
+
+    def start(self) -> Self:
+        super().start()
+        server = self._server
+        assert server is not None
+        # Same file descriptor: the serving loop now accepts TLS connections.
+        server.socket = self._tls.wrap_socket(server.socket, server_side=True)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"

@@ -13,16 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.debian import VERSION, Box, PackageRegistry
+from tests.system.debian import DIST, VERSION, Box, PackageRegistry, sha256sums
 from tests.system.packaging.installsh import (
     DEB,
     ONE_LINER_DOCS,
     PREPARE,
     TOKEN,
+    HttpsPackageRegistry,
     documented_one_liner,
     env_for,
+    make_cert,
     piped,
     publish,
+    trust,
 )
 
 pytestmark = pytest.mark.docker
@@ -65,6 +68,48 @@ def test_plain_http_is_refused_without_the_flag_before_any_request(
         assert "REFUSED: MONKY_DEPLOYD_DOCKER_APT_URL 'http://127.0.0.1:" in result.stderr
         assert registry_server.requests == []
         _nothing_installed(box)
+
+
+def test_https_end_to_end_without_the_flag_and_never_a_redirect_to_http(
+    tmp_path: Path, pkg_image: str, built_deb: Path
+) -> None:
+    """The production path: an https registry (its certificate in the box's trust store), no
+    --insecure-http. A redirect of the .deb to plain http is refused (nothing fetched there,
+    nothing installed); the same redirect to an https storage host is followed without the
+    token, and the package is verified and installed."""
+    cert, key = make_cert(tmp_path)
+    with (
+        HttpsPackageRegistry(cert, key, token=TOKEN) as server,
+        HttpsPackageRegistry(cert, key) as storage,
+        PackageRegistry() as plain,
+        Box(pkg_image) as box,
+    ):
+        box.sh(PREPARE)
+        trust(box, cert)
+        deb_path = server.gitlab_path(VERSION, DEB)
+        server.files[server.gitlab_path(VERSION, "SHA256SUMS")] = sha256sums(
+            built_deb, DIST / "install.sh"
+        )
+        plain.files["/bucket/pkg.deb"] = storage.files["/bucket/pkg.deb"] = built_deb.read_bytes()
+        server.redirects[deb_path] = f"{plain.url}/bucket/pkg.deb"
+        env = env_for(server, MONKY_DEPLOYD_TOKEN=TOKEN)  # the apt mirrors are https too
+
+        refused = piped(box, _args(server), env, insecure=False)
+        assert refused.rc == 1, refused.output
+        assert f"redirected to {plain.url}, which is not https (refused" in refused.stderr
+        assert plain.requests == []
+        _nothing_installed(box)
+
+        server.redirects[deb_path] = f"{storage.url}/bucket/pkg.deb"
+        done = piped(box, _args(server), env, insecure=False)
+        assert done.rc == 3, done.output  # only the tunneler and systemd are left
+        assert f"{DEB} matches the release's SHA256SUMS" in done.stdout
+        assert box.sh("dpkg-query -W -f='${Version}' monky-deployd").stdout == VERSION
+        fetched = [r for r in server.requests if r.path.startswith("/api/")]
+        assert all(r.headers.get("DEPLOY-TOKEN") == TOKEN for r in fetched)
+        assert [r.path for r in storage.requests] == ["/bucket/pkg.deb"]
+        assert "DEPLOY-TOKEN" not in storage.requests[0].headers
+        assert TOKEN not in done.output
 
 
 def _other_sha(data: bytes) -> str:
