@@ -265,3 +265,16 @@ def test_role_refuses_plain_http_and_a_deb_that_does_not_match_sha256sums(
         probe = box.sh("dpkg-query -W monky-deployd; ls /var/cache/monky-deployd", check=False)
         assert "no packages found matching monky-deployd" in probe.stderr
         assert deb_name not in probe.stdout
+
+        # A SHA256SUMS that lists other files only: refused as well, naming the missing entry.
+        right = hashlib.sha256(built_deb.read_bytes()).hexdigest()
+        server.files[f"{releases}/v{version}/SHA256SUMS"] = (
+            f"{right}  old-{deb_name}\n{right}  {deb_name}.asc\n".encode()
+        )
+        missing, recap = _playbook(inventory, lab, home)
+        assert recap["failed"] == 1, missing.stdout[-6000:]
+        assert f"Unable to find a checksum for file '{deb_name}'" in missing.stdout
+        assert token not in missing.stdout and token not in missing.stderr
+        probe = box.sh("dpkg-query -W monky-deployd; ls /var/cache/monky-deployd", check=False)
+        assert "no packages found matching monky-deployd" in probe.stderr
+        assert deb_name not in probe.stdout
