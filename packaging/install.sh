@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # monky-deployd install.sh: the kit's one-liner. Run it ONCE on a fresh Debian/Ubuntu box, as root:
 #
-#   curl -fsSL -H "DEPLOY-TOKEN: $T" <registry>/monky-deployd/<ver>/install.sh \
+#   read -rs T   # in a root shell: paste the kit's deploy token, then Enter
+#   printf 'header = "DEPLOY-TOKEN: %s"\n' "$T" \
+#     | curl -fsSL --proto =https --proto-redir =https -K - <registry>/monky-deployd/<ver>/install.sh \
 #     | MONKY_DEPLOYD_TOKEN="$T" bash -s -- --env env-dev-08 \
 #         --identity-jwt ./env-dev-08.jwt --bootstrap-file ./grant.jwt
+#
+# The token never appears on a command line (printf is a builtin; curl reads its config on stdin):
+# docs/packaging.md says what that form protects against and what it does not.
 #
 # It installs the monky-deployd package, Docker Engine when absent, ziti-edge-tunnel with the
 # run-host drop-in, the agent's config.yaml, the bootstrap grant and the identity ACLs, then enables
@@ -11,8 +16,10 @@
 # place, then the script exits non-zero listing what is left; re-running the same command is safe
 # and needs no new kit. `--help` lists the flags; docs/packaging.md explains each step.
 #
-# Exit status: 0 done; 2 refused before changing anything (usage, missing input); 3 installed,
-# but items are left (listed at the end); 1 an unexpected failure (the failing line is named).
+# Exit status: 0 done; 2 refused before changing anything (usage, missing input, a plain-http
+# source); 3 installed, but items are left (listed at the end); 4 the package was not installed
+# because it could not be verified against the release's SHA256SUMS (missing file, no entry, a
+# different checksum); 1 an unexpected failure (the failing line is named).
 
 # Never trace: the token and the grant pass through this script's variables.
 { set +x; } 2>/dev/null
@@ -39,6 +46,7 @@ DEPLOYD_BOOTSTRAP_FILE=""
 DEPLOYD_DOCKER_DATA_ROOT=""
 DEPLOYD_DEB_FILE=""
 DEPLOYD_TRANSPORT="ziti"
+DEPLOYD_INSECURE_HTTP=0
 
 DEPLOYD_USER=monky-deployd
 DEPLOYD_CONF_DIR=/etc/monky-deployd
@@ -57,6 +65,7 @@ DEPLOYD_TMP=""
 DEPLOYD_GRANT_TEXT=""
 DEPLOYD_APT_UPDATED=0
 DEPLOYD_STDIN_TTY=0
+DEPLOYD_HTTP_CODE=""
 
 usage() {
   cat <<'USAGE'
@@ -64,7 +73,8 @@ Usage: install.sh --env ENV [options]          (as root; piped: curl ... | bash 
 
   --env ENV                 environment id of this box, e.g. env-dev-08 (MONKY_DEPLOYD_ENV);
                             on a re-run it defaults to the env in the existing config.yaml
-  --token TOKEN             deploy token sent as `DEPLOY-TOKEN: TOKEN` on every package download
+  --token TOKEN             download token: sent as `DEPLOY-TOKEN: TOKEN` (gitlab) or
+                            `Authorization: token TOKEN` (gitea) on every package download
                             (MONKY_DEPLOYD_TOKEN; prefer the variable: a flag is visible in ps)
   --source gitlab|gitea     package source (MONKY_DEPLOYD_SOURCE, default gitlab)
   --base-url URL            server of the source (MONKY_DEPLOYD_BASE_URL; default
@@ -72,7 +82,10 @@ Usage: install.sh --env ENV [options]          (as root; piped: curl ... | bash 
   --project ID              gitlab project id (default 69) or gitea owner/repo (default
                             monky/monky-deployd) (MONKY_DEPLOYD_PROJECT)
   --version VER             package version (MONKY_DEPLOYD_VERSION; default: this kit's release)
-  --deb FILE                install this .deb instead of downloading one
+  --deb FILE                install this .deb instead of downloading one (not checked against
+                            SHA256SUMS: verifying a file you bring is yours to do)
+  --insecure-http           accept http:// URLs (--base-url, the apt mirrors); without it every
+                            download is https only, redirects included (a lab mirror, tests)
   --identity-jwt FILE       Ziti enrolment JWT; enrolled with ziti-edge-tunnel into
                             /opt/openziti/etc/identities/ENV.json
   --identity-file FILE      an already enrolled Ziti identity JSON (instead of --identity-jwt)
@@ -82,7 +95,11 @@ Usage: install.sh --env ENV [options]          (as root; piped: curl ... | bash 
                             when this script installs Docker (an existing Docker is untouched)
   --help                    this text
 
-Exit status: 0 done, 2 refused before any change, 3 installed with items left (listed), 1 failure.
+Every downloaded .deb is checked against the release's SHA256SUMS (fetched from beside it, with
+the same token) before dpkg sees it.
+
+Exit status: 0 done, 2 refused before any change, 3 installed with items left (listed), 4 package
+not verified against SHA256SUMS (nothing installed), 1 failure.
 USAGE
 }
 
@@ -126,6 +143,10 @@ parse_args() {
         usage
         exit 0
         ;;
+      --insecure-http)
+        DEPLOYD_INSECURE_HTTP=1
+        shift
+        ;;
       --env | --token | --source | --base-url | --project | --version | --deb | --identity-jwt | \
         --identity-file | --bootstrap-file | --docker-data-root | --transport)
         need_value "$1" "${2:-}"
@@ -160,6 +181,14 @@ os_release_value() { # NAME
   )
 }
 
+# Every URL this script downloads from or points apt at is https, unless --insecure-http says
+# otherwise: what arrives is installed as root.
+require_https() { # name url
+  [[ "$2" == https://* ]] && return 0
+  ((DEPLOYD_INSECURE_HTTP)) && return 0
+  refuse "$1 '$2' is not https: what it serves would be installed as root from a download anyone on the path can change; use an https URL, or pass --insecure-http to accept plain http (a lab mirror, tests)"
+}
+
 existing_config_env() {
   [[ -r "$DEPLOYD_CONFIG" ]] || return 0
   sed -n 's/^env:[[:space:]]*\([A-Za-z0-9-]*\).*$/\1/p' "$DEPLOYD_CONFIG" | head -n 1
@@ -192,6 +221,10 @@ validate() {
   esac
   DEPLOYD_BASE_URL="${DEPLOYD_BASE_URL%/}"
   [[ "$DEPLOYD_BASE_URL" =~ ^https?://[^[:space:]]+$ ]] || refuse "--base-url '$DEPLOYD_BASE_URL' is not an http(s) URL"
+  require_https --base-url "$DEPLOYD_BASE_URL"
+  require_https MONKY_DEPLOYD_DOCKER_APT_URL "$DEPLOYD_DOCKER_APT_URL"
+  require_https MONKY_DEPLOYD_ZITI_APT_URL "$DEPLOYD_ZITI_APT_URL"
+  require_https MONKY_DEPLOYD_ZITI_KEY_URL "$DEPLOYD_ZITI_KEY_URL"
   case "$DEPLOYD_TRANSPORT" in ziti | plain) ;; *) refuse "--transport must be ziti or plain" ;; esac
   case "$DEPLOYD_TOKEN" in *$'\n'* | *$'\r'*) refuse "the deploy token contains a line break" ;; esac
   if [[ -n "$DEPLOYD_IDENTITY_JWT" && -n "$DEPLOYD_IDENTITY_FILE" ]]; then
@@ -251,7 +284,13 @@ write_token_config() {
   if [[ -n "$DEPLOYD_TOKEN" ]]; then
     local escaped="${DEPLOYD_TOKEN//\\/\\\\}"
     escaped="${escaped//\"/\\\"}"
-    printf 'header = "DEPLOY-TOKEN: %s"\n' "$escaped" >"$DEPLOYD_TMP/curl-auth.conf"
+    # GitLab's package registry takes a deploy token in DEPLOY-TOKEN; Gitea an access token in
+    # Authorization (the scheme is the word "token").
+    if [[ "$DEPLOYD_SOURCE" == gitea ]]; then
+      printf 'header = "Authorization: token %s"\n' "$escaped" >"$DEPLOYD_TMP/curl-auth.conf"
+    else
+      printf 'header = "DEPLOY-TOKEN: %s"\n' "$escaped" >"$DEPLOYD_TMP/curl-auth.conf"
+    fi
   fi
 }
 
@@ -259,23 +298,32 @@ origin_of() { # URL -> scheme://host[:port]
   printf '%s' "$1" | sed -E 's#^([a-zA-Z][a-zA-Z0-9+.-]*://[^/]*).*#\1#'
 }
 
-# Download URL to FILE with the DEPLOY-TOKEN header. Redirects are followed by hand: the token goes
-# only to the registry's own origin, never to a storage host it redirects to.
+# Download URL to FILE with the token header. Redirects are followed by hand: the token goes only
+# to the registry's own origin, never to a storage host it redirects to, and a redirect may not
+# leave https (without --insecure-http). Sets DEPLOYD_HTTP_CODE to the last HTTP status.
 registry_download() { # URL FILE
-  local url="$1" out="$2" origin hops=0 result code next auth
+  local url="$1" out="$2" origin hops=0 result code next auth proto='=https'
+  ((DEPLOYD_INSECURE_HTTP)) && proto='=https,http'
   origin="$(origin_of "$1")"
+  DEPLOYD_HTTP_CODE=""
   while :; do
     auth=()
     [[ "$(origin_of "$url")" == "$origin" ]] && auth=(-K "$DEPLOYD_TMP/curl-auth.conf")
-    result="$(curl -sS --proto '=https,http' --connect-timeout 15 --max-time 900 --retry 3 \
+    result="$(curl -sS --proto "$proto" --connect-timeout 15 --max-time 900 --retry 3 \
       "${auth[@]}" -o "$out" -w '%{http_code} %{redirect_url}' "$url")" || return 1
     code="${result%% *}"
     next="${result#* }"
+    DEPLOYD_HTTP_CODE="$code"
     case "$code" in
       2??) return 0 ;;
       30[12378])
         hops=$((hops + 1))
         [[ -n "$next" && $hops -le 5 ]] || return 1
+        if [[ "$next" != https://* ]] && ((DEPLOYD_INSECURE_HTTP == 0)); then
+          printf 'install.sh: %s redirected to %s, which is not https (refused; --insecure-http accepts it)\n' \
+            "$(origin_of "$url")" "$(origin_of "$next")" >&2
+          return 1
+        fi
         url="$next"
         ;;
       *)
@@ -286,14 +334,44 @@ registry_download() { # URL FILE
   done
 }
 
-package_url() {
-  local file="monky-deployd_${DEPLOYD_VERSION}_$1.deb"
+# URL of FILE in the release: the .deb and SHA256SUMS sit side by side (the CI release jobs
+# publish both).
+release_url() { # FILE
   if [[ "$DEPLOYD_SOURCE" == gitlab ]]; then
     printf '%s/api/v4/projects/%s/packages/generic/monky-deployd/%s/%s' \
-      "$DEPLOYD_BASE_URL" "$DEPLOYD_PROJECT" "$DEPLOYD_VERSION" "$file"
+      "$DEPLOYD_BASE_URL" "$DEPLOYD_PROJECT" "$DEPLOYD_VERSION" "$1"
   else
-    printf '%s/%s/releases/download/v%s/%s' "$DEPLOYD_BASE_URL" "$DEPLOYD_PROJECT" "$DEPLOYD_VERSION" "$file"
+    printf '%s/%s/releases/download/v%s/%s' "$DEPLOYD_BASE_URL" "$DEPLOYD_PROJECT" "$DEPLOYD_VERSION" "$1"
   fi
+}
+
+package_url() { # ARCH
+  release_url "monky-deployd_${DEPLOYD_VERSION}_$1.deb"
+}
+
+unverified() { # sentence
+  printf 'install.sh: REFUSED: %s; nothing was installed\n' "$1" >&2
+  exit 4
+}
+
+# The release's SHA256SUMS (sha256sum's format: "<hex>  <name>", "*<name>" in binary mode) must
+# list FILE's name exactly once, with FILE's checksum. Runs before dpkg sees the file.
+verify_package() { # FILE SUMS-URL
+  local name want got sums="$DEPLOYD_TMP/SHA256SUMS"
+  name="$(basename "$1")"
+  if ! registry_download "$2" "$sums"; then
+    if [[ "$DEPLOYD_HTTP_CODE" == 404 ]]; then
+      unverified "$2 does not exist: release $DEPLOYD_VERSION publishes no SHA256SUMS, so $name cannot be verified (check --version and --source; or verify a .deb yourself and pass --deb FILE)"
+    fi
+    printf 'install.sh: FAILED: cannot download %s; check --token/MONKY_DEPLOYD_TOKEN, --source, --base-url and --version\n' "$2" >&2
+    exit 1
+  fi
+  want="$(awk -v f="$name" '$2 == f || $2 == "*" f { print tolower($1) }' "$sums" | sort -u)"
+  [[ -n "$want" ]] || unverified "the release's SHA256SUMS ($2) has no entry for $name: the file downloaded is not one this release published (check --version and --source)"
+  [[ "$want" =~ ^[0-9a-f]{64}$ ]] || unverified "the release's SHA256SUMS ($2) has no single well-formed sha256 for $name"
+  got="$(sha256sum "$1" | cut -d ' ' -f 1)"
+  [[ "$got" == "$want" ]] || unverified "$name does not match the release's SHA256SUMS (published $want, downloaded $got): the download is corrupt or not the published package; retry, and report it if it persists"
+  log "$name matches the release's SHA256SUMS (sha256 $got)"
 }
 
 installed_version() {
@@ -326,6 +404,7 @@ install_package() {
         "$url" >&2
       exit 1
     fi
+    verify_package "$deb" "$(release_url SHA256SUMS)"
   fi
   chmod 0644 "$deb"
   log "installing $(basename "$deb")"

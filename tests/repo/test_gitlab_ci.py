@@ -4,6 +4,7 @@ with the Gitea mirror behind a manual job (R11)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 from pathlib import Path
@@ -199,3 +200,38 @@ def test_job_scripts_are_valid_bash(job_name: str, tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stdout
+
+
+SUMS_LINE = "(cd dist && sha256sum -- *.deb *.whl install.sh > SHA256SUMS)"
+
+
+@pytest.mark.parametrize("job_name", ["release:gitlab", "release:gitea"])
+def test_release_publishes_sha256sums_of_every_file_it_uploads(job_name: str) -> None:
+    """install.sh and the role verify the .deb against SHA256SUMS from beside it: each release
+    job computes it after the tag gate, before the uploads, and uploads it with the rest."""
+    lines = _lines(_jobs()[job_name])
+    assert SUMS_LINE in lines, f"{job_name} does not write dist/SHA256SUMS"
+    sums_at = lines.index(SUMS_LINE)
+    uploads = [i for i, line in enumerate(lines) if "for f in dist/" in line]
+    assert uploads and all(sums_at < i for i in uploads)
+    for i in uploads:
+        assert "dist/*.deb dist/*.whl dist/install.sh dist/SHA256SUMS;" in lines[i]
+
+
+def test_the_sums_line_lists_each_artefact_once_in_sha256sum_format(tmp_path: Path) -> None:
+    """Run the CI line itself over a dist/ like build:deb and build:wheel leave it."""
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    files = {
+        "monky-deployd_0.1.0_amd64.deb": b"deb\n",
+        "monky_deployd-0.1.0-py3-none-any.whl": b"whl",
+        "install.sh": b"#!/usr/bin/env bash\n",
+    }
+    for name, body in files.items():
+        (dist / name).write_bytes(body)
+    proc = subprocess.run(["bash", "-c", SUMS_LINE], cwd=tmp_path, timeout=30, check=False)
+    assert proc.returncode == 0
+    lines = (dist / "SHA256SUMS").read_text().splitlines()
+    assert sorted(lines) == sorted(
+        f"{hashlib.sha256(body).hexdigest()}  {name}" for name, body in files.items()
+    )

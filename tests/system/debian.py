@@ -130,6 +130,14 @@ def build_deb() -> Path:
     return deb
 
 
+def sha256sums(*files: Path) -> bytes:
+    """SHA256SUMS over ``files`` (one directory), written by `sha256sum` as the CI release jobs
+    write the one they publish beside the .deb."""
+    (folder,) = {f.parent for f in files}
+    argv = ["sha256sum", "--", *(f.name for f in files)]
+    return subprocess.run(argv, cwd=folder, capture_output=True, check=True, timeout=120).stdout
+
+
 # -- the container ------------------------------------------------------------------------------
 
 
@@ -270,12 +278,14 @@ class Fetch:
 
 class PackageRegistry(LoopbackServer):
     """GET/HEAD ``files`` (path -> bytes) as application/octet-stream, a 302 for ``redirects``
-    (path -> Location), 404 otherwise; with ``token``, 401 unless DEPLOY-TOKEN carries it. A
+    (path -> Location), 404 otherwise; with ``token``, 401 unless DEPLOY-TOKEN carries it (or,
+    with ``auth = "gitea"``, unless ``Authorization: token <token>`` does, as Gitea's). A
     request for ``stall_path`` sets ``stalled`` and waits for ``release`` (stop() releases)."""
 
     def __init__(self, token: str | None = None) -> None:
         super().__init__()
         self.token = token
+        self.auth = "gitlab"  # or "gitea": which header carries ``token``
         self.files: dict[str, bytes] = {}
         self.redirects: dict[str, str] = {}
         self.requests: list[Fetch] = []
@@ -298,13 +308,18 @@ class PackageRegistry(LoopbackServer):
         with self.lock:
             self.requests.append(Fetch(req.method, req.target, req.headers))
 
+    def _authorized(self, req: Request) -> bool:
+        if self.auth == "gitea":
+            return req.header("Authorization") == f"token {self.token}"
+        return req.header("DEPLOY-TOKEN") == self.token
+
     def route(self, req: Request) -> Response:
         if req.method not in ("GET", "HEAD"):
             return json_response(501, {"message": f"{req.method} is not supported"})
         if req.target == self.stall_path:
             self.stalled.set()
             self.release.wait(120)
-        if self.token is not None and req.header("DEPLOY-TOKEN") != self.token:
+        if self.token is not None and not self._authorized(req):
             return json_response(401, {"message": "401 Unauthorized"})
         location = self.redirects.get(req.target)
         if location is not None:

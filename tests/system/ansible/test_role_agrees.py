@@ -1,8 +1,8 @@
 """The role says what install.sh says: the same config.yaml (keys and defaults, port 443), the same
-package URL for both sources, and the version the code carries. The role side is rendered by a
-real ansible-playbook run on localhost; the install.sh side by install.sh's own functions (the
-script is sourced without its final `main "$@"` line, then `validate`, `package_url` and
-`render_config` run in bash)."""
+package and SHA256SUMS URLs for both sources, and the version the code carries. The role side is
+rendered by a real ansible-playbook run on localhost; the install.sh side by install.sh's own
+functions (the script is sourced without its final `main "$@"` line, then `validate`,
+`package_url`, `release_url` and `render_config` run in bash)."""
 
 from __future__ import annotations
 
@@ -51,9 +51,10 @@ def _role_render(tmp_path: Path, extra: dict[str, object]) -> tuple[dict[str, ob
                             },
                         },
                         {
-                            "name": "Write the package URL",
+                            "name": "Write the package and checksum URLs",
                             "ansible.builtin.copy": {
-                                "content": "{{ monky_deployd_deb_url }}",
+                                "content": "{{ monky_deployd_deb_url }}\n"
+                                "{{ monky_deployd_sha256sums_url }}",
                                 "dest": str(out / "url"),
                                 "mode": "0600",
                             },
@@ -99,6 +100,7 @@ def _install_sh_render(source: str, version: str, arch: str) -> tuple[dict[str, 
         'DEPLOYD_BOOTSTRAP_FILE="$2"\n'
         "validate >&2\n"
         f"package_url {arch}; echo\n"
+        "release_url SHA256SUMS; echo\n"
         "render_config\n"
     )
     grant = Path(os.environ.get("TMPDIR", "/tmp")) / f"monky-agree-grant-{os.getpid()}"
@@ -113,8 +115,8 @@ def _install_sh_render(source: str, version: str, arch: str) -> tuple[dict[str, 
     finally:
         grant.unlink()
     assert proc.returncode == 0, proc.stderr
-    url, _, config = proc.stdout.partition("\n")
-    return yaml.safe_load(config), url
+    url, sums, config = proc.stdout.split("\n", 2)
+    return yaml.safe_load(config), f"{url}\n{sums}"
 
 
 @pytest.mark.parametrize(
@@ -131,7 +133,9 @@ def test_role_and_install_sh_write_the_same_config_and_download_the_same_url(
     sh_cfg, sh_url = _install_sh_render(source, __version__, "amd64")
     assert role_cfg == sh_cfg
     assert role_url == sh_url
-    assert role_url.endswith(f"/monky-deployd_{__version__}_amd64.deb")
+    deb_url, sums_url = role_url.split("\n")
+    assert deb_url.endswith(f"/monky-deployd_{__version__}_amd64.deb")
+    assert sums_url == deb_url.rsplit("/", 1)[0] + "/SHA256SUMS"  # beside it, as CI publishes
     # Both are accepted by the agent's own schema, with the tenancy intercept port.
     cfg = parse(role_cfg, "role config.yaml")
     assert cfg.tenancy.port == TENANCY_INTERCEPT_PORT == 443

@@ -10,6 +10,7 @@ default ACL surviving a tunneler-style rewrite), and a second run reports change
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import yaml
 
 from monky_deployd import __version__
 from monky_deployd.config import parse
-from tests.system.debian import REPO, Box, PackageRegistry
+from tests.system.debian import REPO, Box, PackageRegistry, sha256sums
 
 pytestmark = pytest.mark.docker
 
@@ -80,6 +81,7 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(
 
     with PackageRegistry(token) as server, Box(debian_image) as box:
         server.files[f"{prefix}/{__version__}/{deb.name}"] = deb.read_bytes()
+        server.files[f"{prefix}/{__version__}/SHA256SUMS"] = sha256sums(deb)
         # Ansible needs python3 on the target; everything else is the role's job.
         box.check(
             "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null;"
@@ -108,6 +110,8 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(
                     "monky_deployd_download_token": token,
                     "monky_deployd_grant": grant + "\n",
                     "monky_deployd_manage_service": False,
+                    # The loopback server speaks plain http; the role refuses it otherwise.
+                    "monky_deployd_allow_insecure_http": True,
                 }
             )
         )
@@ -119,11 +123,13 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(
         assert recap1["failed"] == 0 and recap1["unreachable"] == 0, first.stdout[-6000:]
         assert recap1["changed"] > 0
 
-        # The download carried the token in the DEPLOY-TOKEN header, and only there.
+        # The download carried the token in the DEPLOY-TOKEN header, and only there; the release's
+        # SHA256SUMS was fetched first, with the same header (get_url's checksum).
         seen = server.requests
         deb_path = f"/generic/monky-deployd/{__version__}/monky-deployd_{__version__}_{arch}.deb"
+        sums_path = f"/generic/monky-deployd/{__version__}/SHA256SUMS"
         gets = [r for r in seen if r.method == "GET"]
-        assert [r.path for r in gets] == [deb_path]
+        assert [r.path for r in gets] == [sums_path, deb_path]
         assert all(r.headers.get("deploy-token") == token for r in seen)
         assert all(token not in r.path for r in seen)
         for out in (first.stdout, first.stderr):
@@ -162,7 +168,7 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(
         second, recap2 = _playbook(inventory, extra, home)
         assert recap2["failed"] == 0, second.stdout[-6000:]
         assert recap2["changed"] == 0, second.stdout[-6000:]
-        assert [r.path for r in server.requests if r.method == "GET"] == [deb_path]
+        assert [r.path for r in server.requests if r.method == "GET"] == [sums_path, deb_path]
         assert token not in second.stdout and grant not in second.stdout
 
         # With the timer managed (the default), a host without systemd is refused by name.
@@ -188,3 +194,87 @@ def test_role_installs_the_agent_and_a_second_run_changes_nothing(
         assert box.check(f"runuser -u monky-deployd -- cat {IDENTITY_DIR}/{ENV_ID}.json") == (
             '{"v":2}\n'
         )
+
+
+def _vars(path: Path, base: Path, **changes: object) -> Path:
+    path.write_text(json.dumps({**json.loads(base.read_text()), **changes}))
+    path.chmod(0o600)
+    return path
+
+
+def test_role_refuses_plain_http_and_a_deb_that_does_not_match_sha256sums(
+    tmp_path: Path, debian_image: str, built_deb: Path
+) -> None:
+    """The https rule (before any request), and Gitea's header shape on a release whose
+    SHA256SUMS lists another sum for the .deb: the download fails with the reason named, the
+    .deb never reaches apt, the token appears nowhere in the output."""
+    token = f"gitea-{secrets.token_hex(16)}"
+    version = f"{__version__}+bad{secrets.token_hex(2)}"
+    deb_name = f"monky-deployd_{version}_amd64.deb"
+    releases = "/monky/monky-deployd/releases/download"
+    with PackageRegistry(token) as server, Box(debian_image) as box:
+        server.auth = "gitea"
+        server.files[f"{releases}/v{version}/{deb_name}"] = built_deb.read_bytes()
+        wrong = hashlib.sha256(secrets.token_bytes(32)).hexdigest()
+        server.files[f"{releases}/v{version}/SHA256SUMS"] = f"{wrong}  {deb_name}\n".encode()
+        box.check(
+            "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null;"
+            " apt-get install -y -qq --no-install-recommends python3 >/dev/null",
+            timeout=600,
+        )
+        inventory = tmp_path / "inventory.ini"
+        inventory.write_text(
+            "[monky_deployd]\n"
+            f"target ansible_connection=community.docker.docker ansible_host={box.name}"
+            " ansible_python_interpreter=/usr/bin/python3 ansible_become=false\n"
+        )
+        base = tmp_path / "base.json"
+        base.write_text(
+            json.dumps(
+                {
+                    "monky_deployd_env": ENV_ID,
+                    "monky_deployd_version": version,
+                    "monky_deployd_source": "gitea",
+                    "monky_deployd_base_url": server.base_url + releases,
+                    "monky_deployd_deb_arch": "amd64",
+                    "monky_deployd_download_token": token,
+                    "monky_deployd_grant": "eyJ.grant.sig\n",
+                    "monky_deployd_manage_service": False,
+                }
+            )
+        )
+        home = tmp_path / "ansible-home"
+        (home / "tmp").mkdir(parents=True)
+
+        plain, recap = _playbook(inventory, _vars(tmp_path / "plain.json", base), home)
+        assert recap["failed"] == 1 and recap["changed"] == 0, plain.stdout[-6000:]
+        assert "must be https URLs: the package is installed as root" in plain.stdout
+        assert "monky_deployd_allow_insecure_http: true" in plain.stdout
+        assert server.requests == []
+
+        lab = _vars(tmp_path / "lab.json", base, monky_deployd_allow_insecure_http=True)
+        bad, recap = _playbook(inventory, lab, home)
+        assert recap["failed"] == 1, bad.stdout[-6000:]
+        assert f"monky-deployd {version} was not installed" in bad.stdout
+        assert "did not match" in bad.stdout and "check monky_deployd_version" in bad.stdout
+        gets = [r for r in server.requests if r.method == "GET"]
+        assert [r.path.rsplit("/", 1)[1] for r in gets] == ["SHA256SUMS", deb_name]
+        assert all(r.headers.get("Authorization") == f"token {token}" for r in gets)
+        assert all("DEPLOY-TOKEN" not in r.headers for r in gets)
+        assert token not in bad.stdout and token not in bad.stderr
+        probe = box.sh("dpkg-query -W monky-deployd; ls /var/cache/monky-deployd", check=False)
+        assert "no packages found matching monky-deployd" in probe.stderr
+        assert deb_name not in probe.stdout
+
+        # A SHA256SUMS that lists other files only: refused as well, naming the missing entry.
+        right = hashlib.sha256(built_deb.read_bytes()).hexdigest()
+        server.files[f"{releases}/v{version}/SHA256SUMS"] = (
+            f"{right}  old-{deb_name}\n{right}  {deb_name}.asc\n".encode()
+        )
+        missing, recap = _playbook(inventory, lab, home)
+        assert recap["failed"] == 1, missing.stdout[-6000:]
+        assert f"Unable to find a checksum for file '{deb_name}'" in missing.stdout
+        assert token not in missing.stdout and token not in missing.stderr
+        probe = box.sh("dpkg-query -W monky-deployd; ls /var/cache/monky-deployd", check=False)
+        assert "no packages found matching monky-deployd" in probe.stderr
+        assert deb_name not in probe.stdout

@@ -2,6 +2,8 @@
 
 The box has a fake `docker` on PATH (Docker present: must be left untouched), no tunneler (its apt
 repository is the loopback server, which answers 404) and, in the first scenario, no `systemctl`.
+The first scenario is the documented one-liner itself (docs/packaging.md), token typed into
+`read -rs T`. Source rules (https, SHA256SUMS, Gitea's header): test_install_sh_sources.py.
 """
 
 from __future__ import annotations
@@ -14,27 +16,31 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.debian import DIST, REPO, VERSION, Box, PackageRegistry
+from tests.system.debian import DIST, REPO, VERSION, Box, PackageRegistry, sha256sums
+from tests.system.packaging.installsh import (
+    DEB,
+    FAKE_DOCKER,
+    GITEA_DIR,
+    GRANT,
+    IDENTITY,
+    IDS,
+    PREPARE,
+    TOKEN,
+    Procs,
+    Run,
+    env_for,
+    piped,
+    publish,
+    read_procs,
+    run_one_liner,
+)
 
 pytestmark = pytest.mark.docker
-
-TOKEN = "glpat-Dq7sEcReT-xyzzy-4242"
-GRANT = "eyJhbGciOiJSUzI1NiJ9.eyJlbnYiOiJlbnYtZGV2LTA4In0.c2lnbmF0dXJl"
-IDENTITY = '{"ztAPI":"https://ctrl.example:1280","id":{"cert":"pem:x","key":"pem:y","ca":"pem:z"}}'
-DEB = f"monky-deployd_{VERSION}_amd64.deb"
-IDS = "/opt/openziti/etc/identities"
 
 # Stand-in tunneler: `enroll --jwt FILE --identity OUT` writes an identity naming the JWT.
 FAKE_TUNNELER = """#!/bin/sh
 [ "$1" = enroll ] && [ "$2" = --jwt ] && [ "$4" = --identity ] || exit 64
 printf '{"enrolled_from":"%s"}' "$(cat "$3")" > "$5"
-"""
-FAKE_DOCKER = "#!/bin/sh\necho 'Docker version 29.0.1, build fake'\n"
-PREPARE = f"""
-set -e
-printf %s {shlex.quote(FAKE_DOCKER)} > /usr/local/bin/docker && chmod 0755 /usr/local/bin/docker
-printf %s {shlex.quote(GRANT)} > /root/grant.jwt
-printf %s {shlex.quote(IDENTITY)} > /root/id.json
 """
 
 SNAPSHOT = r"""
@@ -46,52 +52,6 @@ sha256sum /etc/monky-deployd/* /opt/openziti/etc/identities/* 2>/dev/null
 dpkg-query -W -f='${Version} ${Status}\n' monky-deployd
 id monky-deployd
 """
-
-
-def _env(server: PackageRegistry, **extra: str) -> dict[str, str]:
-    return {
-        "MONKY_DEPLOYD_ZITI_KEY_URL": f"{server.base_url}/ziti/package-repos.gpg",
-        "MONKY_DEPLOYD_ZITI_APT_URL": f"{server.base_url}/ziti/apt",
-        "MONKY_DEPLOYD_DOCKER_APT_URL": f"{server.base_url}/docker/linux",
-        **extra,
-    }
-
-
-def _piped(box: Box, args: list[str], env: dict[str, str], bash: str = "bash -s") -> Run:
-    script = (DIST / "install.sh").read_bytes()  # the release artefact build-deb.sh wrote
-    proc = box.sh(f"{bash} -- {shlex.join(args)}", input=script, env=env, check=False, timeout=600)
-    return Run(proc.returncode, proc.stdout, proc.stderr)
-
-
-@dataclass
-class Run:
-    rc: int
-    stdout: str
-    stderr: str
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-
-@dataclass
-class Procs:
-    """cmdline and environ of every process in the box, read while the download was stalled."""
-
-    entries: list[tuple[str, str]]
-
-
-def _read_procs(box: Box) -> Procs:
-    out = box.sh(
-        "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; printf '\\n@@ENV@@\\n'; "
-        "cat $p/environ 2>/dev/null; printf '\\n@@END@@\\n'; done"
-    ).stdout
-    entries = []
-    for chunk in out.split("\n@@END@@\n"):
-        if "\n@@ENV@@\n" in chunk:
-            cmd, environ = chunk.split("\n@@ENV@@\n", 1)
-            entries.append((cmd.replace("\0", " ").strip(), environ))
-    return Procs(entries)
 
 
 @dataclass
@@ -124,20 +84,20 @@ def _args(server: PackageRegistry) -> list[str]:
 
 @pytest.fixture(scope="module")
 def first(pkg_image: str, built_deb: Path) -> Iterator[FirstRun]:
-    """Token via MONKY_DEPLOYD_TOKEN, no systemctl, no tunneler; the .deb download is stalled
-    while every process's argv and environment in the box are read."""
+    """The documented one-liner (install.sh fetched with the token in a curl config on stdin, the
+    token handed to bash as MONKY_DEPLOYD_TOKEN), no systemctl, no tunneler; the .deb download is
+    stalled while every process's argv and environment in the box are read."""
     server = PackageRegistry().start()
-    deb_path = server.gitlab_path(VERSION, DEB)
-    server.files[deb_path] = built_deb.read_bytes()
+    deb_path = publish(server, built_deb)
+    server.files[server.gitlab_path(VERSION, "install.sh")] = (DIST / "install.sh").read_bytes()
     server.stall_path = deb_path
     box = Box(pkg_image)
     try:
         box.sh(PREPARE + "rm -f /usr/bin/systemctl /bin/systemctl")
-        env = _env(server, MONKY_DEPLOYD_TOKEN=TOKEN)
         with ThreadPoolExecutor(1) as pool:
-            future = pool.submit(_piped, box, _args(server), env)
+            future = pool.submit(run_one_liner, box, server, _args(server), env_for(server))
             assert server.stalled.wait(120), "install.sh never requested the package"
-            procs = _read_procs(box)
+            procs = read_procs(box)
             server.release.set()
             result = future.result(timeout=600)
         yield FirstRun(box, server, result, procs)
@@ -147,20 +107,30 @@ def first(pkg_image: str, built_deb: Path) -> Iterator[FirstRun]:
 
 
 def test_token_is_in_no_argv_and_no_child_environment(first: FirstRun) -> None:
+    """The documented one-liner: no process in the box has the token in its argv (ps shows argv
+    to every user); only the `bash -s` running install.sh holds it in its environment (readable
+    by root alone), and install.sh hands it to no child."""
     downloading = [cmd for cmd, _ in first.procs.entries if cmd.startswith("curl ")]
     assert downloading, "no curl process was running during the stalled download"
     assert DEB in downloading[0]
+    assert any(cmd.startswith("bash -c read -rs T") for cmd, _ in first.procs.entries)
     for cmd, environ in first.procs.entries:
         assert TOKEN not in cmd, f"token in the argv of: {cmd[:80]}"
-        if TOKEN in environ:  # only the shells that were started with it may carry it
-            assert cmd.startswith(("bash -c bash -s", "bash -s")), f"token in env of {cmd[:80]}"
+        if TOKEN in environ:  # only the shell that was started with it may carry it
+            assert cmd.startswith("bash -s -- "), f"token in env of {cmd[:80]}"
     assert TOKEN not in first.run.output
 
 
 def test_every_package_download_carries_the_deploy_token(first: FirstRun) -> None:
-    registry = [r for r in first.server.requests if r.path.startswith("/api/v4/")]
-    assert [r.path for r in registry] == [first.server.gitlab_path(VERSION, DEB)]
+    server = first.server
+    registry = [r for r in server.requests if r.path.startswith("/api/v4/")]
+    assert [r.path for r in registry] == [
+        server.gitlab_path(VERSION, "install.sh"),  # the one-liner's own fetch
+        server.gitlab_path(VERSION, DEB),
+        server.gitlab_path(VERSION, "SHA256SUMS"),
+    ]
     assert all(r.headers.get("DEPLOY-TOKEN") == TOKEN for r in registry)
+    assert f"monky-deployd_{VERSION}_amd64.deb matches the release's SHA256SUMS" in first.run.stdout
     others = [r for r in first.server.requests if not r.path.startswith("/api/v4/")]
     assert others, "the tunneler's repository key should have been tried"
     assert all("DEPLOY-TOKEN" not in r.headers for r in others)  # third parties never get it
@@ -223,7 +193,7 @@ def test_second_run_changes_nothing(first: FirstRun) -> None:
     box = first.box
     before = box.sh(SNAPSHOT).stdout
     requests_before = len(first.server.requests)
-    again = _piped(box, _args(first.server), _env(first.server, MONKY_DEPLOYD_TOKEN=TOKEN))
+    again = piped(box, _args(first.server), env_for(first.server, MONKY_DEPLOYD_TOKEN=TOKEN))
     assert again.rc == 3
     assert box.sh(SNAPSHOT).stdout == before
     registry = [r for r in first.server.requests[requests_before:] if r.path.startswith("/api/")]
@@ -237,8 +207,7 @@ def test_os_release_version_never_reaches_the_url_and_xtrace_shows_no_token(
     """R16 (Ubuntu 26.04's VERSION in os-release), via --source gitea and --token on the command
     line, traced with bash -x; systemctl present but systemd not running; a JWT to enrol later."""
     server = PackageRegistry().start()
-    gitea_path = f"/monky/monky-deployd/releases/download/v{VERSION}/{DEB}"
-    server.files[gitea_path] = built_deb.read_bytes()
+    gitea_path = publish(server, built_deb, source="gitea")
     try:
         with Box(pkg_image) as box:
             box.sh(
@@ -253,13 +222,14 @@ def test_os_release_version_never_reaches_the_url_and_xtrace_shows_no_token(
                 "--token", TOKEN, "--bootstrap-file", "/root/grant.jwt",
                 "--identity-jwt", "/root/enrol.jwt",
             ]  # fmt: skip
-            result = _piped(box, args, _env(server), bash="bash -x -s")
-            assert [r.path for r in server.requests if "releases" in r.path] == [gitea_path]
-            assert all(
-                r.headers.get("DEPLOY-TOKEN") == TOKEN
-                for r in server.requests
-                if "releases" in r.path
-            )
+            result = piped(box, args, env_for(server), bash="bash -x -s")
+            releases = [r for r in server.requests if "releases" in r.path]
+            assert [r.path for r in releases] == [gitea_path, f"{GITEA_DIR}/SHA256SUMS"]
+            # Gitea takes an access token as `Authorization: token <t>`; never GitLab's header.
+            assert [r.headers.get("Authorization") for r in releases] == [f"token {TOKEN}"] * 2
+            assert all("DEPLOY-TOKEN" not in r.headers for r in server.requests)
+            others = [r for r in server.requests if "releases" not in r.path]
+            assert others and all("Authorization" not in r.headers for r in others)
             assert "Resolute" not in " ".join(r.path for r in server.requests)
             assert TOKEN not in result.output
             assert GRANT not in result.output
@@ -281,7 +251,7 @@ def test_os_release_version_never_reaches_the_url_and_xtrace_shows_no_token(
             )
             rerun = [a for a in args if a not in ("--bootstrap-file", "/root/grant.jwt")]
             rerun = [a for a in rerun if a not in ("--identity-jwt", "/root/enrol.jwt")]
-            again = _piped(box, rerun, _env(server))
+            again = piped(box, rerun, env_for(server))
             assert "identity enrolled into /opt/openziti/etc/identities/env-qa-02.json" in (
                 again.stdout
             ), again.output
@@ -305,7 +275,7 @@ def test_piped_without_a_grant_is_refused_before_any_change(
     with Box(pkg_image) as box:
         box.sh(PREPARE)
         args = ["--env", "env-dev-08", "--base-url", registry_server.base_url, "--version", VERSION]
-        result = _piped(box, args, _env(registry_server, MONKY_DEPLOYD_TOKEN=TOKEN))
+        result = piped(box, args, env_for(registry_server, MONKY_DEPLOYD_TOKEN=TOKEN))
         assert result.rc == 2
         assert "pass --bootstrap-file FILE" in result.stderr
         assert registry_server.requests == []
@@ -317,7 +287,7 @@ def test_piped_without_a_grant_is_refused_before_any_change(
             "--env", "env-dev-08", "--base-url", registry_server.base_url,
             "--version", "26.04 LTS (Resolute Raccoon)", "--bootstrap-file", "/root/grant.jwt",
         ]  # fmt: skip
-        result = _piped(box, bad, _env(registry_server))
+        result = piped(box, bad, env_for(registry_server))
         assert result.rc == 2 and "is not a package version" in result.stderr
         assert registry_server.requests == []
 
@@ -335,16 +305,20 @@ def test_absent_docker_is_installed_with_the_data_root_placed_first(
         registry_server.redirects[registry_server.gitlab_path(VERSION, DEB)] = (
             f"http://127.0.0.1:{storage.port}/bucket/pkg.deb"
         )
+        registry_server.files[registry_server.gitlab_path(VERSION, "SHA256SUMS")] = sha256sums(
+            built_deb
+        )
         box.sh(f"printf %s {shlex.quote(GRANT)} > /root/grant.jwt")
         assert box.sh("command -v docker dockerd", check=False).stdout == ""
         args = [
             "--env", "env-dev-08", "--base-url", registry_server.base_url,
             "--bootstrap-file", "/root/grant.jwt", "--docker-data-root", "/srv/docker",
         ]  # fmt: skip
-        result = _piped(box, args, _env(registry_server, MONKY_DEPLOYD_TOKEN=TOKEN))
+        result = piped(box, args, env_for(registry_server, MONKY_DEPLOYD_TOKEN=TOKEN))
         assert "installing the distribution's docker.io" in result.stderr, result.output
         registry = [r for r in registry_server.requests if r.path.startswith("/api/")]
-        assert [r.headers.get("DEPLOY-TOKEN") for r in registry] == [TOKEN]
+        assert [r.path.rsplit("/", 1)[1] for r in registry] == [DEB, "SHA256SUMS"]
+        assert [r.headers.get("DEPLOY-TOKEN") for r in registry] == [TOKEN, TOKEN]
         assert [r.path for r in storage.requests] == ["/bucket/pkg.deb"]
         assert "DEPLOY-TOKEN" not in storage.requests[0].headers
         assert box.sh("dpkg-query -W -f='${Status}' docker.io").stdout == "install ok installed"
@@ -375,9 +349,9 @@ def test_local_deb_installs_without_any_download_and_once(
             "--env", "env-dev-08", "--deb", f"/dist/{built_deb.name}",
             "--bootstrap-file", "/root/grant.jwt", "--identity-file", "/root/id.json",
         ]  # fmt: skip
-        first = _piped(box, args, _env(registry_server))
+        first = piped(box, args, env_for(registry_server))
         assert box.sh("dpkg-query -W -f='${Version}' monky-deployd").stdout == VERSION
         assert not [r for r in registry_server.requests if r.path.startswith("/api/")]
         assert first.rc == 3 and "FAILED" not in first.output  # only the tunneler/systemd left
-        again = _piped(box, args, _env(registry_server))
+        again = piped(box, args, env_for(registry_server))
         assert f"monky-deployd {VERSION} already installed" in again.stdout

@@ -207,8 +207,41 @@ def test_install_sh_help_names_every_flag() -> None:
         "--bootstrap-file",
         "--docker-data-root",
         "--help",
+        "--insecure-http",
+        "SHA256SUMS",
         "MONKY_DEPLOYD_TOKEN",
         "MONKY_DEPLOYD_SOURCE",
         "MONKY_DEPLOYD_BASE_URL",
     ):
         assert flag in proc.stdout, flag
+
+
+def test_install_sh_token_reaches_only_the_curl_config_file() -> None:
+    """R18 as text: no header on a curl command line; the token variable is read only where it is
+    checked and where printf (a builtin) writes it into the 0600 config file."""
+    text = INSTALL_SH.read_text()
+    code = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    curl_lines = [ln for ln in code if re.search(r"\bcurl\s", ln)]
+    assert curl_lines
+    assert not [ln for ln in curl_lines if re.search(r"\s(-H|--header)\b", ln)], curl_lines
+    uses = [ln.strip() for ln in code if "$DEPLOYD_TOKEN" in ln or "${DEPLOYD_TOKEN" in ln]
+    allowed = (
+        "DEPLOYD_TOKEN=",
+        "--token)",
+        'case "$DEPLOYD_TOKEN"',
+        'if [[ -n "$DEPLOYD_TOKEN"',
+        'local escaped="${DEPLOYD_TOKEN',
+    )
+    assert all(u.startswith(allowed) for u in uses), uses
+    assert re.search(r"^unset MONKY_DEPLOYD_TOKEN$", text, re.M)
+
+
+def test_install_sh_package_downloads_are_https_only_without_the_flag() -> None:
+    text = INSTALL_SH.read_text()
+    assert "proto='=https'" in text and '--proto "$proto"' in text
+    assert "'=https,http'" in text.split("((DEPLOYD_INSECURE_HTTP)) && proto=", 1)[1][:20]
+    for name in (
+        "--base-url",
+        *(f"MONKY_DEPLOYD_{v}_URL" for v in ("DOCKER_APT", "ZITI_APT", "ZITI_KEY")),
+    ):
+        assert re.search(rf"^  require_https {re.escape(name)} ", text, re.M), name
