@@ -110,7 +110,7 @@ class TokenStore:
         max_ttl = min(explicit_max_ttl_s or self.system_max_ttl_s, self.system_max_ttl_s)
         ttl = min(int(ttl_s), max_ttl)
         rec = TokenRecord(
-            token="hvs." + _random(24),
+            token="s." + _random(24),  # OpenBao 2.x service tokens
             accessor=_random(24),
             created=now,
             creation_ttl_s=ttl,

@@ -15,9 +15,19 @@ Answers are translated at this boundary (messages name OpenBao and its address, 
 - not HTTP, or a 200 that is not the JSON shape -> ``BaoError(OPENBAO_BAD_RESPONSE)``
 - login 400 "token is expired"   -> ``TokenError(GRANT_EXPIRED)``; other login 400 ->
   ``TokenError(GRANT_REJECTED)``
+- login 403                      -> ``BaoError(OPENBAO_JWT_MOUNT_MISSING)``: the login path is
+  unauthenticated, so a 403 there is OpenBao's answer for a path it does not route (no auth
+  mount ``openbao.jwt_mount``); the grant was never looked at
 - lookup-self 403                -> ``None`` (expired or revoked; the status decides, not the text)
 - renew-self 400/403             -> ``RenewRefused`` (the keeper rotates or logs in)
-- KV 404 / key absent            -> ``BaoError(SECRET_MISSING)``; KV 403 -> ``SECRET_FORBIDDEN``
+- revoke-self 204                -> done; 403 (already dead) -> done as well
+- KV 404 ``{"errors":[]}`` / key absent -> ``BaoError(SECRET_MISSING)``
+- KV 404 with a data envelope    -> ``SECRET_DESTROYED`` (``metadata.destroyed``) or
+  ``SECRET_DELETED`` (``metadata.deletion_time``, named in the sentence)
+- KV 403                         -> the agent asks ``GET /v1/sys/internal/ui/mounts`` (the
+  default policy allows it) which mounts the token sees: ``kv_mount`` not among them while
+  another KV mount is -> ``OPENBAO_KV_MOUNT_MISSING`` naming the ones it sees; otherwise
+  ``SECRET_FORBIDDEN`` (the policy denies the path)
 """
 
 from __future__ import annotations
@@ -175,7 +185,9 @@ class Bao:
                     detail=words,
                 ) from None
             raise self._grant_rejected(words) from None
-        except (hvac.exceptions.Forbidden, hvac.exceptions.Unauthorized) as exc:
+        except hvac.exceptions.Forbidden as exc:
+            raise self._jwt_mount_missing(what, _errors_text(exc)) from None
+        except hvac.exceptions.Unauthorized as exc:
             raise self._grant_rejected(_errors_text(exc)) from None
         except hvac.exceptions.VaultError as exc:
             raise self._status_error(what, exc) from None
@@ -248,32 +260,68 @@ class Bao:
                     path=path, mount_point=mount, raise_on_deleted_version=True
                 ),
             )
-        except hvac.exceptions.InvalidPath:
+        except hvac.exceptions.InvalidPath as exc:
+            gone = _deleted_version(exc.json)
+            if gone is not None:
+                raise self._deleted(path, key, *gone) from None
             raise self._missing(path, key, "the path does not exist (HTTP 404)") from None
         except hvac.exceptions.Forbidden:
-            raise BaoError(
-                f"OpenBao at {self.address} denied reading secret path {mount}/{path} "
-                "(HTTP 403 permission denied)",
-                code=Code.SECRET_FORBIDDEN,
-                outcome="refused",
-                hint=f"that this environment's token policy allows reading {mount}/data/{path} "
-                "(the bundle's manifest may name another environment's path)",
-            ) from None
+            raise self._kv_forbidden(token, path) from None
         except hvac.exceptions.VaultError as exc:
             raise self._status_error(what, exc) from None
         try:
             data = answer["data"]["data"]
         except (KeyError, TypeError) as exc:
             raise self._bad(what, "a KV v2 answer without data.data") from exc
-        if data is None:
-            raise self._missing(path, key, "its current version is deleted")
         if not isinstance(data, dict):
             raise self._bad(what, "a KV v2 answer whose data.data is not an object")
         if key not in data:
             raise self._missing(path, key, f"the path has no key {key!r}")
         return data[key]
 
+    def revoke_self(self, token: str) -> None:
+        """Revoke ``token`` (after a rotation: the old lease). A 403 means it is already dead,
+        which is what was wanted; any other failure raises (the caller only warns)."""
+        what = "POST /v1/auth/token/revoke-self"
+        try:
+            self._call_empty(what, lambda: self._hvac(token).auth.token.revoke_self())
+        except hvac.exceptions.Forbidden:
+            return
+        except hvac.exceptions.VaultError as exc:
+            raise self._status_error(what, exc) from None
+
+    def visible_kv_mounts(self, token: str) -> list[str] | None:
+        """The KV v2 mounts ``token`` can see (``GET /v1/sys/internal/ui/mounts``, allowed by
+        OpenBao's default policy), without the trailing slash; None when OpenBao will not say."""
+        try:
+            answer = self._call(
+                "GET /v1/sys/internal/ui/mounts",
+                lambda: self._hvac(token).adapter.get("/v1/sys/internal/ui/mounts"),
+            )
+            mounts = answer["data"]["secret"]
+            return sorted(
+                name.rstrip("/")
+                for name, info in mounts.items()
+                if isinstance(info, dict)
+                and info.get("type") == "kv"
+                and str((info.get("options") or {}).get("version")) == "2"
+            )
+        except (DeployError, hvac.exceptions.VaultError, KeyError, TypeError, AttributeError):
+            return None
+
     # -- plumbing ------------------------------------------------------------------------
+
+    def _call_empty(self, what: str, fn: Callable[[], object]) -> None:
+        """A call whose success is 204 (no body)."""
+        try:
+            answer = fn()
+        except (hvac.exceptions.VaultError, DeployError):
+            raise
+        except httpx.TransportError as exc:
+            raise httperrors.translate(exc, self._service, what) from exc
+        status = getattr(answer, "status_code", 200)
+        if not 200 <= status < 300:
+            raise self._bad(what, f"HTTP {status}")
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -331,6 +379,66 @@ class Bao:
             detail=words,
         )
 
+    def _jwt_mount_missing(self, what: str, words: str) -> BaoError:
+        mount = self._cfg.jwt_mount
+        default = OpenBaoCfg.model_fields["jwt_mount"].default
+        estate = f" (the estate's is {default})" if mount != default else ""
+        return BaoError(
+            f"OpenBao at {self.address} has no auth mount {mount!r}: {what} answered 403, "
+            "OpenBao's answer for a path it does not route (the grant was not checked)",
+            code=Code.OPENBAO_JWT_MOUNT_MISSING,
+            hint=f"openbao.jwt_mount in config.yaml{estate}, and that the JWT auth method is "
+            f"enabled at auth/{mount} on OpenBao",
+            detail=words,
+        )
+
+    def _kv_forbidden(self, token: str, path: str) -> BaoError:
+        """A KV 403: a mount this token cannot see (misnamed kv_mount), or the policy."""
+        mount = self._cfg.kv_mount
+        seen = self.visible_kv_mounts(token)
+        if seen and mount not in seen:
+            names = ", ".join(seen)
+            return BaoError(
+                f"OpenBao at {self.address} has no KV mount {mount!r} that this token can "
+                f"see: reading {mount}/{path} answered 403, and the KV v2 mounts the token "
+                f"sees are: {names}",
+                code=Code.OPENBAO_KV_MOUNT_MISSING,
+                hint=f"openbao.kv_mount in config.yaml (the token reads secrets from "
+                f"{' or '.join(seen)})",
+            )
+        why = (
+            "the token's policy denies the path"
+            if seen
+            else "the token sees no KV mount at all"
+            if seen is not None
+            else "OpenBao would not say which mounts the token sees"
+        )
+        return BaoError(
+            f"OpenBao at {self.address} denied reading secret path {mount}/{path} "
+            f"(HTTP 403 permission denied: {why})",
+            code=Code.SECRET_FORBIDDEN,
+            hint=f"that this environment's token policy allows reading {mount}/data/{path} "
+            "(the bundle's manifest may name another environment's path)",
+        )
+
+    def _deleted(self, path: str, key: str, destroyed: bool, when: str, version: str) -> BaoError:
+        mount = self._cfg.kv_mount
+        if destroyed:
+            return BaoError(
+                f"secret {mount}/{path} (key {key!r}) has no current value on OpenBao at "
+                f"{self.address}: its current version {version} was destroyed",
+                code=Code.SECRET_DESTROYED,
+                hint=f"write a new version of {mount}/{path} (a destroyed version cannot be "
+                "brought back)",
+            )
+        return BaoError(
+            f"secret {mount}/{path} (key {key!r}) has no current value on OpenBao at "
+            f"{self.address}: its current version {version} was deleted at {when}",
+            code=Code.SECRET_DELETED,
+            hint=f"undelete version {version} of {mount}/{path} "
+            f"(`bao kv undelete -versions={version} -mount={mount} {path}`) or write a new one",
+        )
+
     def _missing(self, path: str, key: str, why: str) -> BaoError:
         mount = self._cfg.kv_mount
         return BaoError(
@@ -340,6 +448,21 @@ class Bao:
             hint=f"that {mount}/{path} holds the key {key!r} for this environment "
             "(the bundle's manifest names it)",
         )
+
+
+def _deleted_version(body: object) -> tuple[bool, str, str] | None:
+    """A KV v2 404 that carries a data envelope: the current version was soft-deleted or
+    destroyed. (destroyed, deletion_time, version), or None for a plain 404."""
+    try:
+        meta = body["data"]["metadata"]  # type: ignore[index]
+        destroyed = bool(meta.get("destroyed"))
+        when = str(meta.get("deletion_time") or "")
+        version = str(meta.get("version", "?"))
+    except (KeyError, TypeError, AttributeError):
+        return None
+    if not destroyed and not when:
+        return None
+    return destroyed, when, version
 
 
 def _status_of(exc: hvac.exceptions.VaultError) -> int | None:
