@@ -241,6 +241,7 @@ class FakeBao(LoopbackServer):
             policies=["default", BOOTSTRAP_POLICY],
             path=f"auth/{self.jwt_mount}/login",
             display_name=f"{self.jwt_mount}-{claims.get('sub', env)}",
+            role="",
         )
         return json_response(200, envelope(auth=_auth_block(rec)))
 
@@ -327,8 +328,11 @@ class FakeBao(LoopbackServer):
             "ttl": rec.remaining(now),
             "type": "service",
         }
+        if rec.role:
+            data["role"] = rec.role
         if rec.renewals:
-            data["last_renewal_time"] = int(now)
+            data["last_renewal"] = rfc3339(rec.last_renewed)
+            data["last_renewal_time"] = int(rec.last_renewed)
         return json_response(200, envelope(data=data))
 
     def _renew_self(self, req: Request) -> Response:
@@ -369,8 +373,9 @@ class FakeBao(LoopbackServer):
         except ValueError:
             return errors(
                 400,
+                # sic: OpenBao quotes an empty string, whatever was sent
                 'Field validation failed: error converting input for field "version": '
-                f"'{wanted}' cannot parse value as 'int': strconv.ParseInt: invalid syntax",
+                "'' cannot parse value as 'int': strconv.ParseInt: invalid syntax",
             )
         if not 1 <= number <= len(versions):
             return errors(404)
