@@ -171,7 +171,9 @@ class TokenStore:
         """Reset the TTL like OpenBao; returns the capping warning list, or None."""
         with self._lock:
             now = self.clock.now()
-            wanted = increment_s if increment_s else rec.creation_ttl_s
+            # without an increment OpenBao renews by the token's current TTL (the last
+            # increment), not the one it was created with
+            wanted = increment_s if increment_s else rec.ttl_s
             left_to_max = max(0, int(rec.max_expires - now))
             warnings = None
             ttl = wanted

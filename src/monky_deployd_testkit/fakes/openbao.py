@@ -144,6 +144,13 @@ class FakeBao(LoopbackServer):
     def revoke(self, token: str) -> bool:
         return self.tokens.revoke(token)
 
+    def shorten(self, token: str, ttl_s: int) -> None:
+        """Set a live token's TTL to ``ttl_s`` from now, as a root ``auth/token/renew`` with that
+        increment does on the real server (later renew-self calls keep it)."""
+        rec = self.tokens.live(token)
+        assert rec is not None, "not a live token"
+        self.tokens.renew(rec, ttl_s)
+
     def live_token(self, token: str | None) -> TokenRecord | None:
         return self.tokens.live(token)
 

@@ -4,7 +4,7 @@ estate is): the agent's first sentence names the real fault for every answer the
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -234,12 +234,13 @@ def test_sealed_is_openbao_sealed_on_every_call_and_tokens_survive(
     grant = real_bao.issuer.mint(env)
     real_bao.sealed = True
     try:
-        for call in (
+        calls: list[Callable[[], object]] = [
             lambda: bao.login_jwt(grant),
             lambda: bao.lookup_self(tok),
             lambda: bao.renew_self(tok),
             lambda: bao.read_secret(tok, f"envs/{env}/app", "k"),
-        ):
+        ]
+        for call in calls:
             with pytest.raises(BaoError) as exc:
                 call()
             assert exc.value.code is Code.OPENBAO_SEALED
