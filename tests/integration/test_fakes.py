@@ -9,7 +9,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def tenancy(est: Estate, token: str | None) -> httpx.Client:
     return httpx.Client(base_url=est.tenancy.url, headers=headers, timeout=5)
 
 
-def read_kv(client: hvac.Client, path: str) -> dict[str, object]:
+def read_kv(client: hvac.Client, path: str) -> dict[str, Any]:
     return client.secrets.kv.v2.read_secret_version(  # type: ignore[no-any-return]
         path=path, mount_point="kv", raise_on_deleted_version=True
     )
@@ -98,7 +98,9 @@ def test_expired_grant_is_refused_like_openbao_after_the_leeway(estate: Estate) 
         (lambda est: "not.a.jwt", "error validating token"),
     ],
 )
-def test_bad_grants_are_400_with_the_reason(estate: Estate, make_grant, words: str) -> None:
+def test_bad_grants_are_400_with_the_reason(
+    estate: Estate, make_grant: Callable[[Estate], str], words: str
+) -> None:
     with pytest.raises(hvac.exceptions.InvalidRequest) as err:
         login(estate, make_grant(estate))
     assert words in str(err.value)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, overload
 
 import httpx
+from typing_extensions import TypeVar
 
 from monky_deployd_testkit.fakes.clock import Clock
 from monky_deployd_testkit.fakes.grant import GrantIssuer
@@ -22,7 +23,8 @@ from monky_deployd_testkit.fakes.openbao import FakeBao
 from monky_deployd_testkit.fakes.tenancy import FakeTenancy
 from monky_deployd_testkit.realbao import RealBao
 
-B = TypeVar("B", FakeBao, RealBao)
+# a bare ``Estate`` is the fake one (the default), ``Estate[RealBao]`` the real server's
+B = TypeVar("B", FakeBao, RealBao, default=FakeBao)
 
 
 class Estate(Generic[B]):

@@ -217,7 +217,7 @@ def test_leases_shorter_than_renew_below_are_renewed_not_re_leased(tmp_path: Pat
 def test_non_renewable_lease_rotates_before_it_expires(box: Box, estate: Estate[Any]) -> None:
     box.tick()
     first = estate.tenancy.leases[0]
-    estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id]).renewable = False  # type: ignore[union-attr]
+    estate.bao.tokens.get(estate.tenancy.lease_token(first.id)).renewable = False
     for _ in range(24 * 6):
         estate.clock.advance(600)
         box.tick()
@@ -231,7 +231,7 @@ def test_a_failed_rotation_carries_on_with_the_lease_and_retries_next_tick(
 ) -> None:
     box.tick()
     first = estate.tenancy.leases[0]
-    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
+    record = estate.bao.tokens.get(estate.tenancy.lease_token(first.id))
     assert record is not None
     record.renewable = False
     estate.clock.advance(19 * 3600)  # 5 h left: below renew_below_s, rotation due
@@ -334,7 +334,7 @@ def test_rate_limited_while_the_bootstrap_token_works(
 def test_rotation_rate_limited_keeps_the_lease_and_waits(box: Box, estate: Estate[Any]) -> None:
     box.tick()
     first = estate.tenancy.leases[0]
-    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
+    record = estate.bao.tokens.get(estate.tenancy.lease_token(first.id))
     assert record is not None
     record.renewable = False
     estate.clock.advance(19 * 3600)  # 5 h left: rotation due
@@ -695,7 +695,7 @@ def test_cli_superseded_grant_is_the_first_error_line_and_the_exit_code(
 ) -> None:
     import yaml
 
-    from monky_deployd.cli import EXIT_REFUSED
+    from monky_deployd.core.errors import EXIT_REFUSED
 
     grant = estate.write_grant(tmp_path / "grant.jwt")
     path = tmp_path / "config.yaml"

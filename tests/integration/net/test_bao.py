@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from monky_deployd.adapters.net.bao import Bao, HttpxAdapter, RenewRefused, read_grant
+from monky_deployd.adapters.net.bao import Bao, RenewRefused, read_grant
+from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd_testkit.fakes.clock import Clock
@@ -208,12 +209,13 @@ def test_read_secret_uses_the_configured_kv_mount(
 
 def _every_call(bao: Bao, issuer: GrantIssuer) -> list[tuple[str, object]]:
     calls: list[tuple[str, object]] = []
-    for name, fn in (
+    steps: list[tuple[str, Callable[[], object]]] = [
         ("login", lambda: bao.login_jwt(issuer.mint(ENV))),
         ("lookup", lambda: bao.lookup_self("s.x")),
         ("renew", lambda: bao.renew_self("s.x")),
         ("kv", lambda: bao.read_secret("s.x", f"envs/{ENV}/app", "k")),
-    ):
+    ]
+    for name, fn in steps:
         try:
             calls.append((name, fn()))
         except DeployError as err:
