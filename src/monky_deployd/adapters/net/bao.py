@@ -44,7 +44,7 @@ import hvac.adapters
 import hvac.exceptions
 import hvac.utils
 
-from monky_deployd.adapters.net import httperrors
+from monky_deployd.adapters.net import baowords, httperrors
 from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import (
@@ -136,6 +136,7 @@ class Bao:
         self._cfg = cfg
         self.address = f"{cfg.host}:{cfg.port}"
         self.url = f"http://{self.address}"
+        self._words = baowords.Words(self.address, cfg)
         self._service = httperrors.Service(
             name="OpenBao",
             address=self.address,
@@ -146,7 +147,7 @@ class Bao:
             unreachable_code=Code.OPENBAO_UNREACHABLE,
             unreachable_hint=f"that the OpenBao intercept {self.address} is reachable from this "
             "box (openbao.host/port in config.yaml, the #openbao-client role attribute)",
-            bad=self._bad,
+            bad=self._words.bad,
         )
 
     def _hvac(self, token: str) -> hvac.Client:
@@ -174,23 +175,16 @@ class Bao:
                 ),
             )
         except hvac.exceptions.InvalidRequest as exc:
-            words = _errors_text(exc)
+            words = baowords.errors_text(exc)
             if "token is expired" in words.lower():
-                raise TokenError(
-                    f"the grant has expired: OpenBao at {self.address} refused the login "
-                    "(token is expired); a new kit is needed for this environment",
-                    code=Code.GRANT_EXPIRED,
-                    hint="reveal a new kit for this environment and install its grant.jwt "
-                    "on this box",
-                    detail=words,
-                ) from None
-            raise self._grant_rejected(words) from None
+                raise self._words.grant_expired(words) from None
+            raise self._words.grant_rejected(words) from None
         except hvac.exceptions.Forbidden as exc:
-            raise self._jwt_mount_missing(what, _errors_text(exc)) from None
+            raise self._words.jwt_mount_missing(what, baowords.errors_text(exc)) from None
         except hvac.exceptions.Unauthorized as exc:
-            raise self._grant_rejected(_errors_text(exc)) from None
+            raise self._words.grant_rejected(baowords.errors_text(exc)) from None
         except hvac.exceptions.VaultError as exc:
-            raise self._status_error(what, exc) from None
+            raise self._words.status_error(what, exc) from None
         try:
             auth = answer["auth"]
             return Login(
@@ -199,7 +193,7 @@ class Bao:
                 renewable=bool(auth.get("renewable", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise self._bad(what, "a login answer without auth.client_token") from exc
+            raise self._words.bad(what, "a login answer without auth.client_token") from exc
 
     def lookup_self(self, token: str) -> TokenInfo | None:
         what = "GET /v1/auth/token/lookup-self"
@@ -208,7 +202,7 @@ class Bao:
         except hvac.exceptions.Forbidden:
             return None  # expired or revoked (OpenBao answers 403 "permission denied")
         except hvac.exceptions.VaultError as exc:
-            raise self._status_error(what, exc) from None
+            raise self._words.status_error(what, exc) from None
         try:
             data = answer["data"]
             expire = data.get("expire_time")
@@ -218,7 +212,7 @@ class Bao:
                 renewable=bool(data.get("renewable", False)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise self._bad(what, "a lookup-self answer without data.ttl") from exc
+            raise self._words.bad(what, "a lookup-self answer without data.ttl") from exc
 
     def renew_self(self, token: str) -> TokenInfo:
         what = "POST /v1/auth/token/renew-self"
@@ -228,12 +222,12 @@ class Bao:
             status = 403 if isinstance(exc, hvac.exceptions.Forbidden) else 400
             raise RenewRefused(
                 f"OpenBao at {self.address} refused to renew the token "
-                f"(HTTP {status}: {_errors_text(exc)})",
+                f"(HTTP {status}: {baowords.errors_text(exc)})",
                 status=status,
                 hint="the lease token's renewable flag and max TTL",
             ) from None
         except hvac.exceptions.VaultError as exc:
-            raise self._status_error(what, exc) from None
+            raise self._words.status_error(what, exc) from None
         try:
             auth = answer["auth"]
             warnings = answer.get("warnings") or []
@@ -248,7 +242,7 @@ class Bao:
                 renewable=bool(auth.get("renewable", False)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise self._bad(what, "a renew-self answer without auth.lease_duration") from exc
+            raise self._words.bad(what, "a renew-self answer without auth.lease_duration") from exc
 
     def read_secret(self, token: str, path: str, key: str) -> object:
         mount = self._cfg.kv_mount
@@ -261,22 +255,22 @@ class Bao:
                 ),
             )
         except hvac.exceptions.InvalidPath as exc:
-            gone = _deleted_version(exc.json)
+            gone = baowords.deleted_version(exc.json)
             if gone is not None:
-                raise self._deleted(path, key, *gone) from None
-            raise self._missing(path, key, "the path does not exist (HTTP 404)") from None
+                raise self._words.deleted(path, key, *gone) from None
+            raise self._words.missing(path, key, "the path does not exist (HTTP 404)") from None
         except hvac.exceptions.Forbidden:
-            raise self._kv_forbidden(token, path) from None
+            raise self._words.kv_forbidden(path, self.visible_kv_mounts(token)) from None
         except hvac.exceptions.VaultError as exc:
-            raise self._status_error(what, exc) from None
+            raise self._words.status_error(what, exc) from None
         try:
             data = answer["data"]["data"]
         except (KeyError, TypeError) as exc:
-            raise self._bad(what, "a KV v2 answer without data.data") from exc
+            raise self._words.bad(what, "a KV v2 answer without data.data") from exc
         if not isinstance(data, dict):
-            raise self._bad(what, "a KV v2 answer whose data.data is not an object")
+            raise self._words.bad(what, "a KV v2 answer whose data.data is not an object")
         if key not in data:
-            raise self._missing(path, key, f"the path has no key {key!r}")
+            raise self._words.missing(path, key, f"the path has no key {key!r}")
         return data[key]
 
     def revoke_self(self, token: str) -> None:
@@ -288,7 +282,7 @@ class Bao:
         except hvac.exceptions.Forbidden:
             return
         except hvac.exceptions.VaultError as exc:
-            raise self._status_error(what, exc) from None
+            raise self._words.status_error(what, exc) from None
 
     def visible_kv_mounts(self, token: str) -> list[str] | None:
         """The KV v2 mounts ``token`` can see (``GET /v1/sys/internal/ui/mounts``, allowed by
@@ -321,7 +315,7 @@ class Bao:
             raise httperrors.translate(exc, self._service, what) from exc
         status = getattr(answer, "status_code", 200)
         if not 200 <= status < 300:
-            raise self._bad(what, f"HTTP {status}")
+            raise self._words.bad(what, f"HTTP {status}")
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -334,159 +328,8 @@ class Bao:
             raise httperrors.translate(exc, self._service, what) from exc
         if not isinstance(answer, dict):
             status = getattr(answer, "status_code", "?")
-            raise self._bad(what, f"HTTP {status} with a body that is not a JSON object")
+            raise self._words.bad(what, f"HTTP {status} with a body that is not a JSON object")
         return answer
-
-    def _status_error(self, what: str, exc: hvac.exceptions.VaultError) -> BaoError:
-        words = _errors_text(exc)
-        status = _status_of(exc)
-        if status == 503 and "sealed" in words.lower():
-            return BaoError(
-                f"OpenBao at {self.address} is sealed ({what} answered 503)",
-                code=Code.OPENBAO_SEALED,
-                hint=f"that OpenBao at {self.address} is unsealed (operator action)",
-                detail=words,
-            )
-        if status is not None and status >= 500:
-            return BaoError(
-                f"OpenBao at {self.address} failed {what} with HTTP {status}",
-                code=Code.OPENBAO_UNAVAILABLE,
-                hint=f"OpenBao's health and logs at {self.address}",
-                detail=words,
-            )
-        return BaoError(
-            f"OpenBao at {self.address} answered {what} with HTTP {status or '?'}",
-            code=Code.OPENBAO_BAD_RESPONSE,
-            hint=f"OpenBao's logs at {self.address}; the agent speaks the OpenBao v1 API",
-            detail=words,
-        )
-
-    def _bad(self, what: str, shape: str) -> BaoError:
-        return BaoError(
-            f"OpenBao at {self.address} answered {what} with {shape}",
-            code=Code.OPENBAO_BAD_RESPONSE,
-            hint=f"that {self.address} is OpenBao (openbao.host/port in config.yaml) "
-            "and not another service",
-        )
-
-    def _grant_rejected(self, words: str) -> TokenError:
-        return TokenError(
-            f"OpenBao at {self.address} rejected the grant at login "
-            f"(auth/{self._cfg.jwt_mount}, role {self._cfg.role}): {words}",
-            code=Code.GRANT_REJECTED,
-            hint="that grant.jwt belongs to this environment's kit and that "
-            "openbao.jwt_mount/role in config.yaml match the estate",
-            detail=words,
-        )
-
-    def _jwt_mount_missing(self, what: str, words: str) -> BaoError:
-        mount = self._cfg.jwt_mount
-        default = OpenBaoCfg.model_fields["jwt_mount"].default
-        estate = f" (the estate's is {default})" if mount != default else ""
-        return BaoError(
-            f"OpenBao at {self.address} has no auth mount {mount!r}: {what} answered 403, "
-            "OpenBao's answer for a path it does not route (the grant was not checked)",
-            code=Code.OPENBAO_JWT_MOUNT_MISSING,
-            hint=f"openbao.jwt_mount in config.yaml{estate}, and that the JWT auth method is "
-            f"enabled at auth/{mount} on OpenBao",
-            detail=words,
-        )
-
-    def _kv_forbidden(self, token: str, path: str) -> BaoError:
-        """A KV 403: a mount this token cannot see (misnamed kv_mount), or the policy."""
-        mount = self._cfg.kv_mount
-        seen = self.visible_kv_mounts(token)
-        if seen and mount not in seen:
-            names = ", ".join(seen)
-            return BaoError(
-                f"OpenBao at {self.address} has no KV mount {mount!r} that this token can "
-                f"see: reading {mount}/{path} answered 403, and the KV v2 mounts the token "
-                f"sees are: {names}",
-                code=Code.OPENBAO_KV_MOUNT_MISSING,
-                hint=f"openbao.kv_mount in config.yaml (the token reads secrets from "
-                f"{' or '.join(seen)})",
-            )
-        why = (
-            "the token's policy denies the path"
-            if seen
-            else "the token sees no KV mount at all"
-            if seen is not None
-            else "OpenBao would not say which mounts the token sees"
-        )
-        return BaoError(
-            f"OpenBao at {self.address} denied reading secret path {mount}/{path} "
-            f"(HTTP 403 permission denied: {why})",
-            code=Code.SECRET_FORBIDDEN,
-            hint=f"that this environment's token policy allows reading {mount}/data/{path} "
-            "(the bundle's manifest may name another environment's path)",
-        )
-
-    def _deleted(self, path: str, key: str, destroyed: bool, when: str, version: str) -> BaoError:
-        mount = self._cfg.kv_mount
-        if destroyed:
-            return BaoError(
-                f"secret {mount}/{path} (key {key!r}) has no current value on OpenBao at "
-                f"{self.address}: its current version {version} was destroyed",
-                code=Code.SECRET_DESTROYED,
-                hint=f"write a new version of {mount}/{path} (a destroyed version cannot be "
-                "brought back)",
-            )
-        return BaoError(
-            f"secret {mount}/{path} (key {key!r}) has no current value on OpenBao at "
-            f"{self.address}: its current version {version} was deleted at {when}",
-            code=Code.SECRET_DELETED,
-            hint=f"undelete version {version} of {mount}/{path} "
-            f"(`bao kv undelete -versions={version} -mount={mount} {path}`) or write a new one",
-        )
-
-    def _missing(self, path: str, key: str, why: str) -> BaoError:
-        mount = self._cfg.kv_mount
-        return BaoError(
-            f"secret {mount}/{path} key {key!r} is missing on OpenBao at {self.address}: {why}",
-            code=Code.SECRET_MISSING,
-            outcome="refused",
-            hint=f"that {mount}/{path} holds the key {key!r} for this environment "
-            "(the bundle's manifest names it)",
-        )
-
-
-def _deleted_version(body: object) -> tuple[bool, str, str] | None:
-    """A KV v2 404 that carries a data envelope: the current version was soft-deleted or
-    destroyed. (destroyed, deletion_time, version), or None for a plain 404."""
-    try:
-        meta = body["data"]["metadata"]  # type: ignore[index]
-        destroyed = bool(meta.get("destroyed"))
-        when = str(meta.get("deletion_time") or "")
-        version = str(meta.get("version", "?"))
-    except (KeyError, TypeError, AttributeError):
-        return None
-    if not destroyed and not when:
-        return None
-    return destroyed, when, version
-
-
-def _status_of(exc: hvac.exceptions.VaultError) -> int | None:
-    for cls, status in (
-        (hvac.exceptions.InvalidRequest, 400),
-        (hvac.exceptions.Unauthorized, 401),
-        (hvac.exceptions.Forbidden, 403),
-        (hvac.exceptions.InvalidPath, 404),
-        (hvac.exceptions.RateLimitExceeded, 429),
-        (hvac.exceptions.InternalServerError, 500),
-        (hvac.exceptions.VaultNotInitialized, 501),
-        (hvac.exceptions.BadGateway, 502),
-        (hvac.exceptions.VaultDown, 503),
-    ):
-        if isinstance(exc, cls):
-            return status
-    return None
-
-
-def _errors_text(exc: hvac.exceptions.VaultError) -> str:
-    errors = getattr(exc, "errors", None)
-    if errors:
-        return "; ".join(str(e) for e in errors)[:500]
-    return (str(exc.args[0]) if exc.args and exc.args[0] else "")[:500]
 
 
 def _nonempty(value: object) -> str:
