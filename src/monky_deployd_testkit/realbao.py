@@ -76,8 +76,9 @@ class RealBao:
     """One ``bao server -dev`` process; a context manager. ``issuer`` signs the grants it accepts
     (on the real clock: the server checks ``exp``/``iat``/``nbf`` against its own)."""
 
-    def __init__(self, issuer: GrantIssuer | None = None) -> None:
+    def __init__(self, issuer: GrantIssuer | None = None, *, binary: Path | None = None) -> None:
         self.issuer = issuer or GrantIssuer()
+        self.binary = binary
         self.jwt_mount = JWT_MOUNT
         self.role = ROLE
         self.kv_mount = KV_MOUNT
@@ -94,7 +95,7 @@ class RealBao:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> Self:
-        binary = bao_binary()
+        binary = self.binary or bao_binary()
         self._dir = Path(tempfile.mkdtemp(prefix="realbao-"))
         (self._dir / "server.hcl").write_text(
             'audit "file" "counter" {\n  options {\n'

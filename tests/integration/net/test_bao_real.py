@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from monky_deployd.adapters.net.bao import Bao, RenewRefused
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
-from monky_deployd_testkit.realbao import RealBao
+from monky_deployd_testkit.realbao import RealBao, RealBaoError
 
 
 @pytest.fixture
@@ -264,3 +265,26 @@ def test_renew_refusals_and_the_cap(http: httpx.Client, real_bao: RealBao, env: 
     real_bao.shorten(short, 300)
     assert 290 <= bao.renew_self(short).ttl_s <= 300  # renew-self keeps the shortened TTL
     assert bao.lookup_self("s.unknownunknownunknown1") is None
+
+
+# -- the test kit's server itself --------------------------------------------------------------
+
+
+def test_a_bao_that_cannot_start_fails_loudly_with_its_words(tmp_path: Path) -> None:
+    broken = tmp_path / "bao"
+    broken.write_text("#!/bin/sh\necho 'Error parsing listener configuration: boom' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(RealBaoError) as exc:
+        RealBao(binary=broken).start()
+    assert "did not come up" in str(exc.value) and "boom" in str(exc.value)
+
+
+def test_the_audit_log_counts_what_ordinary_tokens_asked(real_bao: RealBao, env: str) -> None:
+    tok = lease(real_bao, env)  # minted with the root token: not counted
+    httpx.get(f"{real_bao.url}/v1/auth/token/lookup-self", headers={"X-Vault-Token": tok})
+    httpx.get(f"{real_bao.url}/v1/kv/data/envs/{env}/x", headers={"X-Vault-Token": tok})
+    assert real_bao.requests == [
+        ("read", "/v1/auth/token/lookup-self"),
+        ("read", f"/v1/kv/data/envs/{env}/x"),
+    ]
+    assert tok not in real_bao.audit_path.read_text()  # the audit log HMACs tokens
