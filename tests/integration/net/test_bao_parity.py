@@ -54,12 +54,11 @@ class Side:
     url: str
     bao: FakeBao | RealBao
     tokens: dict[str, str] = field(default_factory=dict)
+    http: httpx.Client = field(default_factory=lambda: httpx.Client(trust_env=False, timeout=10))
 
     def ask(self, method: str, path: str, token: str | None, body: Any) -> tuple[int, Any]:
         headers = {"X-Vault-Token": self.tokens[token]} if token else {}
-        resp = httpx.request(
-            method, f"{self.url}/v1/{path}", headers=headers, json=body, timeout=10
-        )
+        resp = self.http.request(method, f"{self.url}/v1/{path}", headers=headers, json=body)
         return resp.status_code, (normal(resp.json()) if resp.content else None)
 
 
@@ -96,6 +95,8 @@ def sides(real_bao: RealBao) -> Iterator[tuple[Side, Side]]:
             bao.set_secret(f"envs/{env}-b/app", {"k": "theirs"})
         pair[0].tokens["env"] = pair[1].tokens["env"] = env
         yield pair
+        for side in pair:
+            side.http.close()
 
 
 def compare(sides: tuple[Side, Side], cases: list[tuple[str, str, str | None, Any]]) -> None:
