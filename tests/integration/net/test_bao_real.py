@@ -13,6 +13,7 @@ import pytest
 from monky_deployd.adapters.net.bao import Bao, RenewRefused
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
+from monky_deployd_testkit.fakes.grant import GrantIssuer
 from monky_deployd_testkit.realbao import RealBao, RealBaoError
 
 
@@ -84,12 +85,14 @@ def test_grant_expired_100_s_ago_is_grant_expired_within_60_s_it_logs_in(
         ({"aud": "someone-else"}, "audience"),
         ({"iss": "evil"}, "issuer"),
         ({"env": "env-never-bound"}, 'claim "env" does not match'),
+        ({"issuer": "stranger"}, "error verifying token signature"),
     ],
 )
 def test_a_grant_the_role_refuses_is_grant_rejected_with_openbao_s_words(
     http: httpx.Client, real_bao: RealBao, env: str, claims: dict[str, str], words: str
 ) -> None:
-    grant = real_bao.issuer.mint(
+    issuer = GrantIssuer() if "issuer" in claims else real_bao.issuer
+    grant = issuer.mint(
         claims.get("env", env),
         aud=claims.get("aud", "openbao"),
         iss=claims.get("iss", "monky-tenancy"),
@@ -97,6 +100,15 @@ def test_a_grant_the_role_refuses_is_grant_rejected_with_openbao_s_words(
     with pytest.raises(TokenError) as exc:
         make(http, real_bao).login_jwt(grant)
     assert exc.value.code is Code.GRANT_REJECTED and words in exc.value.message
+
+
+def test_the_same_grant_logs_in_again_no_replay_state(
+    http: httpx.Client, real_bao: RealBao, env: str
+) -> None:
+    grant = real_bao.issuer.mint(env)
+    bao = make(http, real_bao)
+    assert bao.login_jwt(grant).token != bao.login_jwt(grant).token
+    assert real_bao.logins == 2
 
 
 def test_a_misnamed_jwt_mount_names_the_mount_not_the_grant(
