@@ -91,6 +91,7 @@ class RealBao:
         self._dir: Path | None = None
         self._admin: httpx.Client | None = None
         self._envs: set[str] = set()
+        self._roles: set[str] = set()
         self._mark = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -230,17 +231,7 @@ class RealBao:
         self.admin(
             "POST", f"sys/mounts/{self.kv_mount}", {"type": "kv", "options": {"version": "2"}}
         )
-        self.admin(
-            "POST",
-            f"auth/token/roles/{self.token_role}",
-            {
-                "orphan": True,
-                "renewable": True,
-                "allowed_policies_glob": ["*-lease"],
-                "disallowed_policies": ["root"],
-                "token_type": "service",
-            },
-        )
+        self._token_role(0)
         # KV v2 answers writes only once its upgrade is done (a second or so after mounting)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -252,6 +243,23 @@ class RealBao:
             if time.monotonic() > deadline:
                 raise RealBaoError(f"the kv mount never became writable: {resp.text[:300]}")
             time.sleep(0.05)
+
+    def _token_role(self, max_ttl_s: int) -> str:
+        """The token role tenancy mints through (``max_ttl_s``: a variant capped at that)."""
+        name = self.token_role if not max_ttl_s else f"{self.token_role}-max{max_ttl_s}"
+        if name not in self._roles:
+            body: dict[str, Any] = {
+                "orphan": True,
+                "renewable": True,
+                "allowed_policies_glob": ["*-lease"],
+                "disallowed_policies": ["root"],
+                "token_type": "service",
+            }
+            if max_ttl_s:
+                body["token_explicit_max_ttl"] = f"{max_ttl_s}s"
+            self.admin("POST", f"auth/token/roles/{name}", body)
+            self._roles.add(name)
+        return name
 
     def _write_role(self) -> None:
         self.admin(
@@ -294,16 +302,18 @@ class RealBao:
         explicit_max_ttl_s: int | None = None,
         policies: list[str] | None = None,
     ) -> TokenRecord:
-        """A lease token through the token role, minted with the root token (as tenancy does)."""
+        """A lease token through the token role, minted with the root token (as tenancy does).
+        ``explicit_max_ttl_s``: through a role whose ``token_explicit_max_ttl`` is that (a
+        token's own explicit max TTL does not cap the renewals of a role's token: the role's
+        does)."""
         body: dict[str, Any] = {
             "policies": [p for p in (policies or []) if p != "default"],
             "ttl": f"{ttl_s}s",
             "renewable": renewable,
             "meta": meta,
         }
-        if explicit_max_ttl_s:
-            body["explicit_max_ttl"] = f"{explicit_max_ttl_s}s"
-        auth = self.admin("POST", f"auth/token/create/{self.token_role}", body)["auth"]
+        role = self._token_role(explicit_max_ttl_s or 0)
+        auth = self.admin("POST", f"auth/token/create/{role}", body)["auth"]
         return self._record(
             auth["client_token"],
             auth["accessor"],

@@ -323,7 +323,8 @@ class FakeBao(LoopbackServer):
             "display_name": rec.display_name,
             "entity_id": rec.entity_id,
             "expire_time": rfc3339(rec.expires),
-            "explicit_max_ttl": rec.explicit_max_ttl_s,
+            # a role's token shows 0: its cap is the role's (token_explicit_max_ttl)
+            "explicit_max_ttl": 0 if rec.role else rec.explicit_max_ttl_s,
             "id": rec.token,
             "issue_time": rfc3339(rec.created),
             "meta": dict(rec.meta),

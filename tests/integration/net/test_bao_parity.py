@@ -6,6 +6,7 @@ before comparing; everything else must be equal, key for key."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -204,3 +205,32 @@ def test_sealed_answers_are_the_server_s(sides: tuple[Side, Side]) -> None:
     finally:
         for side in sides:
             side.bao.sealed = False
+
+
+def test_a_renewal_past_the_max_ttl_is_capped_with_the_server_s_warning(
+    sides: tuple[Side, Side],
+) -> None:
+    """The fake's per-token max TTL stands for the token role's ``token_explicit_max_ttl``."""
+    answers = []
+    for side in sides:
+        env = side.tokens["env"]
+        tok = side.bao.create_token(
+            ttl_s=300,
+            renewable=True,
+            meta={"env": env},
+            explicit_max_ttl_s=320,
+            policies=["default", f"{env}-lease"],
+        )
+        side.tokens["capped"] = tok
+        status, body = side.ask("POST", "auth/token/renew-self", "capped", {"increment": "1000s"})
+        warning = re.sub(r'"5m(19|20)s"', '"5m20s"', body["warnings"][0])
+        answers.append((status, warning, 315 <= body["auth"]["lease_duration"] <= 320))
+        status, body = side.ask("GET", "auth/token/lookup-self", "capped", None)
+        answers.append((status, body["data"]["explicit_max_ttl"], body["data"]["creation_ttl"]))
+    assert answers[:2] == answers[2:]
+    assert answers[0] == (
+        200,
+        'TTL of "16m40s" exceeded the effective max_ttl of "5m20s"; TTL value is capped '
+        "accordingly",
+        True,
+    )
