@@ -323,8 +323,9 @@ class FakeBao(LoopbackServer):
             "display_name": rec.display_name,
             "entity_id": rec.entity_id,
             "expire_time": rfc3339(rec.expires),
-            # a role's token shows 0: its cap is the role's (token_explicit_max_ttl)
-            "explicit_max_ttl": 0 if rec.role else rec.explicit_max_ttl_s,
+            # 0 on the server for both kinds the fake mints: a token role's or a JWT role's
+            # token is capped by its role (token_explicit_max_ttl / token_max_ttl)
+            "explicit_max_ttl": 0,
             "id": rec.token,
             "issue_time": rfc3339(rec.created),
             "meta": dict(rec.meta),

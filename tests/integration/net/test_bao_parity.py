@@ -84,6 +84,11 @@ def sides(real_bao: RealBao) -> Iterator[tuple[Side, Side]]:
             )
             bao.revoke(side.tokens["dead"])
             side.tokens["unknown"] = "s.unknownunknownunknown1"
+            login = side.http.post(
+                f"{side.url}/v1/auth/jwt-tenancy/login",
+                json={"role": "see_env", "jwt": side.bao.issuer.mint(env)},
+            )
+            side.tokens["boot"] = login.json()["auth"]["client_token"]
             bao.set_secret(f"envs/{env}/app", {"db_password": "pw", "n": 5})
             bao.set_secret(f"envs/{env}/gone", {"k": "1"})
             bao.set_secret(f"envs/{env}/gone", {"k": "2"})
@@ -140,6 +145,8 @@ def test_login_answers_are_the_server_s(sides: tuple[Side, Side]) -> None:
 def test_token_answers_are_the_server_s(sides: tuple[Side, Side]) -> None:
     cases: list[tuple[str, str, str | None, Any]] = [
         ("GET", "auth/token/lookup-self", "lease", None),
+        ("GET", "auth/token/lookup-self", "boot", None),
+        ("POST", "auth/token/renew-self", "boot", {}),
         ("GET", "auth/token/lookup-self", "dead", None),
         ("GET", "auth/token/lookup-self", "unknown", None),
         ("GET", "auth/token/lookup-self", None, None),
@@ -157,6 +164,8 @@ def test_token_answers_are_the_server_s(sides: tuple[Side, Side]) -> None:
 def test_kv_answers_are_the_server_s(sides: tuple[Side, Side]) -> None:
     cases: list[tuple[str, str, str | None, Any]] = [
         ("GET", "kv/data/envs/ENV/app", "lease", None),
+        ("GET", "kv/data/envs/ENV/app", "boot", None),
+        ("GET", "kv/data/envs/ENV-b/app", "boot", None),
         ("GET", "kv/data/envs/ENV/nothing", "lease", None),
         ("GET", "kv/data/envs/ENV/gone", "lease", None),
         ("GET", "kv/data/envs/ENV/gone?version=1", "lease", None),
