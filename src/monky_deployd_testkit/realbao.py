@@ -232,16 +232,22 @@ class RealBao:
             "POST", f"sys/mounts/{self.kv_mount}", {"type": "kv", "options": {"version": "2"}}
         )
         self._token_role(0)
-        # KV v2 answers writes only once its upgrade is done (a second or so after mounting)
+        self._wait_for_kv()
+
+    def _wait_for_kv(self) -> None:
+        """KV v2 answers only once its upgrade check is done: a second or so after mounting,
+        and again after every unseal ("Upgrading from non-versioned to versioned data")."""
+        assert self._admin is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
-            resp = self._admin.post(  # type: ignore[union-attr]
-                f"{self.kv_mount}/data/ready", json={"data": {"ready": "yes"}}
-            )
-            if resp.status_code == 200:
-                break
+            resp = self._admin.post(f"{self.kv_mount}/data/ready", json={"data": {"ready": "y"}})
+            if (
+                resp.status_code == 200
+                and self._admin.get(f"{self.kv_mount}/data/ready").is_success
+            ):
+                return
             if time.monotonic() > deadline:
-                raise RealBaoError(f"the kv mount never became writable: {resp.text[:300]}")
+                raise RealBaoError(f"the kv mount never became usable: {resp.text[:300]}")
             time.sleep(0.05)
 
     def _token_role(self, max_ttl_s: int) -> str:
@@ -409,6 +415,7 @@ class RealBao:
             )
             if resp.status_code != 200 or resp.json().get("sealed"):
                 raise RealBaoError(f"unseal failed: {resp.status_code}")
+            self._wait_for_kv()
 
     # -- the audit log: what ordinary tokens asked ------------------------------------------
     def mark(self) -> None:
