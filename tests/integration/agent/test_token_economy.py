@@ -272,6 +272,11 @@ def test_a_rotation_revokes_the_old_lease_token_once_the_new_one_is_saved(
     assert (c["leases"], c["logins"], c["renewals"], c["revocations"]) == (2, 1, 1, 1)
     revoked = [r for r in caplog.records if getattr(r, "event", "") == "token.revoke"]
     assert len(revoked) == 1 and getattr(revoked[0], "ok", None) is True
+    text = "\n".join(
+        r.getMessage() + " " + json.dumps({k: str(v) for k, v in vars(r).items()})
+        for r in caplog.records
+    )
+    assert not any(secret in text for secret in (old, new.token, estate.grant))
     estate.clock.advance(60)
     assert box.tick().lease_id == new.lease_id
     assert counts(estate)["revocations"] == 1  # one rotation, one revoke
