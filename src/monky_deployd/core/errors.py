@@ -106,6 +106,7 @@ class Code(StrEnum):
     # openbao
     OPENBAO_BAD_RESPONSE = "OPENBAO_BAD_RESPONSE"
     OPENBAO_JWT_MOUNT_MISSING = "OPENBAO_JWT_MOUNT_MISSING"
+    OPENBAO_JWT_ROLE_MISSING = "OPENBAO_JWT_ROLE_MISSING"
     OPENBAO_KV_MOUNT_MISSING = "OPENBAO_KV_MOUNT_MISSING"
     OPENBAO_SEALED = "OPENBAO_SEALED"
     OPENBAO_UNAVAILABLE = "OPENBAO_UNAVAILABLE"
@@ -214,6 +215,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     # openbao
     Code.OPENBAO_BAD_RESPONSE: ("openbao", "failed"),
     Code.OPENBAO_JWT_MOUNT_MISSING: ("openbao", "refused"),
+    Code.OPENBAO_JWT_ROLE_MISSING: ("openbao", "refused"),
     Code.OPENBAO_KV_MOUNT_MISSING: ("openbao", "refused"),
     Code.OPENBAO_SEALED: ("openbao", "failed"),
     Code.OPENBAO_UNAVAILABLE: ("openbao", "failed"),

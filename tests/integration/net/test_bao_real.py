@@ -125,13 +125,18 @@ def test_a_misnamed_jwt_mount_names_the_mount_not_the_grant(
     assert "openbao.jwt_mount" in err.hint and "jwt-tenancy)" in err.hint
 
 
-def test_a_misnamed_role_is_grant_rejected_naming_the_role(
+def test_a_misnamed_role_names_the_role_not_the_grant(
     http: httpx.Client, real_bao: RealBao, env: str
 ) -> None:
-    with pytest.raises(TokenError) as exc:
+    with pytest.raises(BaoError) as exc:
         make(http, real_bao, role="see_envv").login_jwt(real_bao.issuer.mint(env))
-    assert exc.value.code is Code.GRANT_REJECTED
-    assert 'role "see_envv" could not be found' in exc.value.message
+    err = exc.value
+    assert err.code is Code.OPENBAO_JWT_ROLE_MISSING and err.outcome == "refused"
+    assert err.message.startswith(
+        f"OpenBao at {real_bao.host}:{real_bao.port} has no role 'see_envv' on auth/jwt-tenancy"
+    )
+    assert "rejected" not in err.message and 'role "see_envv" could not be found' in err.detail
+    assert "openbao.role" in err.hint and "see_env)" in err.hint
 
 
 # -- KV v2 -----------------------------------------------------------------------------------

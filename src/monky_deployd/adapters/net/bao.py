@@ -15,6 +15,7 @@ Answers are translated at this boundary (messages name OpenBao and its address, 
 - not HTTP, or a 200 that is not the JSON shape -> ``BaoError(OPENBAO_BAD_RESPONSE)``
 - login 400 "token is expired"   -> ``TokenError(GRANT_EXPIRED)``; other login 400 ->
   ``TokenError(GRANT_REJECTED)``
+- login 400 'role "<role>" could not be found' -> ``BaoError(OPENBAO_JWT_ROLE_MISSING)``
 - login 403                      -> ``BaoError(OPENBAO_JWT_MOUNT_MISSING)``: the login path is
   unauthenticated, so a 403 there is OpenBao's answer for a path it does not route (no auth
   mount ``openbao.jwt_mount``); the grant was never looked at
@@ -178,6 +179,8 @@ class Bao:
             words = baowords.errors_text(exc)
             if "token is expired" in words.lower():
                 raise self._words.grant_expired(words) from None
+            if words == f'role "{self._cfg.role}" could not be found':
+                raise self._words.jwt_role_missing(what, words) from None
             raise self._words.grant_rejected(words) from None
         except hvac.exceptions.Forbidden as exc:
             raise self._words.jwt_mount_missing(what, baowords.errors_text(exc)) from None

@@ -68,6 +68,18 @@ class Words:
             detail=words,
         )
 
+    def jwt_role_missing(self, what: str, words: str) -> BaoError:
+        role, mount = self.cfg.role, self.cfg.jwt_mount
+        default = OpenBaoCfg.model_fields["role"].default
+        estate = f" (the estate's is {default})" if role != default else ""
+        return BaoError(
+            f"OpenBao at {self.address} has no role {role!r} on auth/{mount}: {what} answered "
+            "400 (the grant was not checked)",
+            code=Code.OPENBAO_JWT_ROLE_MISSING,
+            hint=f"openbao.role in config.yaml{estate}",
+            detail=words,
+        )
+
     def jwt_mount_missing(self, what: str, words: str) -> BaoError:
         mount = self.cfg.jwt_mount
         default = OpenBaoCfg.model_fields["jwt_mount"].default
