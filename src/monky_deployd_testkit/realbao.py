@@ -135,14 +135,17 @@ class RealBao:
                     str(binary),
                     "server",
                     "-dev",
-                    f"-dev-root-token-id={self.root_token}",
                     f"-dev-listen-address=127.0.0.1:{self._port}",
                     f"-config={self._dir / 'server.hcl'}",
                 ),
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self._dir)},
+                env={  # the root token through the environment, not argv
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "HOME": str(self._dir),
+                    "BAO_DEV_ROOT_TOKEN_ID": self.root_token,
+                },
             )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
