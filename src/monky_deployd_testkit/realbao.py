@@ -22,7 +22,6 @@ binary is missing or the server does not come up. Nothing here logs a token or a
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -37,6 +36,7 @@ from typing import Any, Self
 
 import httpx
 
+from monky_deployd_testkit.baoaudit import AuditCounters
 from monky_deployd_testkit.fakes.bao_tokens import TokenRecord
 from monky_deployd_testkit.fakes.grant import GrantIssuer
 
@@ -72,7 +72,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class RealBao:
+class RealBao(AuditCounters):
     """One ``bao server -dev`` process; a context manager. ``issuer`` signs the grants it accepts
     (on the real clock: the server checks ``exp``/``iat``/``nbf`` against its own)."""
 
@@ -419,56 +419,3 @@ class RealBao:
             if resp.status_code != 200 or resp.json().get("sealed"):
                 raise RealBaoError(f"unseal failed: {resp.status_code}")
             self._wait_for_kv()
-
-    # -- the audit log: what ordinary tokens asked ------------------------------------------
-    def mark(self) -> None:
-        """Counters start from here (the server is shared by a session's tests)."""
-        self._mark = self.audit_path.stat().st_size if self.audit_path.exists() else 0
-
-    def audit_requests(self) -> list[dict[str, Any]]:
-        """The audit log's request entries since ``mark()``, root-token calls left out."""
-        if not self.audit_path.exists():
-            return []
-        with self.audit_path.open("rb") as fh:
-            fh.seek(self._mark)
-            lines = fh.read().splitlines()
-        out = []
-        for line in lines:
-            entry = json.loads(line)
-            if entry.get("type") != "request":
-                continue
-            if "root" in ((entry.get("auth") or {}).get("policies") or []):
-                continue
-            out.append(entry)
-        return out
-
-    @property
-    def requests(self) -> list[tuple[str, str]]:
-        """(operation, /v1/path) of every request an ordinary token (or none) made."""
-        return [
-            (e["request"]["operation"], "/v1/" + e["request"]["path"])
-            for e in self.audit_requests()
-        ]
-
-    def _count(self, pred: Any) -> int:
-        return sum(1 for _, path in self.requests if pred(path))
-
-    @property
-    def logins(self) -> int:
-        return self._count(lambda p: p == f"/v1/auth/{self.jwt_mount}/login")
-
-    @property
-    def lookups(self) -> int:
-        return self._count(lambda p: p == "/v1/auth/token/lookup-self")
-
-    @property
-    def renewals(self) -> int:
-        return self._count(lambda p: p == "/v1/auth/token/renew-self")
-
-    @property
-    def revocations(self) -> int:
-        return self._count(lambda p: p == "/v1/auth/token/revoke-self")
-
-    @property
-    def kv_reads(self) -> int:
-        return self._count(lambda p: p.startswith(f"/v1/{self.kv_mount}/data/"))
