@@ -25,13 +25,12 @@ records every request as (method, path). Nothing here logs or records a token or
 
 from __future__ import annotations
 
-import copy
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import jwt
 
+from monky_deployd_testkit.fakes.bao_kv import BAD_VERSION, KvStore
 from monky_deployd_testkit.fakes.bao_tokens import TokenRecord, TokenStore, parse_duration, rfc3339
 from monky_deployd_testkit.fakes.clock import Clock
 from monky_deployd_testkit.fakes.grant import GrantIssuer
@@ -66,14 +65,6 @@ def envelope(
     }
 
 
-@dataclass
-class _Version:
-    data: dict[str, Any]
-    created: float
-    deleted: float | None = None
-    destroyed: bool = False
-
-
 class FakeBao(LoopbackServer):
     def __init__(
         self,
@@ -104,7 +95,7 @@ class FakeBao(LoopbackServer):
         self.tokens = TokenStore(clock)
         self.allowed_envs: set[str] = set()
         self.sealed = False
-        self._kv: dict[str, list[_Version]] = {}
+        self.kv = KvStore(clock)
         self.logins = 0
         self.lookups = 0
         self.renewals = 0
@@ -156,26 +147,19 @@ class FakeBao(LoopbackServer):
 
     def set_secret(self, path: str, data: dict[str, Any]) -> int:
         """Write a new version at `path` (relative to the KV mount); returns the version."""
-        with self.lock:
-            versions = self._kv.setdefault(path.strip("/"), [])
-            versions.append(_Version(copy.deepcopy(data), self.clock.now()))
-            return len(versions)
+        return self.kv.put(path, data)
 
     def delete_secret(self, path: str) -> None:
         """Remove the path and all its versions (afterwards it reads as never written: 404)."""
-        with self.lock:
-            self._kv.pop(path.strip("/"), None)
+        self.kv.delete_all(path)
 
     def soft_delete(self, path: str) -> None:
         """Soft-delete the current version (``DELETE /v1/kv/data/<path>``)."""
-        with self.lock:
-            self._kv[path.strip("/")][-1].deleted = self.clock.now()
+        self.kv.soft_delete(path)
 
     def destroy(self, path: str, versions: list[int]) -> None:
         """Destroy these versions (``POST /v1/kv/destroy/<path>``)."""
-        with self.lock:
-            for number in versions:
-                self._kv[path.strip("/")][number - 1].destroyed = True
+        self.kv.destroy(path, versions)
 
     # -- plumbing -------------------------------------------------------------------------
     def record(self, req: Request) -> None:
@@ -373,35 +357,13 @@ class FakeBao(LoopbackServer):
             return errors(403, POLICY_DENIED)
         with self.lock:
             self.kv_paths_read.append(path)
-            versions = list(self._kv.get(path, []))
-        if not versions:
+        status, data = self.kv.read(path, req.query.get("version", ["0"])[0])
+        if status == 400:
+            return errors(400, BAD_VERSION)
+        if data is None:
             return errors(404)
-        wanted = req.query.get("version", ["0"])[0]
-        try:
-            number = int(wanted) or len(versions)
-        except ValueError:
-            return errors(
-                400,
-                # sic: OpenBao quotes an empty string, whatever was sent
-                'Field validation failed: error converting input for field "version": '
-                "'' cannot parse value as 'int': strconv.ParseInt: invalid syntax",
-            )
-        if not 1 <= number <= len(versions):
-            return errors(404)
-        version = versions[number - 1]
-        gone = version.destroyed or version.deleted is not None
-        data = {
-            "data": None if gone else copy.deepcopy(version.data),
-            "metadata": {
-                "created_time": rfc3339(version.created),
-                "custom_metadata": None,
-                "deletion_time": "" if version.deleted is None else rfc3339(version.deleted),
-                "destroyed": version.destroyed,
-                "version": number,
-            },
-        }
         # a deleted or destroyed version: 404 with the whole envelope and no "errors"
-        return json_response(404 if gone else 200, envelope(data=data))
+        return json_response(status, envelope(data=data))
 
     def _ui_mounts(self, req: Request) -> Response:
         """``sys/internal/ui/mounts``: the secret mounts a live token sees (its default policy
