@@ -47,8 +47,11 @@ class KvStore:
             self._kv.pop(path.strip("/"), None)
 
     def soft_delete(self, path: str) -> None:
+        """Soft-delete the current version; OpenBao leaves a destroyed one as it is."""
         with self._lock:
-            self._kv[path.strip("/")][-1].deleted = self.clock.now()
+            current = self._kv[path.strip("/")][-1]
+            if not current.destroyed and current.deleted is None:
+                current.deleted = self.clock.now()
 
     def destroy(self, path: str, versions: list[int]) -> None:
         with self._lock:

@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from monky_deployd_testkit.fakes.clock import Clock
 from monky_deployd_testkit.fakes.grant import GrantIssuer
@@ -242,4 +244,49 @@ def test_a_renewal_past_the_max_ttl_is_capped_with_the_server_s_warning(
         'TTL of "16m40s" exceeded the effective max_ttl of "5m20s"; TTL value is capped '
         "accordingly",
         True,
+    )
+
+
+KV_STEP = st.one_of(
+    st.tuples(st.just("put"), st.integers(0, 3)),
+    st.tuples(st.just("soft_delete"), st.just(0)),
+    st.tuples(st.just("destroy"), st.integers(1, 4)),
+    st.tuples(st.just("delete_all"), st.just(0)),
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(steps=st.lists(KV_STEP, min_size=1, max_size=6), version=st.integers(0, 5))
+def test_any_kv_history_reads_the_same_on_both(
+    sides: tuple[Side, Side], steps: list[tuple[str, int]], version: int
+) -> None:
+    """Any history of writes, soft-deletes, destroys and metadata deletes: the current version
+    and a chosen one read the same (status and body) from the fake and from the server."""
+    path = f"envs/{sides[0].tokens['env']}/h-{uuid.uuid4().hex[:8]}"
+    written = 0
+    for op, arg in steps:
+        for side in sides:
+            bao = side.bao
+            if op == "put":
+                bao.set_secret(path, {"k": f"v{arg}"})
+            elif op == "soft_delete" and written:
+                bao.soft_delete(path)
+            elif op == "destroy" and 1 <= arg <= written:
+                bao.destroy(path, [arg])
+            elif op == "delete_all":
+                bao.delete_secret(path)
+        if op == "put":
+            written += 1
+        elif op == "delete_all":
+            written = 0
+    compare(
+        sides,
+        [
+            ("GET", f"kv/data/{path}", "lease", None),
+            ("GET", f"kv/data/{path}?version={version}", "lease", None),
+        ],
     )
