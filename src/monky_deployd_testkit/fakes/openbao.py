@@ -271,18 +271,15 @@ class FakeBao(LoopbackServer):
                 "error validating token: invalid audience (aud) claim: "
                 "audience claim does not match any expected audience"
             )
+        # OpenBao checks "not yet valid" (nbf, or iat when there is no nbf) before "expired"
+        nbf = claims.get("nbf", claims.get("iat"))
+        if isinstance(nbf, int | float) and now + JWT_LEEWAY_S < nbf:
+            return "error validating token: invalid not before (nbf) claim: token not yet valid"
         exp = claims.get("exp")
         if not isinstance(exp, int | float):
             return "error validating token: invalid expiration time (exp) claim: missing"
         if now > exp + JWT_LEEWAY_S:
             return "error validating token: invalid expiration time (exp) claim: token is expired"
-        nbf = claims.get("nbf")
-        if isinstance(nbf, int | float) and now + JWT_LEEWAY_S < nbf:
-            return "error validating token: invalid not before (nbf) claim: token not yet valid"
-        iat = claims.get("iat")
-        if isinstance(iat, int | float) and now + JWT_LEEWAY_S < iat:
-            # OpenBao takes a missing nbf from iat, and says so
-            return "error validating token: invalid not before (nbf) claim: token not yet valid"
         env = claims.get("env")
         if env is None:
             return 'error validating claims: claim "env" is missing'

@@ -290,3 +290,35 @@ def test_any_kv_history_reads_the_same_on_both(
             ("GET", f"kv/data/{path}?version={version}", "lease", None),
         ],
     )
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    exp_in_s=st.sampled_from([-300, -100, -70, -50, -10, 30, 86400]),
+    iat_ahead_s=st.sampled_from([-3600, 0, 40, 80, 600]),
+    aud=st.sampled_from(["openbao", "other", ["other", "openbao"], []]),
+    iss=st.sampled_from(["monky-tenancy", "evil"]),
+    env=st.sampled_from(["ENV", "env-never-bound"]),
+    role=st.sampled_from(["see_env", "", "nope"]),
+)
+def test_any_grant_logs_in_or_is_refused_the_same_on_both(
+    sides: tuple[Side, Side],
+    exp_in_s: int,
+    iat_ahead_s: int,
+    aud: str | list[str],
+    iss: str,
+    env: str,
+    role: str,
+) -> None:
+    """Grants whose times sit well clear of the 60 s leeway's edges (the server's clock runs,
+    the fake's does not), with any audience, issuer, environment and role."""
+    name = sides[0].tokens["env"] if env == "ENV" else env
+    now = time.time() + iat_ahead_s
+    grant_ = sides[1].bao.issuer.mint(
+        name, exp_in_s=exp_in_s - iat_ahead_s, now=now, aud=aud, iss=iss
+    )
+    compare(sides, [("POST", "auth/jwt-tenancy/login", None, {"role": role, "jwt": grant_})])
