@@ -12,7 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from monky_deployd.adapters.net import baowords
 from monky_deployd.adapters.net.bao import Bao, RenewRefused, read_grant
 from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
 from monky_deployd.config import OpenBaoCfg
@@ -315,3 +318,39 @@ def test_a_server_that_does_not_speak_http_is_a_bad_response() -> None:
         assert "not HTTP" in exc.value.message
     finally:
         srv.close()
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(body=JSON | st.fixed_dictionaries({"data": st.fixed_dictionaries({"metadata": JSON})}))
+def test_any_404_body_is_a_deleted_version_or_plain_never_a_crash(body: object) -> None:
+    found = baowords.deleted_version(body)
+    if found is not None:
+        destroyed, when, _version = found
+        assert destroyed or when
+
+
+@given(
+    destroyed=st.booleans(),
+    when=st.sampled_from(["", "2026-12-03T03:18:22.408879612Z"]),
+    version=st.integers(1, 99),
+)
+def test_a_404_envelope_is_named_by_its_metadata(destroyed: bool, when: str, version: int) -> None:
+    body = {
+        "data": {
+            "data": None,
+            "metadata": {"deletion_time": when, "destroyed": destroyed, "version": version},
+        }
+    }
+    found = baowords.deleted_version(body)
+    if not destroyed and not when:
+        assert found is None
+    else:
+        assert found == (destroyed, when, str(version))
