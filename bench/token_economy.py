@@ -1,7 +1,8 @@
 """What the token phase costs: N whole ticks (``tick.run_tick``) against the loopback fakes, the
 fake clock moving ``--interval`` seconds between ticks, in several conditions. Prints, per
 scenario, the totals and per-tick rates of: leases minted, lease requests, grant logins,
-lookup-self calls, renew-self calls, all tenancy requests and all OpenBao requests.
+lookup-self calls, renew-self calls, revoke-self calls (the old lease after a rotation), all
+tenancy requests and all OpenBao requests.
 
     .venv/bin/python bench/token_economy.py [--ticks N] [--interval S] [--scenario NAME ...]
                                             [--trace]   (also one line per tick that spent)
@@ -13,6 +14,8 @@ Scenarios (no Docker needed: none of them reaches a container):
                 60 s
   rate-limited  other boxes spent the environment's 5 leases just before the first tick
   box-off       like steady, but the box is off for 25 h after the first tick (lease expired)
+  rotating      tenancy mints leases that cannot be renewed and the box is off for 19 h after
+                the first tick: the next tick rotates the lease and revokes the old one
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from monky_deployd_testkit.fakes.estate import Estate
 ROOT = Path(__file__).resolve().parents[1]
 
 ENV = "env-bench-01"
-COLUMNS = ("leases", "lease_req", "logins", "lookups", "renewals", "tenancy_req", "bao_req")
+COLUMNS = (
+    "leases", "lease_req", "logins", "lookups", "renewals", "revokes", "tenancy_req", "bao_req",
+)  # fmt: skip
 
 
 def failing_bundle() -> dict[str, object]:
@@ -51,6 +56,7 @@ def snapshot(est: Estate) -> dict[str, int]:
         "logins": est.bao.logins,
         "lookups": est.bao.lookups,
         "renewals": est.bao.renewals,
+        "revokes": est.bao.revocations,
         "tenancy_req": len(est.tenancy.requests),
         "bao_req": len(est.bao.requests),
     }
@@ -67,6 +73,7 @@ def run(
         setup: dict[str, Callable[[], None]] = {
             "failing": lambda: est.tenancy.set_desired("r1", failing_bundle()),
             "rate-limited": est.spend_lease_budget,
+            "rotating": lambda: setattr(est.tenancy, "lease_renewable", False),
         }
         if name in setup:
             setup[name]()
@@ -79,7 +86,8 @@ def run(
             spent = {k: v - before[k] for k, v in snapshot(est).items()}
             if trace and (i == 0 or spent["lease_req"] or spent["logins"] or spent["renewals"]):
                 print(f"  tick {i:>5} " + " ".join(f"{k}={v}" for k, v in spent.items() if v))
-            est.clock.advance(25 * 3600 if (name == "box-off" and i == 0) else interval)
+            off = {"box-off": 25 * 3600, "rotating": 19 * 3600}.get(name, 0)
+            est.clock.advance(off if (off and i == 0) else interval)
         after = snapshot(est)
         return {k: after[k] - base[k] for k in after}, outcomes
 
@@ -91,13 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--scenario",
         action="append",
-        choices=("steady", "failing", "rate-limited", "box-off"),
+        choices=("steady", "failing", "rate-limited", "box-off", "rotating"),
         help="repeatable; default: all",
     )
     ap.add_argument("--trace", action="store_true", help="print the ticks that spent something")
     args = ap.parse_args(argv)
     logging.disable(logging.CRITICAL)  # the agent's JSON lines are not the point here
-    names = args.scenario or ["steady", "failing", "rate-limited", "box-off"]
+    names = args.scenario or ["steady", "failing", "rate-limited", "box-off", "rotating"]
     print(f"{args.ticks} ticks per scenario, fake clock +{args.interval:g} s per tick")
     print(f"{'scenario':<13}" + "".join(f"{c:>12}" for c in COLUMNS) + "   outcomes")
     for name in names:

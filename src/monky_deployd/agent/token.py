@@ -20,7 +20,9 @@ a refusal).
     nothing that lasts WORKING_FLOOR_S, budget closed               -> REFUSE_RATE_LIMITED
 
 A 429 from tenancy sets ``lease_not_before = now + retry_after_s`` (persisted): no lease request
-is made before then. Tokens never reach a log line or an exception text.
+is made before then. After a rotation, once the new lease is in token.json, the old lease token
+is revoked (``revoke-self``; a failure is only a warning). Tokens never reach a log line or an
+exception text.
 """
 
 from __future__ import annotations
@@ -70,6 +72,16 @@ def grant_jti(jwt: str) -> str:
         return str(claims.get("jti") or "") if isinstance(claims, dict) else ""
     except (IndexError, ValueError, UnicodeDecodeError):
         return ""
+
+
+def _replaced(before: TokenState, after: TokenState) -> bool:
+    """A rotation answered: a new lease token took the place of the old one."""
+    return (
+        before.token is not None
+        and after.token is not None
+        and after.token.kind == "lease"
+        and after.token.token != before.token.token
+    )
 
 
 # -- the keeper ------------------------------------------------------------------------------
@@ -177,10 +189,31 @@ class TokenKeeper:
                 # (a lookup that only refreshes the expiry is not worth a write)
                 self._save(st)
                 changed = True
+            if step is Step.ROTATE and _replaced(before, st):
+                assert before.token is not None
+                self._revoke_old_lease(before.token)
         raise TokenError(  # pragma: no cover - decide() always converges within a few steps
             "the token phase did not settle on a token",
             code=Code.TOKEN_UNAVAILABLE,
             hint="the agent's log lines with event token.* for this tick",
+        )
+
+    def _revoke_old_lease(self, old: Stored) -> None:
+        """After a rotation, once the new lease is in token.json: revoke the old lease token,
+        so the box never holds two live leases. A failure is a warning (the old token expires
+        on its own), never the tick's fault."""
+        try:
+            self._bao.revoke_self(old.token)
+        except DeployError as err:
+            log.warning(
+                f"could not revoke the old lease token {old.lease_id or ''} after the rotation "
+                f"({err.code}: {err.message}); it expires on its own",
+                extra={"event": "token.revoke", "ok": False, "code": err.code},
+            )
+            return
+        log.info(
+            f"revoked the old lease token {old.lease_id or ''} after the rotation",
+            extra={"event": "token.revoke", "ok": True, "lease_id": old.lease_id},
         )
 
     def _forget_if_grant_replaced(self, st: TokenState) -> TokenState:

@@ -105,10 +105,15 @@ class Code(StrEnum):
     TOKEN_UNAVAILABLE = "TOKEN_UNAVAILABLE"
     # openbao
     OPENBAO_BAD_RESPONSE = "OPENBAO_BAD_RESPONSE"
+    OPENBAO_JWT_MOUNT_MISSING = "OPENBAO_JWT_MOUNT_MISSING"
+    OPENBAO_JWT_ROLE_MISSING = "OPENBAO_JWT_ROLE_MISSING"
+    OPENBAO_KV_MOUNT_MISSING = "OPENBAO_KV_MOUNT_MISSING"
     OPENBAO_SEALED = "OPENBAO_SEALED"
     OPENBAO_UNAVAILABLE = "OPENBAO_UNAVAILABLE"
     OPENBAO_UNREACHABLE = "OPENBAO_UNREACHABLE"
     # secrets
+    SECRET_DELETED = "SECRET_DELETED"
+    SECRET_DESTROYED = "SECRET_DESTROYED"
     SECRET_FORBIDDEN = "SECRET_FORBIDDEN"
     SECRET_MISSING = "SECRET_MISSING"
     SECRET_NOT_STRING = "SECRET_NOT_STRING"
@@ -209,10 +214,15 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.TOKEN_UNAVAILABLE: ("token", "refused"),
     # openbao
     Code.OPENBAO_BAD_RESPONSE: ("openbao", "failed"),
+    Code.OPENBAO_JWT_MOUNT_MISSING: ("openbao", "refused"),
+    Code.OPENBAO_JWT_ROLE_MISSING: ("openbao", "refused"),
+    Code.OPENBAO_KV_MOUNT_MISSING: ("openbao", "refused"),
     Code.OPENBAO_SEALED: ("openbao", "failed"),
     Code.OPENBAO_UNAVAILABLE: ("openbao", "failed"),
     Code.OPENBAO_UNREACHABLE: ("transport", "failed"),
     # secrets
+    Code.SECRET_DELETED: ("secrets", "refused"),
+    Code.SECRET_DESTROYED: ("secrets", "refused"),
     Code.SECRET_FORBIDDEN: ("secrets", "refused"),
     Code.SECRET_MISSING: ("secrets", "refused"),
     Code.SECRET_NOT_STRING: ("secrets", "refused"),

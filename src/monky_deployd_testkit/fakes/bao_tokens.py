@@ -6,7 +6,7 @@ import secrets
 import string
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -75,9 +75,11 @@ class TokenRecord:
     explicit_max_ttl_s: int
     path: str
     display_name: str
-    entity_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    entity_id: str = ""  # a login's token has an entity; a token-role token has none
+    role: str = ""  # the token role it was created through
     revoked: bool = False
     renewals: int = 0
+    last_renewed: float = 0.0
 
     def live(self, now: float) -> bool:
         return not self.revoked and now < self.expires
@@ -103,14 +105,15 @@ class TokenStore:
         meta: dict[str, str],
         explicit_max_ttl_s: int | None = None,
         policies: list[str] | None = None,
-        path: str = "auth/token/create",
+        path: str = "",
         display_name: str = "token",
+        role: str = "tenancy-lease",
     ) -> TokenRecord:
         now = self.clock.now()
         max_ttl = min(explicit_max_ttl_s or self.system_max_ttl_s, self.system_max_ttl_s)
         ttl = min(int(ttl_s), max_ttl)
         rec = TokenRecord(
-            token="hvs." + _random(24),
+            token="s." + _random(24),  # OpenBao 2.x service tokens
             accessor=_random(24),
             created=now,
             creation_ttl_s=ttl,
@@ -121,8 +124,10 @@ class TokenStore:
             meta=dict(meta),
             policies=list(policies or ["default"]),
             explicit_max_ttl_s=int(explicit_max_ttl_s or 0),
-            path=path,
+            path=path or f"auth/token/create/{role}",
             display_name=display_name,
+            entity_id="" if role else str(uuid.uuid4()),
+            role=role,
         )
         with self._lock:
             self._by_token[rec.token] = rec
@@ -166,7 +171,9 @@ class TokenStore:
         """Reset the TTL like OpenBao; returns the capping warning list, or None."""
         with self._lock:
             now = self.clock.now()
-            wanted = increment_s if increment_s else rec.creation_ttl_s
+            # without an increment OpenBao renews by the token's current TTL (the last
+            # increment), not the one it was created with
+            wanted = increment_s if increment_s else rec.ttl_s
             left_to_max = max(0, int(rec.max_expires - now))
             warnings = None
             ttl = wanted
@@ -179,4 +186,5 @@ class TokenStore:
             rec.ttl_s = ttl
             rec.expires = now + ttl
             rec.renewals += 1
+            rec.last_renewed = now
             return warnings

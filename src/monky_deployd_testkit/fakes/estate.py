@@ -1,23 +1,61 @@
-"""One environment's estate for tests and the demo: a Clock, a GrantIssuer, a FakeBao and a
+"""One environment's estate for tests and the demo: a Clock, a GrantIssuer, an OpenBao and a
 FakeTenancy wired together, plus the config.yaml mapping that points the agent at them.
-``wire()`` serves both fakes in-process (an ``httpx.MockTransport``) for long simulations."""
+
+OpenBao is a FakeBao (``Estate(env)``: ``Estate[FakeBao]``), or the session's real server
+(``Estate(env, real=RealBao)``: ``Estate[RealBao]``; its issuer signs the grants, on the real
+clock, and its counters start at ``start()``). ``wire()`` serves the fakes in-process (an
+``httpx.MockTransport``) for long simulations; with a real server there is nothing to wire.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, overload
 
 import httpx
+from typing_extensions import TypeVar
 
 from monky_deployd_testkit.fakes.clock import Clock
 from monky_deployd_testkit.fakes.grant import GrantIssuer
 from monky_deployd_testkit.fakes.http import mock_transport
 from monky_deployd_testkit.fakes.openbao import FakeBao
 from monky_deployd_testkit.fakes.tenancy import FakeTenancy
+from monky_deployd_testkit.realbao import RealBao
+
+# a bare ``Estate`` is the fake one (the default), ``Estate[RealBao]`` the real server's
+B = TypeVar("B", FakeBao, RealBao, default=FakeBao)
 
 
-class Estate:
+class Estate(Generic[B]):
+    bao: B
+
+    @overload
+    def __init__(
+        self: Estate[FakeBao],
+        env: str = ...,
+        *,
+        clock: Clock | None = ...,
+        bao_port: int = ...,
+        tenancy_port: int = ...,
+        bao_kwargs: dict[str, Any] | None = ...,
+        tenancy_kwargs: dict[str, Any] | None = ...,
+        real: None = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Estate[RealBao],
+        env: str = ...,
+        *,
+        clock: Clock | None = ...,
+        bao_port: int = ...,
+        tenancy_port: int = ...,
+        bao_kwargs: dict[str, Any] | None = ...,
+        tenancy_kwargs: dict[str, Any] | None = ...,
+        real: RealBao,
+    ) -> None: ...
+
     def __init__(
         self,
         env: str = "env-test-01",
@@ -27,30 +65,50 @@ class Estate:
         tenancy_port: int = 0,
         bao_kwargs: dict[str, Any] | None = None,
         tenancy_kwargs: dict[str, Any] | None = None,
+        real: RealBao | None = None,
     ) -> None:
         self.env = env
         self.clock = clock or Clock()
-        self.issuer = GrantIssuer(self.clock)
-        self.bao = FakeBao(self.issuer, self.clock, port=bao_port, **(bao_kwargs or {}))
+        if real is not None:
+            self.issuer = real.issuer  # the real server checks times on the real clock
+            self.bao = real  # type: ignore[assignment]
+        else:
+            self.issuer = GrantIssuer(self.clock)
+            self.bao = FakeBao(  # type: ignore[assignment]
+                self.issuer, self.clock, port=bao_port, **(bao_kwargs or {})
+            )
         self.tenancy = FakeTenancy(
             self.bao, self.clock, env=env, port=tenancy_port, **(tenancy_kwargs or {})
         )
         self.grant = self.issuer.mint(env)
 
-    def start(self) -> Estate:
-        self.bao.start()
+    @property
+    def real(self) -> bool:
+        return isinstance(self.bao, RealBao)
+
+    def start(self) -> Estate[B]:
+        if isinstance(self.bao, RealBao):
+            self.bao.allow_env(self.env)
+            self.bao.mark()  # the server is the session's: count from here
+        else:
+            self.bao.allow_env(self.env)
+            self.bao.start()
         try:
             self.tenancy.start()
         except BaseException:
-            self.bao.stop()
+            if isinstance(self.bao, FakeBao):
+                self.bao.stop()
             raise
         return self
 
     def stop(self) -> None:
         self.tenancy.stop()
-        self.bao.stop()
+        if isinstance(self.bao, FakeBao):
+            self.bao.stop()
+        elif self.bao.sealed:  # a test that sealed the shared server leaves it unsealed
+            self.bao.sealed = False
 
-    def __enter__(self) -> Estate:
+    def __enter__(self) -> Estate[B]:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -58,6 +116,8 @@ class Estate:
 
     def wire(self) -> httpx.MockTransport:
         """Both fakes without a socket, by port (for ``run_tick(wire=)`` / ``open_client``)."""
+        if not isinstance(self.bao, FakeBao):
+            raise TypeError("a real OpenBao server is reached over its socket: no wire")
         return mock_transport(self.bao, self.tenancy)
 
     def spend_lease_budget(self, n: int | None = None) -> None:

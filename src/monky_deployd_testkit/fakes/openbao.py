@@ -1,13 +1,22 @@
-"""A loopback fake of the OpenBao API subset the agent uses, faithful to the real server's
-statuses, bodies and envelope (see /work/shared/environment.md, "OpenBao behaviour ...").
+"""A loopback fake of the OpenBao API subset the agent uses, answering what the real server
+(OpenBao 2.7, ``monky_deployd_testkit.realbao``) answers: the same statuses and bodies, checked
+case by case against it in tests/integration/net/test_bao_parity.py. Kept for what a real server
+cannot be made to show (stalls, garbage, 5xx: the fault switches) and for long simulations on a
+movable clock.
 
 - POST /v1/auth/<jwt_mount>/login   real RS256 validation with PyJWT; exp/nbf/iat on the fake
-                                    Clock with 150 s leeway; NO replay state.
+                                    Clock with OpenBao's 60 s leeway; ``env`` must be one of the
+                                    role's bound values (``allow_env``; the server cannot bind it
+                                    to ``sub``); NO replay state. Tokens are ``s.`` + 24 chars.
 - GET  /v1/auth/token/lookup-self   200 live / 403 permission denied
 - POST /v1/auth/token/renew-self    400 "lease is not renewable" / TTL capped with a warning
-- POST /v1/auth/token/revoke-self   204
-- GET  /v1/<kv_mount>/data/<path>   KV v2; a token may read only envs/<its env>/...
+- POST /v1/auth/token/revoke-self   204 / 403 for a dead token
+- GET  /v1/<kv_mount>/data/<path>   KV v2; a token may read only envs/<its env>/...; a deleted or
+                                    destroyed version is 404 with the data envelope
+- GET  /v1/sys/internal/ui/mounts   the mounts a live token sees
 - GET  /v1/sys/health
+- anything else                     403 permission denied (OpenBao's answer for a path it does
+                                    not route, a misnamed mount included)
 
 Counters (`logins`, `lookups`, `renewals`, `kv_reads`) count requests the endpoint itself
 answered (any outcome), not ones a fault switch or the `sealed` flag answered. `requests`
@@ -16,19 +25,21 @@ records every request as (method, path). Nothing here logs or records a token or
 
 from __future__ import annotations
 
-import copy
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import jwt
 
+from monky_deployd_testkit.fakes.bao_kv import BAD_VERSION, KvStore
 from monky_deployd_testkit.fakes.bao_tokens import TokenRecord, TokenStore, parse_duration, rfc3339
 from monky_deployd_testkit.fakes.clock import Clock
 from monky_deployd_testkit.fakes.grant import GrantIssuer
 from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 
-JWT_LEEWAY_S = 150
+JWT_LEEWAY_S = 60  # OpenBao's leeway for exp, iat and nbf
+# A policy denial for a live token (go-multierror's text), as OpenBao words it
+POLICY_DENIED = "1 error occurred:\n\t* permission denied\n\n"
+BOOTSTRAP_POLICY = "see-env"  # the templated policy of realbao's role
 
 
 def errors(status: int, *messages: str) -> Response:
@@ -40,7 +51,7 @@ def denied() -> Response:
 
 
 def envelope(
-    data: Any = None, auth: Any = None, warnings: list[str] | None = None, mount_type: str = ""
+    data: Any = None, auth: Any = None, warnings: list[str] | None = None
 ) -> dict[str, Any]:
     return {
         "request_id": str(uuid.uuid4()),
@@ -51,14 +62,7 @@ def envelope(
         "wrap_info": None,
         "warnings": warnings,
         "auth": auth,
-        "mount_type": mount_type,
     }
-
-
-@dataclass
-class _Version:
-    data: dict[str, Any]
-    created: float
 
 
 class FakeBao(LoopbackServer):
@@ -91,17 +95,19 @@ class FakeBao(LoopbackServer):
         self.tokens = TokenStore(clock)
         self.allowed_envs: set[str] = set()
         self.sealed = False
-        self._kv: dict[str, list[_Version]] = {}
+        self.kv = KvStore(clock)
         self.logins = 0
         self.lookups = 0
         self.renewals = 0
         self.kv_reads = 0
+        self.revocations = 0
         self.kv_paths_read: list[str] = []
         self.requests: list[tuple[str, str]] = []
 
     # -- test API -------------------------------------------------------------------------
     def allow_env(self, env: str) -> None:
-        """Bind the role's `env` claim to these envs (default: the `env` claim must equal `sub`)."""
+        """Add ``env`` to the role's bound values for the ``env`` claim (none: every login is
+        refused, as a role bound to an empty list would)."""
         with self.lock:
             self.allowed_envs.add(env)
 
@@ -129,20 +135,31 @@ class FakeBao(LoopbackServer):
     def revoke(self, token: str) -> bool:
         return self.tokens.revoke(token)
 
+    def shorten(self, token: str, ttl_s: int) -> None:
+        """Set a live token's TTL to ``ttl_s`` from now, as a root ``auth/token/renew`` with that
+        increment does on the real server (later renew-self calls keep it)."""
+        rec = self.tokens.live(token)
+        assert rec is not None, "not a live token"
+        self.tokens.renew(rec, ttl_s)
+
     def live_token(self, token: str | None) -> TokenRecord | None:
         return self.tokens.live(token)
 
     def set_secret(self, path: str, data: dict[str, Any]) -> int:
         """Write a new version at `path` (relative to the KV mount); returns the version."""
-        with self.lock:
-            versions = self._kv.setdefault(path.strip("/"), [])
-            versions.append(_Version(copy.deepcopy(data), self.clock.now()))
-            return len(versions)
+        return self.kv.put(path, data)
 
     def delete_secret(self, path: str) -> None:
         """Remove the path and all its versions (afterwards it reads as never written: 404)."""
-        with self.lock:
-            self._kv.pop(path.strip("/"), None)
+        self.kv.delete_all(path)
+
+    def soft_delete(self, path: str) -> None:
+        """Soft-delete the current version (``DELETE /v1/kv/data/<path>``)."""
+        self.kv.soft_delete(path)
+
+    def destroy(self, path: str, versions: list[int]) -> None:
+        """Destroy these versions (``POST /v1/kv/destroy/<path>``)."""
+        self.kv.destroy(path, versions)
 
     # -- plumbing -------------------------------------------------------------------------
     def record(self, req: Request) -> None:
@@ -170,6 +187,7 @@ class FakeBao(LoopbackServer):
             self._bump("renewals")
             return self._renew_self(req)
         if path == "/v1/auth/token/revoke-self" and method == "POST":
+            self._bump("revocations")
             rec = self.live_token(_token_of(req))
             if rec is None:
                 return denied()
@@ -179,8 +197,10 @@ class FakeBao(LoopbackServer):
         if path.startswith(kv_prefix) and method == "GET":
             self._bump("kv_reads")
             return self._kv_read(req, path[len(kv_prefix) :])
-        route = path.removeprefix("/v1/")
-        return errors(404, f'no handler for route "{route}". route entry not found.')
+        if path == "/v1/sys/internal/ui/mounts" and method == "GET":
+            return self._ui_mounts(req)
+        # OpenBao routes nothing else here: a live token is denied by policy, none by auth
+        return errors(403, POLICY_DENIED) if self.live_token(_token_of(req)) else denied()
 
     # -- endpoints ------------------------------------------------------------------------
     def _login(self, req: Request) -> Response:
@@ -197,7 +217,7 @@ class FakeBao(LoopbackServer):
         if role != self.role:
             return errors(400, f'role "{role}" could not be found')
         if not isinstance(raw, str) or not raw:
-            return errors(400, "missing jwt")
+            return errors(400, "missing token")
         claims_or_error = self._validate_grant(raw)
         if isinstance(claims_or_error, str):
             return errors(400, claims_or_error)
@@ -209,11 +229,12 @@ class FakeBao(LoopbackServer):
             renewable=self.bootstrap_renewable,
             meta=meta,
             explicit_max_ttl_s=self.bootstrap_max_ttl_s,
-            policies=["default", f"{env}-bootstrap"],
+            policies=["default", BOOTSTRAP_POLICY],
             path=f"auth/{self.jwt_mount}/login",
             display_name=f"{self.jwt_mount}-{claims.get('sub', env)}",
+            role="",
         )
-        return json_response(200, envelope(auth=_auth_block(rec), mount_type="jwt"))
+        return json_response(200, envelope(auth=_auth_block(rec)))
 
     def _validate_grant(self, raw: str) -> dict[str, Any] | str:
         """The claims, or the error sentence OpenBao would answer with."""
@@ -230,12 +251,16 @@ class FakeBao(LoopbackServer):
                     "verify_iss": False,
                 },
             )
-        except jwt.InvalidSignatureError:
-            return "error validating token: failed to verify signature"
-        except jwt.InvalidAlgorithmError:
-            return "error validating token: unsupported signing algorithm"
+        except (jwt.InvalidSignatureError, jwt.InvalidAlgorithmError):
+            return (
+                "error validating token: error verifying token signature: "
+                "no known key successfully validated the token signature"
+            )
         except jwt.PyJWTError:
-            return "error validating token: malformed JWT: failed to parse"
+            return (
+                "error validating token: error verifying token signature: "
+                "illegal base64 data at input byte 0"
+            )
         now = self.clock.now()
         if self.bound_issuer is not None and claims.get("iss") != self.bound_issuer:
             return "error validating token: invalid issuer (iss) claim"
@@ -246,22 +271,20 @@ class FakeBao(LoopbackServer):
                 "error validating token: invalid audience (aud) claim: "
                 "audience claim does not match any expected audience"
             )
+        # OpenBao checks "not yet valid" (nbf, or iat when there is no nbf) before "expired"
+        nbf = claims.get("nbf", claims.get("iat"))
+        if isinstance(nbf, int | float) and now + JWT_LEEWAY_S < nbf:
+            return "error validating token: invalid not before (nbf) claim: token not yet valid"
         exp = claims.get("exp")
         if not isinstance(exp, int | float):
             return "error validating token: invalid expiration time (exp) claim: missing"
         if now > exp + JWT_LEEWAY_S:
             return "error validating token: invalid expiration time (exp) claim: token is expired"
-        nbf = claims.get("nbf")
-        if isinstance(nbf, int | float) and now + JWT_LEEWAY_S < nbf:
-            return "error validating token: invalid not before (nbf) claim: token not yet valid"
-        iat = claims.get("iat")
-        if isinstance(iat, int | float) and now + JWT_LEEWAY_S < iat:
-            return (
-                "error validating token: invalid issued at (iat) claim: token issued in the future"
-            )
         env = claims.get("env")
+        if env is None:
+            return 'error validating claims: claim "env" is missing'
         with self.lock:
-            allowed = set(self.allowed_envs) or {str(claims.get("sub"))}
+            allowed = set(self.allowed_envs)
         if not isinstance(env, str) or env not in allowed:
             return (
                 'error validating claims: claim "env" does not match any associated '
@@ -281,7 +304,9 @@ class FakeBao(LoopbackServer):
             "display_name": rec.display_name,
             "entity_id": rec.entity_id,
             "expire_time": rfc3339(rec.expires),
-            "explicit_max_ttl": rec.explicit_max_ttl_s,
+            # 0 on the server for both kinds the fake mints: a token role's or a JWT role's
+            # token is capped by its role (token_explicit_max_ttl / token_max_ttl)
+            "explicit_max_ttl": 0,
             "id": rec.token,
             "issue_time": rfc3339(rec.created),
             "meta": dict(rec.meta),
@@ -293,8 +318,11 @@ class FakeBao(LoopbackServer):
             "ttl": rec.remaining(now),
             "type": "service",
         }
+        if rec.role:
+            data["role"] = rec.role
         if rec.renewals:
-            data["last_renewal_time"] = int(now)
+            data["last_renewal"] = rfc3339(rec.last_renewed)
+            data["last_renewal_time"] = int(rec.last_renewed)
         return json_response(200, envelope(data=data))
 
     def _renew_self(self, req: Request) -> Response:
@@ -323,31 +351,37 @@ class FakeBao(LoopbackServer):
         path = path.strip("/")
         env = rec.meta.get("env", "")
         if not env or not path.startswith(f"envs/{env}/") or ".." in path.split("/"):
-            return denied()
+            return errors(403, POLICY_DENIED)
         with self.lock:
             self.kv_paths_read.append(path)
-            versions = list(self._kv.get(path, []))
-        if not versions:
+        status, data = self.kv.read(path, req.query.get("version", ["0"])[0])
+        if status == 400:
+            return errors(400, BAD_VERSION)
+        if data is None:
             return errors(404)
-        wanted = req.query.get("version", ["0"])[0]
-        try:
-            number = int(wanted) or len(versions)
-        except ValueError:
-            return errors(400, "invalid version")
-        if not 1 <= number <= len(versions):
-            return errors(404)
-        version = versions[number - 1]
-        data = {
-            "data": copy.deepcopy(version.data),
-            "metadata": {
-                "created_time": rfc3339(version.created),
-                "custom_metadata": None,
-                "deletion_time": "",
-                "destroyed": False,
-                "version": number,
-            },
+        # a deleted or destroyed version: 404 with the whole envelope and no "errors"
+        return json_response(status, envelope(data=data))
+
+    def _ui_mounts(self, req: Request) -> Response:
+        """``sys/internal/ui/mounts``: the secret mounts a live token sees (its default policy
+        allows the call); without a token, the (empty) unauthenticated listing."""
+        token = _token_of(req)
+        if not token:
+            return json_response(200, envelope(data={"auth": {}, "secret": {}}))
+        if self.live_token(token) is None:
+            return denied()
+
+        def mount(kind: str, options: dict[str, str] | None = None) -> dict[str, Any]:
+            return {"type": kind, "options": options, "description": "", "local": False}
+
+        secret = {
+            "cubbyhole/": mount("cubbyhole"),
+            "identity/": mount("identity"),
+            f"{self.kv_mount}/": mount("kv", {"version": "2"}),
+            "sys/": mount("system"),
         }
-        return json_response(200, envelope(data=data))
+        auth = {"token/": mount("token")}
+        return json_response(200, envelope(data={"auth": auth, "secret": secret}))
 
 
 def _token_of(req: Request) -> str | None:
@@ -366,7 +400,6 @@ def _auth_block(rec: TokenRecord) -> dict[str, Any]:
         "accessor": rec.accessor,
         "policies": list(rec.policies),
         "token_policies": list(rec.policies),
-        "identity_policies": None,
         "metadata": dict(rec.meta),
         "lease_duration": rec.ttl_s,
         "renewable": rec.renewable,

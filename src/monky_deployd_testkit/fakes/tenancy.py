@@ -1,6 +1,8 @@
 """A loopback fake of the tenancy deploy API (contract.md, "Tenancy deploy API").
 
-Bearer tokens are checked against the FakeBao token store: unknown/expired/revoked -> 401
+Bearer tokens are checked against OpenBao (the FakeBao's token store, or a real server through
+``RealBao``: a root-token lookup, as tenancy does), and lease tokens are minted there (the real
+server: through its token role): unknown/expired/revoked -> 401
 TOKEN_INVALID; a token whose meta `jti` was superseded -> 401 GRANT_SUPERSEDED; a token bound to
 another env -> 403 ENV_MISMATCH; a path env this tenancy does not serve -> 404 ENV_NOT_FOUND.
 
@@ -14,8 +16,9 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from monky_deployd_testkit.fakes.bao_tokens import TokenRecord
 from monky_deployd_testkit.fakes.clock import Clock
 from monky_deployd_testkit.fakes.http import (
     LoopbackServer,
@@ -24,7 +27,24 @@ from monky_deployd_testkit.fakes.http import (
     json_response,
     raw_response,
 )
-from monky_deployd_testkit.fakes.openbao import FakeBao
+
+
+class TokenAuthority(Protocol):
+    """What tenancy asks OpenBao: FakeBao, or RealBao (a real server)."""
+
+    def live_token(self, token: str | None) -> TokenRecord | None: ...
+
+    def create_token_record(
+        self,
+        *,
+        ttl_s: int,
+        renewable: bool,
+        meta: dict[str, str],
+        explicit_max_ttl_s: int | None = None,
+        policies: list[str] | None = None,
+    ) -> TokenRecord: ...
+
+    def revoke(self, token: str) -> bool: ...
 
 
 def api_error(status: int, code: str, message: str, retry_after_s: int | None = None) -> Response:
@@ -49,11 +69,12 @@ class LeaseRecord:
 class FakeTenancy(LoopbackServer):
     def __init__(
         self,
-        bao: FakeBao,
+        bao: TokenAuthority,
         clock: Clock,
         *,
         env: str = "env-test-01",
         lease_ttl_s: int = 86400,
+        lease_renewable: bool = True,
         lease_budget: int = 5,
         budget_window_s: int = 3600,
         port: int = 0,
@@ -63,6 +84,7 @@ class FakeTenancy(LoopbackServer):
         self.clock = clock
         self.env = env
         self.lease_ttl_s = lease_ttl_s
+        self.lease_renewable = lease_renewable
         self.lease_budget = lease_budget
         self.budget_window_s = budget_window_s
         self.superseded_jtis: set[str] = set()
@@ -108,6 +130,11 @@ class FakeTenancy(LoopbackServer):
         with self.lock:
             token = self._lease_tokens[lease_id]
         self.bao.revoke(token)
+
+    def lease_token(self, lease_id: str) -> str:
+        """The token of a lease this tenancy minted (tests only: shorten or inspect it)."""
+        with self.lock:
+            return self._lease_tokens[lease_id]
 
     def leases_in_window(self) -> list[LeaseRecord]:
         now = self.clock.now()
@@ -181,14 +208,16 @@ class FakeTenancy(LoopbackServer):
             lease_meta = {"env": env, "jti": meta.get("jti", "")}
             rec = self.bao.create_token_record(
                 ttl_s=self.lease_ttl_s,
-                renewable=True,
+                renewable=self.lease_renewable,
                 meta=lease_meta,
                 policies=["default", f"{env}-lease"],
             )
             lease_id = "lse_" + secrets.token_hex(8)
             self._lease_tokens[lease_id] = rec.token
             self.leases.append(
-                LeaseRecord(lease_id, rec.accessor, env, lease_meta["jti"], rec.created, rec.ttl_s)
+                LeaseRecord(
+                    lease_id, rec.accessor, env, lease_meta["jti"], self.clock.now(), rec.ttl_s
+                )
             )
         body = {
             "lease": {
@@ -196,7 +225,7 @@ class FakeTenancy(LoopbackServer):
                 "token": rec.token,
                 "accessor": rec.accessor,
                 "ttl_s": rec.ttl_s,
-                "renewable": True,
+                "renewable": rec.renewable,
             }
         }
         return json_response(201, body)

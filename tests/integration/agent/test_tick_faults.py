@@ -1,10 +1,12 @@
 """Faults of the services and of the bundle, through a whole in-process tick against the loopback
-fakes: each is named in the first error line, and nothing on the box changes."""
+fakes: each is named in the first error line, and nothing on the box changes. The OpenBao faults a
+real server can show run against the session's real OpenBao as well (``@BOTH``)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,10 @@ from monky_deployd.agent.tick import run_tick
 from monky_deployd.cli import exit_code
 from monky_deployd.core.report import TickRecord
 from monky_deployd_testkit.fakes.estate import Estate
+from monky_deployd_testkit.realbao import RealBao
 
 ENV = "env-int-01"
+BOTH = pytest.mark.parametrize("estate", ["fake", "real"], indirect=True)
 GOOD = {
     "project": "shop",
     "compose": "services:\n  web:\n    image: 127.0.0.1:1/web:1\n",
@@ -27,13 +31,18 @@ GOOD = {
 
 
 @pytest.fixture
-def estate() -> Iterator[Estate]:
-    with Estate(env=ENV) as est:
-        yield est
+def estate(request: pytest.FixtureRequest) -> Iterator[Estate[Any]]:
+    if getattr(request, "param", "fake") == "real":
+        real: RealBao = request.getfixturevalue("real_bao")
+        with Estate(env=ENV, real=real) as est:
+            yield est
+    else:
+        with Estate(env=ENV) as fake:
+            yield fake
 
 
 def tick(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture, **overrides: Any
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture, **overrides: Any
 ) -> tuple[TickRecord, list[logging.LogRecord]]:
     raw = estate.config(
         state_dir=tmp_path / "state",
@@ -49,7 +58,7 @@ def tick(
 
 
 def test_no_desired_state_is_idle_and_reports_nothing(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     rec, errors = tick(estate, tmp_path, caplog)
     assert (rec.outcome, exit_code(rec)) == ("idle", 0)
@@ -57,7 +66,7 @@ def test_no_desired_state_is_idle_and_reports_nothing(
 
 
 def test_tenancy_5xx_is_named_with_its_address(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     estate.tenancy.fail_next(503, b"upstream down", path_contains="checkin")
     rec, errors = tick(estate, tmp_path, caplog)
@@ -68,7 +77,7 @@ def test_tenancy_5xx_is_named_with_its_address(
 
 
 def test_checkin_body_that_is_not_json(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     estate.tenancy.set_raw_checkin(200, b"<html>proxy error</html>")
     rec, errors = tick(estate, tmp_path, caplog)
@@ -77,7 +86,7 @@ def test_checkin_body_that_is_not_json(
 
 
 def test_checkin_of_the_wrong_shape(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     estate.tenancy.set_raw_checkin(200, json.dumps({"rev": "r1"}).encode())
     rec, _ = tick(estate, tmp_path, caplog)
@@ -85,7 +94,7 @@ def test_checkin_of_the_wrong_shape(
 
 
 def test_oversized_bundle_is_refused_unread(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     huge = dict(GOOD, env_template="# " + "x" * (5 * 1024 * 1024))
     estate.tenancy.set_desired("r1", huge)
@@ -96,7 +105,7 @@ def test_oversized_bundle_is_refused_unread(
 
 
 def test_stalled_tenancy_is_bounded_by_the_timeout(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     estate.tenancy.slow_s = 5
     rec, errors = tick(
@@ -110,7 +119,7 @@ def test_stalled_tenancy_is_bounded_by_the_timeout(
 
 
 def test_unreachable_tenancy(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     estate.tenancy.stop()
     rec, errors = tick(estate, tmp_path, caplog)
@@ -133,7 +142,7 @@ def test_unreachable_tenancy(
     ],
 )
 def test_malformed_bundle_refused_reported_nothing_written(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture, bundle: Any, needle: str
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture, bundle: Any, needle: str
 ) -> None:
     estate.tenancy.set_desired("r1", bundle)
     rec, errors = tick(estate, tmp_path, caplog)
@@ -146,7 +155,7 @@ def test_malformed_bundle_refused_reported_nothing_written(
 
 
 def test_undeliverable_report_changes_nothing(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     estate.tenancy.set_desired("r1", dict(GOOD, compose=""))
     estate.tenancy.fail_next(500, b"", path_contains="reports")
@@ -159,7 +168,7 @@ def test_undeliverable_report_changes_nothing(
 
 
 def test_superseded_grant_is_never_called_a_network_fault(
-    estate: Estate, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     estate.tenancy.set_desired("r1", GOOD)
     jti = json.loads(__import__("base64").urlsafe_b64decode(estate.grant.split(".")[1] + "=="))[
@@ -172,3 +181,87 @@ def test_superseded_grant_is_never_called_a_network_fault(
     assert first.startswith("GRANT_SUPERSEDED: grant superseded: a newer kit was revealed")
     for wrong in ("network", "intercept", "policy", "unreachable"):
         assert wrong not in first.split("Check:")[0]
+
+
+# -- OpenBao faults, against the fake and the real server -------------------------------------
+
+
+def _openbao(estate: Estate[Any], **changes: str) -> dict[str, Any]:
+    cfg: dict[str, Any] = estate.config(state_dir=Path("/"), grant_file=Path("/"))["openbao"]
+    return {**cfg, **changes}
+
+
+def _with_secret(estate: Estate[Any], path: str) -> dict[str, Any]:
+    return dict(
+        GOOD,
+        env_template="A=${A}\n",
+        manifest=[{"name": "A", "path": f"envs/{ENV}/{path}", "key": "a"}],
+    )
+
+
+@BOTH
+def test_a_misnamed_jwt_mount_is_named_not_the_grant(
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rec, errors = tick(estate, tmp_path, caplog, openbao=_openbao(estate, jwt_mount="jwt-tenancyy"))
+    assert (rec.code, rec.outcome, exit_code(rec)) == ("OPENBAO_JWT_MOUNT_MISSING", "refused", 5)
+    first = errors[0].getMessage()
+    assert first.startswith(
+        f"OPENBAO_JWT_MOUNT_MISSING: OpenBao at {estate.bao.host}:{estate.bao.port} has no auth "
+        "mount 'jwt-tenancyy'"
+    )
+    assert "rejected" not in first and "openbao.jwt_mount" in first
+    assert estate.tenancy.lease_requests == 0
+
+
+@BOTH
+def test_a_misnamed_kv_mount_is_named_with_the_one_the_token_sees(
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    estate.bao.set_secret(f"envs/{ENV}/mounted", {"a": "x"})
+    estate.tenancy.set_desired("r1", _with_secret(estate, "mounted"))
+    rec, errors = tick(estate, tmp_path, caplog, openbao=_openbao(estate, kv_mount="secrets"))
+    assert (rec.code, rec.outcome) == ("OPENBAO_KV_MOUNT_MISSING", "refused")
+    first = errors[0].getMessage()
+    assert first.startswith("OPENBAO_KV_MOUNT_MISSING: OpenBao at ")
+    assert "no KV mount 'secrets'" in first and "sees are: kv" in first
+    assert "polic" not in first.split("Check:")[0]
+    assert not (tmp_path / "state" / "applied.json").exists()
+
+
+@BOTH
+def test_a_deleted_then_destroyed_secret_is_named_with_the_time(
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = f"deleted-{uuid.uuid4().hex[:6]}"
+    estate.bao.set_secret(f"envs/{ENV}/{path}", {"a": "x"})
+    estate.bao.soft_delete(f"envs/{ENV}/{path}")
+    estate.tenancy.set_desired("r1", _with_secret(estate, path))
+    rec, errors = tick(estate, tmp_path, caplog)
+    assert (rec.code, rec.outcome, exit_code(rec)) == ("SECRET_DELETED", "refused", 5)
+    first = errors[0].getMessage()
+    assert first.startswith(f"SECRET_DELETED: secret kv/envs/{ENV}/{path} (key 'a')")
+    assert "current version 1 was deleted at 20" in first and "not found" not in first
+    estate.bao.destroy(f"envs/{ENV}/{path}", [1])
+    rec, errors = tick(estate, tmp_path, caplog)
+    assert rec.code == "SECRET_DESTROYED"
+    assert "current version 1 was destroyed" in errors[0].getMessage()
+
+
+@BOTH
+def test_a_sealed_openbao_is_named_and_costs_no_lease(
+    estate: Estate[Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rec, _ = tick(estate, tmp_path, caplog)
+    assert rec.outcome == "idle"
+    estate.bao.sealed = True
+    rec, errors = tick(estate, tmp_path, caplog)
+    assert (rec.code, exit_code(rec)) == ("OPENBAO_SEALED", 1)
+    assert (
+        errors[0]
+        .getMessage()
+        .startswith(f"OPENBAO_SEALED: OpenBao at {estate.bao.host}:{estate.bao.port} is sealed")
+    )
+    estate.bao.sealed = False
+    rec, _ = tick(estate, tmp_path, caplog)
+    assert rec.outcome == "idle" and len(estate.tenancy.leases) == 1

@@ -1,10 +1,16 @@
-"""The lease economy against the loopback fakes: real hvac, the tick's own code, a clock the tests
-move.
+"""The lease economy against the loopback fakes and a real OpenBao server: real hvac, the tick's
+own code, a clock the tests move.
 
 ``Box.tick()`` is one timer start: ``agent.tick.run_tick`` (transport, token phase, check-in with
 its one re-acquire on TOKEN_INVALID; no desired state, so the tick ends idle). The long
 simulations serve the fakes in-process (``Estate.wire()``, an ``httpx.MockTransport`` in the
 agent's own client); a few ticks go over real loopback sockets. Counts come from the fakes.
+
+Tests marked ``@BOTH`` also run against the session's real OpenBao (``RealBao``: tenancy mints
+its lease tokens there, counts come from the server's audit log). The server's clock is the real
+one, so those tests move only the agent's and tenancy's clock by a tick's 60 s (the server's
+TTLs are hours), and a lease near its end is shown to the server as one (``shorten``), not waited
+for. The long simulations stay on the fake, whose clock can move days.
 """
 
 from __future__ import annotations
@@ -30,14 +36,17 @@ from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent.tick import run_tick
-from monky_deployd.agent.token import HeldToken, TokenKeeper, TokenState
+from monky_deployd.agent.token import HeldToken, TokenKeeper, TokenState, grant_jti
 from monky_deployd.core.errors import TokenError
 from monky_deployd.core.records import Stored
 from monky_deployd.core.report import TickRecord
 from monky_deployd.core.wire import HostFacts
 from monky_deployd_testkit.fakes.estate import Estate
+from monky_deployd_testkit.fakes.openbao import FakeBao
+from monky_deployd_testkit.realbao import RealBao
 
 ENV = "env-test-01"
+BOTH = pytest.mark.parametrize("estate", ["fake", "real"], indirect=True)
 TOKEN_INVALID = b'{"error":{"code":"TOKEN_INVALID","message":"the token is unknown"}}'
 
 
@@ -54,7 +63,9 @@ class Box:
 
     ``sockets=True``: over the fakes' loopback sockets, not in-process."""
 
-    def __init__(self, estate: Estate, tmp: Path, *, sockets: bool = False, **overrides: Any):
+    def __init__(
+        self, estate: Estate[Any], tmp: Path, *, sockets: bool = False, **overrides: Any
+    ) -> None:
         self.estate = estate
         self.state_dir = tmp / "state"
         self.state_dir.mkdir(mode=0o700, exist_ok=True)
@@ -62,7 +73,7 @@ class Box:
         raw = estate.config(state_dir=self.state_dir, grant_file=self.grant_file, **overrides)
         self.cfg = config.parse(raw, "test config")
         self.token_file = self.state_dir / "token.json"
-        self.wire = None if sockets else estate.wire()
+        self.wire = None if (sockets or estate.real) else estate.wire()
         # The host facts a box caches after its first apply: no `docker version` per tick.
         StateDir(self.state_dir).ensure().write_host_facts(
             HostFacts(hostname=socket.gethostname(), docker="28.2.2", compose="2.36.2")
@@ -96,35 +107,43 @@ class Box:
 
 
 @pytest.fixture
-def estate() -> Iterator[Estate]:
-    with Estate(env=ENV) as est:
-        yield est
+def estate(request: pytest.FixtureRequest) -> Iterator[Estate[Any]]:
+    """The fake estate; ``@BOTH`` tests also get one on the session's real OpenBao."""
+    if getattr(request, "param", "fake") == "real":
+        real: RealBao = request.getfixturevalue("real_bao")
+        with Estate(env=ENV, real=real) as est:
+            yield est
+    else:
+        with Estate(env=ENV) as fake:
+            yield fake
 
 
 @pytest.fixture
-def box(estate: Estate, tmp_path: Path) -> Box:
+def box(estate: Estate[Any], tmp_path: Path) -> Box:
     return Box(estate, tmp_path)
 
 
-def counts(est: Estate) -> dict[str, int]:
+def counts(est: Estate[Any]) -> dict[str, int]:
     return {
         "leases": len(est.tenancy.leases),
         "lease_requests": est.tenancy.lease_requests,
         "logins": est.bao.logins,
         "lookups": est.bao.lookups,
         "renewals": est.bao.renewals,
+        "revocations": est.bao.revocations,
     }
 
 
-def all_tokens(est: Estate) -> list[str]:
+def all_tokens(est: Estate[Any]) -> list[str]:
     return [rec.token for rec in est.bao.tokens.records()]
 
 
 # -- R7: the budget --------------------------------------------------------------------------
 
 
+@BOTH
 def test_deploy_failing_every_tick_for_three_hours_spends_one_lease(
-    estate: Estate, tmp_path: Path
+    estate: Estate[Any], tmp_path: Path
 ) -> None:
     box = Box(estate, tmp_path, sockets=True)  # this simulation over real loopback sockets
     estate.tenancy.set_raw_checkin(500, b'{"error":{"code":"BOOM","message":"deploy broken"}}')
@@ -143,7 +162,9 @@ def test_deploy_failing_every_tick_for_three_hours_spends_one_lease(
     assert c["lookups"] == 179  # every tick after the first asks lookup-self once
 
 
-def test_a_thousand_noop_ticks_spend_no_lease_after_the_first(box: Box, estate: Estate) -> None:
+def test_a_thousand_noop_ticks_spend_no_lease_after_the_first(
+    box: Box, estate: Estate[Any]
+) -> None:
     kinds = {box.tick().kind for _ in range(1)}
     written = box.token_file.stat()
     for _ in range(999):
@@ -158,7 +179,7 @@ def test_a_thousand_noop_ticks_spend_no_lease_after_the_first(box: Box, estate: 
     assert (now.st_ino, now.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
 
 
-def test_a_week_of_ticks_renews_instead_of_leasing(box: Box, estate: Estate) -> None:
+def test_a_week_of_ticks_renews_instead_of_leasing(box: Box, estate: Estate[Any]) -> None:
     for _ in range(7 * 24 * 6):  # every 10 minutes for a week
         assert box.tick().kind == "lease"
         estate.clock.advance(600)
@@ -168,7 +189,7 @@ def test_a_week_of_ticks_renews_instead_of_leasing(box: Box, estate: Estate) -> 
 
 
 def test_renewal_capped_short_rotates_with_the_lease_token_never_the_grant(
-    box: Box, estate: Estate
+    box: Box, estate: Estate[Any]
 ) -> None:
     estate.bao.tokens.system_max_ttl_s = 30 * 3600  # leases cannot live beyond 30 h
     for _ in range(3 * 24 * 6):  # three days, every 10 minutes
@@ -193,12 +214,10 @@ def test_leases_shorter_than_renew_below_are_renewed_not_re_leased(tmp_path: Pat
         assert 10 <= c["renewals"] <= 13  # about every 2 h (half the minted TTL)
 
 
-def test_non_renewable_lease_rotates_before_it_expires(box: Box, estate: Estate) -> None:
+def test_non_renewable_lease_rotates_before_it_expires(box: Box, estate: Estate[Any]) -> None:
     box.tick()
     first = estate.tenancy.leases[0]
-    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
-    assert record is not None
-    record.renewable = False
+    estate.bao.tokens.get(estate.tenancy.lease_token(first.id)).renewable = False
     for _ in range(24 * 6):
         estate.clock.advance(600)
         box.tick()
@@ -208,11 +227,11 @@ def test_non_renewable_lease_rotates_before_it_expires(box: Box, estate: Estate)
 
 
 def test_a_failed_rotation_carries_on_with_the_lease_and_retries_next_tick(
-    box: Box, estate: Estate
+    box: Box, estate: Estate[Any]
 ) -> None:
     box.tick()
     first = estate.tenancy.leases[0]
-    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
+    record = estate.bao.tokens.get(estate.tenancy.lease_token(first.id))
     assert record is not None
     record.renewable = False
     estate.clock.advance(19 * 3600)  # 5 h left: below renew_below_s, rotation due
@@ -227,11 +246,67 @@ def test_a_failed_rotation_carries_on_with_the_lease_and_retries_next_tick(
     assert counts(estate)["logins"] == 1
 
 
+@BOTH
+def test_a_rotation_revokes_the_old_lease_token_once_the_new_one_is_saved(
+    box: Box, estate: Estate[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    first = box.tick()
+    old = estate.tenancy.lease_token(estate.tenancy.leases[0].id)
+    estate.bao.shorten(old, 300)  # 5 min left, and renew-self keeps that: the lease rotates
+    estate.clock.advance(60)
+    caplog.set_level(logging.INFO)
+    new = box.tick()
+    assert new.kind == "lease" and new.lease_id != first.lease_id
+    assert box.state().token == new  # the new lease is in token.json
+    with httpx.Client(trust_env=False) as client:
+        bao = Bao(client, box.cfg.openbao)
+        assert bao.lookup_self(old) is None  # 403: the old lease is dead
+        assert bao.lookup_self(new.token) is not None
+    live = [
+        ls
+        for ls in estate.tenancy.leases
+        if estate.bao.live_token(estate.tenancy.lease_token(ls.id))
+    ]
+    assert len(live) == 1  # never two live leases
+    c = counts(estate)
+    assert (c["leases"], c["logins"], c["renewals"], c["revocations"]) == (2, 1, 1, 1)
+    revoked = [r for r in caplog.records if getattr(r, "event", "") == "token.revoke"]
+    assert len(revoked) == 1 and getattr(revoked[0], "ok", None) is True
+    text = "\n".join(
+        r.getMessage() + " " + json.dumps({k: str(v) for k, v in vars(r).items()})
+        for r in caplog.records
+    )
+    assert not any(secret in text for secret in (old, new.token, estate.grant))
+    estate.clock.advance(60)
+    assert box.tick().lease_id == new.lease_id
+    assert counts(estate)["revocations"] == 1  # one rotation, one revoke
+
+
+def test_a_failed_revoke_is_a_warning_and_the_tick_goes_on(
+    box: Box, estate: Estate[FakeBao], caplog: pytest.LogCaptureFixture
+) -> None:
+    box.tick()
+    old = estate.tenancy.lease_token(estate.tenancy.leases[0].id)
+    estate.bao.shorten(old, 300)
+    estate.clock.advance(60)
+    estate.bao.fail_next(500, b'{"errors":["internal error"]}', "/revoke-self")
+    caplog.set_level(logging.INFO)
+    new = box.tick()  # the rotation stands
+    assert new.kind == "lease" and box.state().token == new
+    warned = [r for r in caplog.records if getattr(r, "event", "") == "token.revoke"]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    assert "OPENBAO_UNAVAILABLE" in warned[0].getMessage()
+    assert old not in warned[0].getMessage()
+    assert estate.bao.live_token(old) is not None  # it expires on its own
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 # -- rate limited ----------------------------------------------------------------------------
 
 
+@BOTH
 def test_rate_limited_while_the_bootstrap_token_works(
-    box: Box, estate: Estate, caplog: pytest.LogCaptureFixture
+    box: Box, estate: Estate[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     estate.spend_lease_budget()
     requests_before = estate.tenancy.lease_requests
@@ -261,10 +336,10 @@ def test_rate_limited_while_the_bootstrap_token_works(
     assert box.tick().kind == "lease" and estate.tenancy.lease_requests == requests_before + 2
 
 
-def test_rotation_rate_limited_keeps_the_lease_and_waits(box: Box, estate: Estate) -> None:
+def test_rotation_rate_limited_keeps_the_lease_and_waits(box: Box, estate: Estate[Any]) -> None:
     box.tick()
     first = estate.tenancy.leases[0]
-    record = estate.bao.tokens.get(estate.tenancy._lease_tokens[first.id])
+    record = estate.bao.tokens.get(estate.tenancy.lease_token(first.id))
     assert record is not None
     record.renewable = False
     estate.clock.advance(19 * 3600)  # 5 h left: rotation due
@@ -315,7 +390,7 @@ def test_rate_limited_with_no_working_token_refuses_with_the_time(
 
 
 def test_a_lease_not_before_far_ahead_is_capped_at_the_budget_window(
-    box: Box, estate: Estate
+    box: Box, estate: Estate[Any]
 ) -> None:
     """A clock that stepped backwards must not keep the box from leasing for days."""
     from monky_deployd.agent.token import TokenState as State
@@ -331,7 +406,10 @@ def test_a_lease_not_before_far_ahead_is_capped_at_the_budget_window(
 # -- dead tokens and grants ------------------------------------------------------------------
 
 
-def test_lease_revoked_and_grant_valid_logs_in_and_leases_once(box: Box, estate: Estate) -> None:
+@BOTH
+def test_lease_revoked_and_grant_valid_logs_in_and_leases_once(
+    box: Box, estate: Estate[Any]
+) -> None:
     box.tick()
     estate.tenancy.revoke_lease(estate.tenancy.leases[0].id)
     estate.clock.advance(60)
@@ -343,7 +421,7 @@ def test_lease_revoked_and_grant_valid_logs_in_and_leases_once(box: Box, estate:
     assert counts(estate)["leases"] == 2
 
 
-def test_lease_expired_while_the_box_was_off(box: Box, estate: Estate) -> None:
+def test_lease_expired_while_the_box_was_off(box: Box, estate: Estate[Any]) -> None:
     box.tick()
     estate.clock.advance(25 * 3600)  # the lease's 24 h are over, the grant's 3 days are not
     assert box.tick().kind == "lease"
@@ -351,7 +429,7 @@ def test_lease_expired_while_the_box_was_off(box: Box, estate: Estate) -> None:
     assert c["leases"] == 2 and c["logins"] == 2
 
 
-def test_lease_and_grant_both_expired_is_grant_expired(box: Box, estate: Estate) -> None:
+def test_lease_and_grant_both_expired_is_grant_expired(box: Box, estate: Estate[Any]) -> None:
     box.tick()
     estate.clock.advance(4 * 86400)
     with pytest.raises(TickFailed) as exc:
@@ -361,7 +439,8 @@ def test_lease_and_grant_both_expired_is_grant_expired(box: Box, estate: Estate)
     assert counts(estate)["leases"] == 1
 
 
-def test_token_rejected_by_tenancy_is_replaced_once(box: Box, estate: Estate) -> None:
+@BOTH
+def test_token_rejected_by_tenancy_is_replaced_once(box: Box, estate: Estate[Any]) -> None:
     with box.client() as client:
         keeper = box._keeper(client)
         held = keeper.acquire()
@@ -371,8 +450,9 @@ def test_token_rejected_by_tenancy_is_replaced_once(box: Box, estate: Estate) ->
     assert counts(estate)["leases"] == 2 and box.state().token is not None
 
 
+@BOTH
 def test_a_token_tenancy_rejects_at_checkin_is_replaced_once_within_the_tick(
-    box: Box, estate: Estate
+    box: Box, estate: Estate[Any]
 ) -> None:
     """The tick's one re-acquire on TOKEN_INVALID (agent.tick): a new token, a second check-in,
     and no third: rejected twice, the tick fails with TOKEN_INVALID."""
@@ -395,8 +475,9 @@ def test_a_token_tenancy_rejects_at_checkin_is_replaced_once_within_the_tick(
     assert checkins() == 5 and counts(estate)["leases"] == 3
 
 
-def test_superseded_grant_logs_in_then_tenancy_refuses(box: Box, estate: Estate) -> None:
-    estate.tenancy.supersede(estate.issuer.minted_jtis[0])
+@BOTH
+def test_superseded_grant_logs_in_then_tenancy_refuses(box: Box, estate: Estate[Any]) -> None:
+    estate.tenancy.supersede(grant_jti(estate.grant))
     with pytest.raises(TickFailed) as exc:
         box.tick()
     assert exc.value.code == "GRANT_SUPERSEDED"
@@ -405,9 +486,10 @@ def test_superseded_grant_logs_in_then_tenancy_refuses(box: Box, estate: Estate)
     assert counts(estate)["leases"] == 0
 
 
-def test_superseded_after_a_lease_is_refused_at_checkin(box: Box, estate: Estate) -> None:
+@BOTH
+def test_superseded_after_a_lease_is_refused_at_checkin(box: Box, estate: Estate[Any]) -> None:
     box.tick()
-    estate.tenancy.supersede(estate.issuer.minted_jtis[0])
+    estate.tenancy.supersede(grant_jti(estate.grant))
     estate.clock.advance(60)
     with pytest.raises(TickFailed) as exc:
         box.tick()
@@ -415,27 +497,31 @@ def test_superseded_after_a_lease_is_refused_at_checkin(box: Box, estate: Estate
     assert counts(estate)["leases"] == 1 and estate.bao.logins == 1
 
 
-def test_a_new_kit_after_supersession_logs_in_with_the_new_grant(box: Box, estate: Estate) -> None:
+@BOTH
+def test_a_new_kit_after_supersession_logs_in_with_the_new_grant(
+    box: Box, estate: Estate[Any]
+) -> None:
     box.tick()
-    estate.tenancy.supersede(estate.issuer.minted_jtis[0])
+    estate.tenancy.supersede(grant_jti(estate.grant))
     estate.clock.advance(60)
     with pytest.raises(TickFailed) as exc:
         box.tick()
     assert exc.value.code == "GRANT_SUPERSEDED"
-    estate.write_grant(box.grant_file, estate.issuer.mint(ENV))  # the operator installs the kit
+    new_grant = estate.issuer.mint(ENV)
+    estate.write_grant(box.grant_file, new_grant)  # the operator installs the kit
     estate.clock.advance(60)
     assert box.tick().kind == "lease"
     c = counts(estate)
     assert c["logins"] == 2 and c["leases"] == 2
-    held = box.state().token
-    assert held is not None
-    assert held.grant_jti == estate.issuer.minted_jtis[-1]
+    assert box.state().token is not None
+    assert box.state().token.grant_jti == grant_jti(new_grant)  # type: ignore[union-attr]
     estate.clock.advance(60)
     box.tick()
     assert counts(estate)["logins"] == 2  # the same grant again: no new login
 
 
-def test_openbao_sealed_names_openbao_and_keeps_the_lease(box: Box, estate: Estate) -> None:
+@BOTH
+def test_openbao_sealed_names_openbao_and_keeps_the_lease(box: Box, estate: Estate[Any]) -> None:
     box.tick()
     estate.bao.sealed = True
     estate.clock.advance(60)
@@ -453,7 +539,7 @@ def test_openbao_sealed_names_openbao_and_keeps_the_lease(box: Box, estate: Esta
 
 
 def test_token_file_is_private_and_no_token_reaches_a_log_line(
-    box: Box, estate: Estate, caplog: pytest.LogCaptureFixture
+    box: Box, estate: Estate[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     box.tick()
@@ -476,7 +562,8 @@ def test_token_file_is_private_and_no_token_reaches_a_log_line(
     assert {"token.login", "token.lease", "token.reuse", "token.renew"} <= events
 
 
-def test_torn_temp_files_next_to_a_good_record_are_ignored(box: Box, estate: Estate) -> None:
+@BOTH
+def test_torn_temp_files_next_to_a_good_record_are_ignored(box: Box, estate: Estate[Any]) -> None:
     box.tick()
     good = box.token_file.read_bytes()
     (box.state_dir / ".token.json.abc123.tmp").write_bytes(good[: len(good) // 2])
@@ -487,7 +574,7 @@ def test_torn_temp_files_next_to_a_good_record_are_ignored(box: Box, estate: Est
 
 
 def test_a_corrupt_record_costs_a_lease_and_says_so(
-    box: Box, estate: Estate, caplog: pytest.LogCaptureFixture
+    box: Box, estate: Estate[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     box.tick()
     raw = box.token_file.read_bytes()
@@ -516,7 +603,7 @@ while True:  # nearly all the time of this loop is spent inside atomic_write
 
 
 def test_a_writer_killed_mid_write_leaves_a_usable_token(
-    box: Box, estate: Estate, tmp_path: Path
+    box: Box, estate: Estate[Any], tmp_path: Path
 ) -> None:
     """SIGKILL a process rewriting token.json (32 MB records) at arbitrary moments: each time
     the next tick still reads a whole record and reuses the lease."""
@@ -551,14 +638,15 @@ def test_a_writer_killed_mid_write_leaves_a_usable_token(
 # -- whole ticks (tick.run_tick in-process on the fake clock; the real CLI as a subprocess) ---
 
 
-def _tick_cfg(estate: Estate, tmp: Path) -> config.Config:
+def _tick_cfg(estate: Estate[Any], tmp: Path) -> config.Config:
     grant = estate.write_grant(tmp / "grant.jwt")
     raw = estate.config(state_dir=tmp / "state", grant_file=grant, lock_wait_s=1)
     return config.parse(raw, "test config")
 
 
+@BOTH
 def test_whole_ticks_failing_deploy_for_three_hours_spend_one_lease(
-    estate: Estate, tmp_path: Path
+    estate: Estate[Any], tmp_path: Path
 ) -> None:
     from monky_deployd.agent import tick
 
@@ -568,17 +656,19 @@ def test_whole_ticks_failing_deploy_for_three_hours_spend_one_lease(
             "project": "shop",
             "compose": "services:\n  web:\n    image: busybox\n",
             "env_template": "A=${A}\n",
-            "manifest": [{"name": "A", "path": f"envs/{ENV}/app", "key": "a"}],
+            "manifest": [{"name": "A", "path": f"envs/{ENV}/never-written", "key": "a"}],
         },
     )
     cfg = _tick_cfg(estate, tmp_path)
     codes = set()
     for _ in range(180):
-        rec = tick.run_tick(cfg, clock=estate.clock.now, wire=estate.wire())
+        rec = tick.run_tick(
+            cfg, clock=estate.clock.now, wire=None if estate.real else estate.wire()
+        )
         codes.add(rec.code)
         estate.clock.advance(60)
     assert codes == {"ENV_INCOMPLETE"}  # the deploy fails on every tick (secret absent)
-    assert estate.tenancy.report_count == 180
+    assert estate.tenancy.report_count == 180 and estate.bao.kv_reads == 180
     c = counts(estate)
     assert c["leases"] == 1 and c["lease_requests"] == 1 and c["logins"] == 1
 
@@ -605,8 +695,9 @@ def _cli(config_path: Path, tmp: Path) -> tuple[int, list[dict[str, Any]]]:
     return proc.returncode, lines
 
 
+@BOTH
 def test_cli_superseded_grant_is_the_first_error_line_and_the_exit_code(
-    estate: Estate, tmp_path: Path
+    estate: Estate[Any], tmp_path: Path
 ) -> None:
     import yaml
 
@@ -615,7 +706,7 @@ def test_cli_superseded_grant_is_the_first_error_line_and_the_exit_code(
     grant = estate.write_grant(tmp_path / "grant.jwt")
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(estate.config(state_dir=tmp_path / "state", grant_file=grant)))
-    estate.tenancy.supersede(estate.issuer.minted_jtis[0])  # a newer kit was revealed
+    estate.tenancy.supersede(grant_jti(estate.grant))  # a newer kit was revealed
     rc, lines = _cli(path, tmp_path)
     assert rc == EXIT_REFUSED
     errors = [ln for ln in lines if ln.get("level") == "ERROR"]

@@ -15,9 +15,20 @@ Answers are translated at this boundary (messages name OpenBao and its address, 
 - not HTTP, or a 200 that is not the JSON shape -> ``BaoError(OPENBAO_BAD_RESPONSE)``
 - login 400 "token is expired"   -> ``TokenError(GRANT_EXPIRED)``; other login 400 ->
   ``TokenError(GRANT_REJECTED)``
+- login 400 'role "<role>" could not be found' -> ``BaoError(OPENBAO_JWT_ROLE_MISSING)``
+- login 403                      -> ``BaoError(OPENBAO_JWT_MOUNT_MISSING)``: the login path is
+  unauthenticated, so a 403 there is OpenBao's answer for a path it does not route (no auth
+  mount ``openbao.jwt_mount``); the grant was never looked at
 - lookup-self 403                -> ``None`` (expired or revoked; the status decides, not the text)
 - renew-self 400/403             -> ``RenewRefused`` (the keeper rotates or logs in)
-- KV 404 / key absent            -> ``BaoError(SECRET_MISSING)``; KV 403 -> ``SECRET_FORBIDDEN``
+- revoke-self 204                -> done; 403 (already dead) -> done as well
+- KV 404 ``{"errors":[]}`` / key absent -> ``BaoError(SECRET_MISSING)``
+- KV 404 with a data envelope    -> ``SECRET_DESTROYED`` (``metadata.destroyed``) or
+  ``SECRET_DELETED`` (``metadata.deletion_time``, named in the sentence)
+- KV 403                         -> the agent asks ``GET /v1/sys/internal/ui/mounts`` (the
+  default policy allows it) which mounts the token sees: ``kv_mount`` not among them while
+  another KV mount is -> ``OPENBAO_KV_MOUNT_MISSING`` naming the ones it sees; otherwise
+  ``SECRET_FORBIDDEN`` (the policy denies the path)
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ import hvac.adapters
 import hvac.exceptions
 import hvac.utils
 
-from monky_deployd.adapters.net import httperrors
+from monky_deployd.adapters.net import baowords, httperrors
 from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import (
@@ -126,6 +137,7 @@ class Bao:
         self._cfg = cfg
         self.address = f"{cfg.host}:{cfg.port}"
         self.url = f"http://{self.address}"
+        self._words = baowords.Words(self.address, cfg)
         self._service = httperrors.Service(
             name="OpenBao",
             address=self.address,
@@ -136,7 +148,7 @@ class Bao:
             unreachable_code=Code.OPENBAO_UNREACHABLE,
             unreachable_hint=f"that the OpenBao intercept {self.address} is reachable from this "
             "box (openbao.host/port in config.yaml, the #openbao-client role attribute)",
-            bad=self._bad,
+            bad=self._words.bad,
         )
 
     def _hvac(self, token: str) -> hvac.Client:
@@ -164,21 +176,18 @@ class Bao:
                 ),
             )
         except hvac.exceptions.InvalidRequest as exc:
-            words = _errors_text(exc)
+            words = baowords.errors_text(exc)
             if "token is expired" in words.lower():
-                raise TokenError(
-                    f"the grant has expired: OpenBao at {self.address} refused the login "
-                    "(token is expired); a new kit is needed for this environment",
-                    code=Code.GRANT_EXPIRED,
-                    hint="reveal a new kit for this environment and install its grant.jwt "
-                    "on this box",
-                    detail=words,
-                ) from None
-            raise self._grant_rejected(words) from None
-        except (hvac.exceptions.Forbidden, hvac.exceptions.Unauthorized) as exc:
-            raise self._grant_rejected(_errors_text(exc)) from None
+                raise self._words.grant_expired(words) from None
+            if words == f'role "{self._cfg.role}" could not be found':
+                raise self._words.jwt_role_missing(what, words) from None
+            raise self._words.grant_rejected(words) from None
+        except hvac.exceptions.Forbidden as exc:
+            raise self._words.jwt_mount_missing(what, baowords.errors_text(exc)) from None
+        except hvac.exceptions.Unauthorized as exc:
+            raise self._words.grant_rejected(baowords.errors_text(exc)) from None
         except hvac.exceptions.VaultError as exc:
-            raise self._status_error(what, exc) from None
+            raise self._words.status_error(what, exc) from None
         try:
             auth = answer["auth"]
             return Login(
@@ -187,7 +196,7 @@ class Bao:
                 renewable=bool(auth.get("renewable", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise self._bad(what, "a login answer without auth.client_token") from exc
+            raise self._words.bad(what, "a login answer without auth.client_token") from exc
 
     def lookup_self(self, token: str) -> TokenInfo | None:
         what = "GET /v1/auth/token/lookup-self"
@@ -196,7 +205,7 @@ class Bao:
         except hvac.exceptions.Forbidden:
             return None  # expired or revoked (OpenBao answers 403 "permission denied")
         except hvac.exceptions.VaultError as exc:
-            raise self._status_error(what, exc) from None
+            raise self._words.status_error(what, exc) from None
         try:
             data = answer["data"]
             expire = data.get("expire_time")
@@ -206,7 +215,7 @@ class Bao:
                 renewable=bool(data.get("renewable", False)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise self._bad(what, "a lookup-self answer without data.ttl") from exc
+            raise self._words.bad(what, "a lookup-self answer without data.ttl") from exc
 
     def renew_self(self, token: str) -> TokenInfo:
         what = "POST /v1/auth/token/renew-self"
@@ -216,12 +225,12 @@ class Bao:
             status = 403 if isinstance(exc, hvac.exceptions.Forbidden) else 400
             raise RenewRefused(
                 f"OpenBao at {self.address} refused to renew the token "
-                f"(HTTP {status}: {_errors_text(exc)})",
+                f"(HTTP {status}: {baowords.errors_text(exc)})",
                 status=status,
                 hint="the lease token's renewable flag and max TTL",
             ) from None
         except hvac.exceptions.VaultError as exc:
-            raise self._status_error(what, exc) from None
+            raise self._words.status_error(what, exc) from None
         try:
             auth = answer["auth"]
             warnings = answer.get("warnings") or []
@@ -236,7 +245,7 @@ class Bao:
                 renewable=bool(auth.get("renewable", False)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise self._bad(what, "a renew-self answer without auth.lease_duration") from exc
+            raise self._words.bad(what, "a renew-self answer without auth.lease_duration") from exc
 
     def read_secret(self, token: str, path: str, key: str) -> object:
         mount = self._cfg.kv_mount
@@ -248,32 +257,68 @@ class Bao:
                     path=path, mount_point=mount, raise_on_deleted_version=True
                 ),
             )
-        except hvac.exceptions.InvalidPath:
-            raise self._missing(path, key, "the path does not exist (HTTP 404)") from None
+        except hvac.exceptions.InvalidPath as exc:
+            gone = baowords.deleted_version(exc.json)
+            if gone is not None:
+                raise self._words.deleted(path, key, *gone) from None
+            raise self._words.missing(path, key, "the path does not exist (HTTP 404)") from None
         except hvac.exceptions.Forbidden:
-            raise BaoError(
-                f"OpenBao at {self.address} denied reading secret path {mount}/{path} "
-                "(HTTP 403 permission denied)",
-                code=Code.SECRET_FORBIDDEN,
-                outcome="refused",
-                hint=f"that this environment's token policy allows reading {mount}/data/{path} "
-                "(the bundle's manifest may name another environment's path)",
-            ) from None
+            raise self._words.kv_forbidden(path, self.visible_kv_mounts(token)) from None
         except hvac.exceptions.VaultError as exc:
-            raise self._status_error(what, exc) from None
+            raise self._words.status_error(what, exc) from None
         try:
             data = answer["data"]["data"]
         except (KeyError, TypeError) as exc:
-            raise self._bad(what, "a KV v2 answer without data.data") from exc
-        if data is None:
-            raise self._missing(path, key, "its current version is deleted")
+            raise self._words.bad(what, "a KV v2 answer without data.data") from exc
         if not isinstance(data, dict):
-            raise self._bad(what, "a KV v2 answer whose data.data is not an object")
+            raise self._words.bad(what, "a KV v2 answer whose data.data is not an object")
         if key not in data:
-            raise self._missing(path, key, f"the path has no key {key!r}")
+            raise self._words.missing(path, key, f"the path has no key {key!r}")
         return data[key]
 
+    def revoke_self(self, token: str) -> None:
+        """Revoke ``token`` (after a rotation: the old lease). A 403 means it is already dead,
+        which is what was wanted; any other failure raises (the caller only warns)."""
+        what = "POST /v1/auth/token/revoke-self"
+        try:
+            self._call_empty(what, lambda: self._hvac(token).auth.token.revoke_self())
+        except hvac.exceptions.Forbidden:
+            return
+        except hvac.exceptions.VaultError as exc:
+            raise self._words.status_error(what, exc) from None
+
+    def visible_kv_mounts(self, token: str) -> list[str] | None:
+        """The KV v2 mounts ``token`` can see (``GET /v1/sys/internal/ui/mounts``, allowed by
+        OpenBao's default policy), without the trailing slash; None when OpenBao will not say."""
+        try:
+            answer = self._call(
+                "GET /v1/sys/internal/ui/mounts",
+                lambda: self._hvac(token).adapter.get("/v1/sys/internal/ui/mounts"),
+            )
+            mounts = answer["data"]["secret"]
+            return sorted(
+                name.rstrip("/")
+                for name, info in mounts.items()
+                if isinstance(info, dict)
+                and info.get("type") == "kv"
+                and str((info.get("options") or {}).get("version")) == "2"
+            )
+        except (DeployError, hvac.exceptions.VaultError, KeyError, TypeError, AttributeError):
+            return None
+
     # -- plumbing ------------------------------------------------------------------------
+
+    def _call_empty(self, what: str, fn: Callable[[], object]) -> None:
+        """A call whose success is 204 (no body)."""
+        try:
+            answer = fn()
+        except (hvac.exceptions.VaultError, DeployError):
+            raise
+        except httpx.TransportError as exc:
+            raise httperrors.translate(exc, self._service, what) from exc
+        status = getattr(answer, "status_code", 200)
+        if not 200 <= status < 300:
+            raise self._words.bad(what, f"HTTP {status}")
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -286,84 +331,8 @@ class Bao:
             raise httperrors.translate(exc, self._service, what) from exc
         if not isinstance(answer, dict):
             status = getattr(answer, "status_code", "?")
-            raise self._bad(what, f"HTTP {status} with a body that is not a JSON object")
+            raise self._words.bad(what, f"HTTP {status} with a body that is not a JSON object")
         return answer
-
-    def _status_error(self, what: str, exc: hvac.exceptions.VaultError) -> BaoError:
-        words = _errors_text(exc)
-        status = _status_of(exc)
-        if status == 503 and "sealed" in words.lower():
-            return BaoError(
-                f"OpenBao at {self.address} is sealed ({what} answered 503)",
-                code=Code.OPENBAO_SEALED,
-                hint=f"that OpenBao at {self.address} is unsealed (operator action)",
-                detail=words,
-            )
-        if status is not None and status >= 500:
-            return BaoError(
-                f"OpenBao at {self.address} failed {what} with HTTP {status}",
-                code=Code.OPENBAO_UNAVAILABLE,
-                hint=f"OpenBao's health and logs at {self.address}",
-                detail=words,
-            )
-        return BaoError(
-            f"OpenBao at {self.address} answered {what} with HTTP {status or '?'}",
-            code=Code.OPENBAO_BAD_RESPONSE,
-            hint=f"OpenBao's logs at {self.address}; the agent speaks the OpenBao v1 API",
-            detail=words,
-        )
-
-    def _bad(self, what: str, shape: str) -> BaoError:
-        return BaoError(
-            f"OpenBao at {self.address} answered {what} with {shape}",
-            code=Code.OPENBAO_BAD_RESPONSE,
-            hint=f"that {self.address} is OpenBao (openbao.host/port in config.yaml) "
-            "and not another service",
-        )
-
-    def _grant_rejected(self, words: str) -> TokenError:
-        return TokenError(
-            f"OpenBao at {self.address} rejected the grant at login "
-            f"(auth/{self._cfg.jwt_mount}, role {self._cfg.role}): {words}",
-            code=Code.GRANT_REJECTED,
-            hint="that grant.jwt belongs to this environment's kit and that "
-            "openbao.jwt_mount/role in config.yaml match the estate",
-            detail=words,
-        )
-
-    def _missing(self, path: str, key: str, why: str) -> BaoError:
-        mount = self._cfg.kv_mount
-        return BaoError(
-            f"secret {mount}/{path} key {key!r} is missing on OpenBao at {self.address}: {why}",
-            code=Code.SECRET_MISSING,
-            outcome="refused",
-            hint=f"that {mount}/{path} holds the key {key!r} for this environment "
-            "(the bundle's manifest names it)",
-        )
-
-
-def _status_of(exc: hvac.exceptions.VaultError) -> int | None:
-    for cls, status in (
-        (hvac.exceptions.InvalidRequest, 400),
-        (hvac.exceptions.Unauthorized, 401),
-        (hvac.exceptions.Forbidden, 403),
-        (hvac.exceptions.InvalidPath, 404),
-        (hvac.exceptions.RateLimitExceeded, 429),
-        (hvac.exceptions.InternalServerError, 500),
-        (hvac.exceptions.VaultNotInitialized, 501),
-        (hvac.exceptions.BadGateway, 502),
-        (hvac.exceptions.VaultDown, 503),
-    ):
-        if isinstance(exc, cls):
-            return status
-    return None
-
-
-def _errors_text(exc: hvac.exceptions.VaultError) -> str:
-    errors = getattr(exc, "errors", None)
-    if errors:
-        return "; ".join(str(e) for e in errors)[:500]
-    return (str(exc.args[0]) if exc.args and exc.args[0] else "")[:500]
 
 
 def _nonempty(value: object) -> str:
