@@ -20,7 +20,7 @@ import hvac.utils
 
 from monky_deployd import USER_AGENT
 from monky_deployd.adapters.httpio import read_capped
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.errors import Code, DeployError
 
 
 class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
@@ -33,9 +33,9 @@ class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
         *,
         httpx_client: httpx.Client,
         timeout_s: float,
-        deadline_s: float,
-        max_body_bytes: int,
-        too_large: Callable[[], DeployError],
+        deadline_s: float = 60.0,
+        max_body_bytes: int = 1024 * 1024,
+        too_large: Callable[[], DeployError] | None = None,
         namespace: str | None = None,
         **_ignored: Any,  # cert, verify, proxies, session ...: the httpx client owns transport
     ) -> None:
@@ -53,7 +53,14 @@ class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
         self._timeout_s = timeout_s
         self._deadline_s = deadline_s
         self._max_body = max_body_bytes
-        self._too_large = too_large
+        self._too_large = too_large or self._default_too_large
+
+    def _default_too_large(self) -> DeployError:
+        return DeployError(
+            f"{self.base_uri} answered with more than {self._max_body} bytes; refused unread",
+            code=Code.OPENBAO_RESPONSE_TOO_LARGE,
+            hint=f"what listens at {self.base_uri}",
+        )
 
     def close(self) -> None:
         """The httpx client belongs to the agent's transport; the adapter does not close it."""
