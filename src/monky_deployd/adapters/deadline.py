@@ -94,19 +94,35 @@ def clamp(timeout: float | None) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
+def binding(timeout: float | None, left: float | None) -> Bound | None:
+    """The deadline that ``clamp`` cut ``timeout`` to ``left`` for, if it did: a timeout after
+    such a cut is that deadline running out (socket timeouts may wake a hair early)."""
+    if left is None or (timeout is not None and left >= timeout):
+        return None
+    return nearest()
+
+
 def expired() -> Bound | None:
     """The deadline that has run out, if one has."""
     bound = nearest()
     return bound if bound is not None and bound.left() <= 0 else None
 
 
+def mark(exc: BaseException, bound: Bound) -> None:
+    """Note on a timeout exception that ``bound`` ran out (``expired_in`` finds it)."""
+    exc.monky_deadline = bound  # type: ignore[attr-defined]
+
+
 def expired_in(exc: BaseException | None) -> Bound | None:
-    """The ``Expired`` deadline in ``exc``'s cause/context chain, if any."""
+    """The deadline that ran out behind ``exc`` (marked or ``Expired`` in its chain), if any."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if isinstance(exc, Expired):
             return exc.bound
+        bound = getattr(exc, "monky_deadline", None)
+        if isinstance(bound, Bound):
+            return bound
         exc = exc.__cause__ or exc.__context__
     return None
 

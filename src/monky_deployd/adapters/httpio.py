@@ -6,8 +6,8 @@ refusal (the connection is closed unread), and it holds ``deadline.request(deadl
 whole exchange. ``PoolTransport`` is the httpx transport that honours it: an httpcore pool whose
 network backend (``DeadlineBackend``) cuts every connect, read and write timeout to the time left
 on the nearest deadline (the request's or the tick's), so a peer that drips a byte at a time is
-cut off when the deadline runs out, not when it pleases. The exception then carries
-``deadline.Expired`` in its cause chain (``deadline.expired_in``).
+cut off when the deadline runs out, not when it pleases. The timeout exception then carries the
+deadline (``deadline.mark``; ``deadline.expired_in`` finds it in the chain).
 """
 
 from __future__ import annotations
@@ -150,15 +150,21 @@ def _clamp(timeout: float | None, timeout_type: type[Exception]) -> float | None
     try:
         return deadline.clamp(timeout)
     except deadline.Expired as exc:
-        raise timeout_type(str(exc)) from exc
+        new = timeout_type(str(exc))
+        deadline.mark(new, exc.bound)
+        raise new from exc
 
 
-def _expired(exc: Exception, timeout_type: type[Exception]) -> NoReturn:
-    """Re-raise a timeout, as the deadline's when one has run out meanwhile."""
-    bound = deadline.expired()
+def _expired(
+    exc: Exception, timeout_type: type[Exception], timeout: float | None, left: float | None
+) -> NoReturn:
+    """Re-raise a timeout, as the deadline's when the deadline cut it short or has run out."""
+    bound = deadline.binding(timeout, left) or deadline.expired()
     if bound is None:
         raise exc
-    raise timeout_type(str(exc)) from deadline.Expired(bound)
+    new = timeout_type(str(exc))
+    deadline.mark(new, bound)  # httpcore's pool re-raises ``from None``: a cause would be lost
+    raise new from exc
 
 
 class DeadlineBackend(httpcore.NetworkBackend):
@@ -179,7 +185,7 @@ class DeadlineBackend(httpcore.NetworkBackend):
         try:
             stream = self._inner.connect_tcp(host, port, left, local_address, socket_options)
         except httpcore.ConnectTimeout as exc:
-            _expired(exc, httpcore.ConnectTimeout)
+            _expired(exc, httpcore.ConnectTimeout, timeout, left)
         return _DeadlineStream(stream)
 
     def connect_unix_socket(
@@ -192,7 +198,7 @@ class DeadlineBackend(httpcore.NetworkBackend):
         try:
             stream = self._inner.connect_unix_socket(path, left, socket_options)
         except httpcore.ConnectTimeout as exc:
-            _expired(exc, httpcore.ConnectTimeout)
+            _expired(exc, httpcore.ConnectTimeout, timeout, left)
         return _DeadlineStream(stream)
 
     def sleep(self, seconds: float) -> None:
@@ -208,14 +214,14 @@ class _DeadlineStream(httpcore.NetworkStream):
         try:
             return self._inner.read(max_bytes, left)
         except httpcore.ReadTimeout as exc:
-            _expired(exc, httpcore.ReadTimeout)
+            _expired(exc, httpcore.ReadTimeout, timeout, left)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         left = _clamp(timeout, httpcore.WriteTimeout)
         try:
             self._inner.write(buffer, left)
         except httpcore.WriteTimeout as exc:
-            _expired(exc, httpcore.WriteTimeout)
+            _expired(exc, httpcore.WriteTimeout, timeout, left)
 
     def close(self) -> None:
         self._inner.close()
@@ -230,7 +236,7 @@ class _DeadlineStream(httpcore.NetworkStream):
         try:
             tls = self._inner.start_tls(ssl_context, server_hostname, left)
         except httpcore.ConnectTimeout as exc:
-            _expired(exc, httpcore.ConnectTimeout)
+            _expired(exc, httpcore.ConnectTimeout, timeout, left)
         return _DeadlineStream(tls)
 
     def get_extra_info(self, info: str) -> Any:
