@@ -49,12 +49,14 @@ def refuse_link(path: Path) -> None:
         raise link_error(path)
 
 
-def ensure_private_dir(path: Path, mode: int = 0o700) -> Path:
+def ensure_private_dir(path: Path, mode: int = 0o700, *, follow_link: bool = False) -> Path:
     """Create ``path`` (and parents) if missing and force its mode to ``mode``; a link at
-    ``path`` is refused (STATE_LINK), never followed to chmod what it points at."""
+    ``path`` is refused (STATE_LINK), never followed to chmod what it points at, unless
+    ``follow_link`` (``state_dir`` itself: where it points is the operator's choice)."""
+    nofollow = 0 if follow_link else os.O_NOFOLLOW
     try:
         path.mkdir(parents=True, exist_ok=True, mode=mode)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | nofollow)
         try:
             if (os.fstat(fd).st_mode & 0o777) != mode:
                 os.fchmod(fd, mode)

@@ -57,7 +57,9 @@ KEEP_REVISIONS = 3
 
 class StateDir:
     def __init__(self, root: Path) -> None:
-        self.root = root
+        # state_dir itself may be a link (the operator's choice): the agent works in its target
+        self.root = Path(os.path.realpath(root)) if root.is_symlink() else root
+        root = self.root
         self.lock_file = root / "lock"
         self.docker_dir = root / "docker"
         self.revisions_dir = root / "revisions"
@@ -67,7 +69,7 @@ class StateDir:
         self.host_file = root / "host.json"
 
     def ensure(self) -> StateDir:
-        ensure_private_dir(self.root)
+        ensure_private_dir(self.root, follow_link=True)
         self.refuse_links()
         ensure_private_dir(self.docker_dir)
         ensure_private_dir(self.revisions_dir)
@@ -209,8 +211,8 @@ class StateDir:
         """Assemble ``revisions/<revision>/`` under a temporary name, then rename it in place."""
         final = self.revision_dir(revision)
         staging = self.revisions_dir / f".{revision}.staging"
-        refuse_link(staging)
-        refuse_link(final)
+        for path in (self.revisions_dir, staging, final):
+            refuse_link(path)
         try:
             shutil.rmtree(staging, ignore_errors=True)
             ensure_private_dir(staging)
@@ -235,6 +237,7 @@ class StateDir:
 
     def prune_revisions(self, keep: set[str]) -> None:
         """Remove revision directories beyond the newest KEEP_REVISIONS, never one in ``keep``."""
+        refuse_link(self.revisions_dir)
         try:
             dirs = sorted(
                 (p for p in self.revisions_dir.iterdir() if p.is_dir() and not p.is_symlink()),
