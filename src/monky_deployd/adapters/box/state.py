@@ -5,6 +5,7 @@ Layout::
     <state_dir>/lock                 flock: one tick at a time
     <state_dir>/applied.json         what is applied: revision, project, services (0600)
     <state_dir>/token.json           token bookkeeping (agent/token.py decides; 0600)
+    <state_dir>/.token.room          room proved for token.json before a lease (0600)
     <state_dir>/host.json            cached host facts for the check-in (0600)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
     <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600)
