@@ -95,6 +95,13 @@ def test_a_dripping_tenancy_ends_the_tick_at_its_deadline(estate: Estate, tmp_pa
     assert "POST /lease" in rec.message  # named where the time ran out
 
 
+def test_a_tick_past_its_deadline_stops_at_the_next_phase(estate: Estate, tmp_path: Path) -> None:
+    rec = tick(estate, tmp_path, tick_deadline_s=0.000001)
+    assert rec.code == "TICK_DEADLINE"
+    assert "before the transport phase" in rec.message
+    assert estate.tenancy.requests == [] and estate.bao.requests == []
+
+
 def test_a_dripping_openbao_is_cut_at_the_request_deadline(estate: Estate, tmp_path: Path) -> None:
     estate.bao.drip_s = 0.1
     bao = {"host": estate.bao.host, "port": estate.bao.port, "deadline_s": 1}
