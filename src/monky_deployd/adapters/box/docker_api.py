@@ -75,6 +75,14 @@ def project_containers(cfg: DockerCfg, project: str) -> list[Service]:
         bound = deadline.expired_in(exc)
         if bound is not None and bound.kind == "tick":
             raise deadline.tick_error(f"while asking the Docker engine at {where}") from exc
+        if bound is not None:
+            raise CommandError(
+                f"the Docker engine at {where} did not finish listing project {project}'s "
+                f"containers within {cfg.command_timeout_s:g} s (docker.command_timeout_s)",
+                code=Code.DOCKER_UNAVAILABLE,
+                hint="dockerd's health and load (`docker ps` as this user), and what listens "
+                f"at {where}",
+            ) from exc
         raise CommandError(
             f"cannot ask the Docker engine at {where} for project {project}'s containers: {exc}",
             code=Code.DOCKER_UNAVAILABLE,
