@@ -6,7 +6,8 @@ list of secret strings to mask. The command is logged with secrets masked; on fa
 ``CommandError`` carries the tail of stderr (masked) as ``detail``. A child's life is tied to the
 tick: it gets at most the tick's time left as its timeout (``adapters.deadline``), and the kernel
 kills it when the agent dies (``PR_SET_PDEATHSIG``), so a SIGKILLed agent leaves no
-``docker compose`` running.
+``docker compose`` running (the compose plugin ends with the ``docker`` CLI that started it: the
+CLI, from 24 on, closes the plugin's socket when it dies; measured with 28.2).
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def run(
             hint=f"that {argv[0]} is installed and on PATH={env.get('PATH', '')}",
         ) from exc
     except subprocess.TimeoutExpired as exc:
-        if deadline.tick_expired():
-            raise deadline.tick_error(f"while {shown} ran (stopped)") from exc
+        if limit < timeout or deadline.tick_expired():  # the tick's time ran out, not its own
+            raise deadline.tick_error(f"while {shown} ran (it was stopped)") from exc
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
         raise CommandError(
             f"{shown} did not finish within {timeout:.0f} s",
@@ -119,7 +120,8 @@ def run(
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved here, not in the forked child
+# resolved here, not in the forked child; None off Linux (nothing to tie the child with)
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -130,6 +132,8 @@ def _die_with_parent(parent: int) -> None:
     survives exec. An agent that died before the prctl call has already re-parented the child:
     then it ends itself at once.
     """
+    if _PRCTL is None:
+        return
     _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGKILL)
