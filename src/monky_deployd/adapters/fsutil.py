@@ -131,7 +131,7 @@ def fill(path: Path, size: int) -> None:
     the filesystem has room for them. Raises OSError (ENOSPC, EDQUOT, EACCES ...)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        view = memoryview(bytes(size))
+        view = memoryview(os.urandom(size))  # not zeros: a compressing filesystem keeps those
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)

@@ -37,7 +37,9 @@ def read_capped(
 ) -> httpx.Response:
     """``client.request(method, url, **kwargs)`` with the body read here: more than ``max_bytes``
     (declared or received) raises ``too_large()``; the whole exchange ends within ``deadline_s``
-    (httpx's timeout exceptions, ``deadline.Expired`` in their chain)."""
+    (httpx's timeout exceptions, marked with the deadline). Identity encoding is asked for; a
+    service that compresses anyway is counted decoded, so memory stays within the cap plus one
+    decoded chunk."""
     headers = dict(kwargs.pop("headers", None) or {})
     headers.setdefault("Accept-Encoding", "identity")  # no compression bombs asked for
     with (
