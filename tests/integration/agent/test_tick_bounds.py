@@ -217,3 +217,16 @@ def test_a_full_state_fs_spends_no_lease_and_one_when_space_returns(
     assert len(estate.tenancy.leases) == 1
     stored = json.loads((tiny_fs / "state" / "token.json").read_text())["token"]
     assert stored["kind"] == "lease" and stored["lease_id"] == estate.tenancy.leases[0].id
+
+
+def test_a_fresh_box_on_a_full_state_fs_is_named_and_spends_nothing(
+    estate: Estate, tmp_path: Path, tiny_fs: Path
+) -> None:
+    fill_up(tiny_fs)
+    cfg = estate.config(
+        state_dir=tiny_fs / "state", grant_file=estate.write_grant(tmp_path / "grant.jwt")
+    )
+    rec = run_tick(config_mod.parse(cfg, "test"), clock=estate.clock.now)
+    assert rec.code in ("STATE_UNWRITABLE", "TOKEN_UNSTORABLE")
+    assert "No space left on device" in rec.message
+    assert estate.tenancy.leases == []

@@ -131,8 +131,9 @@ class StateDir:
                             "run again when it has finished",
                         ) from exc
                     time.sleep(0.1)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            with contextlib.suppress(OSError):  # the holder's pid is a courtesy: a full disk
+                os.ftruncate(fd, 0)  # must not turn the lock into an INTERNAL fault
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
             yield
         finally:
             os.close(fd)
