@@ -31,7 +31,8 @@ class _Strict(BaseModel):
 class TenancyCfg(_Strict):
     host: str = "tenancy.monky.ziti"
     port: Port = TENANCY_INTERCEPT_PORT
-    timeout_s: PositiveSeconds = 15.0
+    timeout_s: PositiveSeconds = 15.0  # per connect / read / write
+    deadline_s: PositiveSeconds = 60.0  # per request, overall (a peer that drips is cut off)
 
 
 class OpenBaoCfg(_Strict):
@@ -40,7 +41,10 @@ class OpenBaoCfg(_Strict):
     jwt_mount: str = "jwt-tenancy"
     role: str = "see_env"
     kv_mount: str = "kv"
-    timeout_s: PositiveSeconds = 15.0
+    timeout_s: PositiveSeconds = 15.0  # per connect / read / write
+    deadline_s: PositiveSeconds = 60.0  # per request, overall
+    # An OpenBao answer (login, token, one KV secret) larger than this is refused unread.
+    max_body_bytes: Annotated[int, Field(ge=1024)] = 1024 * 1024
 
 
 class TokenCfg(_Strict):
@@ -56,7 +60,9 @@ class DockerCfg(_Strict):
     host: str | None = None
     pull_timeout_s: PositiveSeconds = 900.0
     up_timeout_s: PositiveSeconds = 300.0
-    command_timeout_s: PositiveSeconds = 60.0
+    command_timeout_s: PositiveSeconds = 60.0  # also the Engine API request's overall deadline
+    # An Engine API answer (the project's container list) larger than this is refused unread.
+    api_max_body_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
     # containerd's config file, read for `root =` when the daemon uses the containerd image store.
     containerd_config: Path = Path("/etc/containerd/config.toml")
     containerd_root: Path | None = None  # overrides what containerd_config says
@@ -80,6 +86,9 @@ class Config(_Strict):
     docker: DockerCfg = DockerCfg()
     disk: DiskCfg = DiskCfg()
     lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
+    # The whole tick, overall: past it the tick ends with TICK_DEADLINE at the next phase, and
+    # every request and child gets at most the time left. Covers a full pull + up by default.
+    tick_deadline_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 1800.0
     max_bundle_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
 
     @model_validator(mode="after")

@@ -19,7 +19,7 @@ from monky_deployd.adapters.box.compose import Compose, docker_env
 from monky_deployd.adapters.box.state import Applied, StateDir
 from monky_deployd.config import Config
 from monky_deployd.core import report, wire
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.plan import BoxStep, Commit, Down, Pull, Stage, Up, host_facts_usable
 from monky_deployd.core.report import TickRecord
 
@@ -114,7 +114,9 @@ def refresh_host_facts(ctx: Context) -> wire.HostFacts:
     ):
         try:
             versions[key] = runner.run(argv, env=env, timeout=timeout).stdout.strip()
-        except DeployError:
+        except DeployError as err:
+            if err.code is Code.TICK_DEADLINE:
+                raise
             versions[key] = ""
     facts = wire.HostFacts(hostname=socket.gethostname(), **versions)
     if facts.docker and facts.compose:

@@ -12,6 +12,10 @@ two reads (OpenBao, ``docker info``); ``core.plan`` then lists the box steps and
 ``agent.steps`` performs them, each inside its phase. Any ``DeployError`` ends the tick: it is
 logged once as the first error line (code, the real fault, what to check), reported to tenancy
 when a revision was being applied, and turned into the exit code by ``cli``.
+
+The tick has one overall deadline (``tick_deadline_s``, ``adapters.deadline``): every request
+and child gets at most the time left, and past it the tick ends with ``TICK_DEADLINE`` at the
+next phase boundary (the report still goes out, within its own request deadline).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from contextlib import contextmanager
 
 import httpx
 
+from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api, preflight
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
@@ -70,9 +75,10 @@ def run_tick(
     rec.phases.append(PhaseTiming("config", True, config_ms))
     t0 = time.monotonic()
     try:
-        state = StateDir(cfg.state_dir).ensure()
-        with state.lock(cfg.lock_wait_s):
-            _Tick(cfg, state, rec, clock, wire).run()
+        with deadline.tick(cfg.tick_deadline_s):
+            state = StateDir(cfg.state_dir).ensure()
+            with state.lock(cfg.lock_wait_s):
+                _Tick(cfg, state, rec, clock, wire).run()
     except DeployError as err:
         _fail(rec, err)
     except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
@@ -135,6 +141,7 @@ class _Tick:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        deadline.check_tick(f"before the {name} phase")
         started = time.monotonic()
         ok = False
         with logs.phase(name):
@@ -272,7 +279,8 @@ class _Tick:
         self.rec.finished_at = self.clock()
         ok = True
         try:
-            with logs.phase("report"):
+            # a tick past its deadline still tells tenancy, within one request's deadline
+            with logs.phase("report"), deadline.without_tick():
                 self.tenancy.report(self.held.token, report.body(self.rec))
         except DeployError as err:
             ok = False

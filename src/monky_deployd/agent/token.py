@@ -19,6 +19,8 @@ a refusal).
     bootstrap, budget closed                                        -> USE
     nothing that lasts WORKING_FLOOR_S, budget closed               -> REFUSE_RATE_LIMITED
 
+Before a lease is asked for, the state dir must prove it can store the record
+(``StateDir.reserve_token_room``; TOKEN_UNSTORABLE otherwise): a full disk spends no lease.
 A 429 from tenancy sets ``lease_not_before = now + retry_after_s`` (persisted): no lease request
 is made before then. After a rotation, once the new lease is in token.json, the old lease token
 is revoked (``revoke-self``; a failure is only a warning). Tokens never reach a log line or an
@@ -50,6 +52,8 @@ MAX_STEPS = 12
 # Tenancy's budget is per rolling hour: no wait is longer. Caps a retry_after_s and a stored
 # lease_not_before that a clock stepping backwards left far in the future.
 MAX_WAIT_S = 3600
+# Room proved for the token record beyond its current size: a lease's token and id.
+TOKEN_ROOM_SLACK = 4096
 
 
 # -- bookkeeping (the record, Stored / TokenState, is core.records'; StateDir reads and writes it)
@@ -293,6 +297,9 @@ class TokenKeeper:
     def _lease(self, st: TokenState, f: Facts, *, rotate: bool) -> tuple[TokenState, Facts]:
         assert st.token is not None
         f = replace(f, lease_tried=True)
+        # A lease that cannot be stored is lost: prove the record fits before asking for one
+        # (TOKEN_UNSTORABLE; the room is freed by the next write of the record).
+        self._store.reserve_token_room(len(st.to_json()) + TOKEN_ROOM_SLACK)
         try:
             lease: Lease = self._tenancy.lease(st.token.token)
         except TokenError as err:
@@ -319,6 +326,8 @@ class TokenKeeper:
             )
             return replace(st, lease_not_before=not_before), replace(f, lease_not_before=not_before)
         except DeployError as err:  # tenancy 5xx, unreachable, bad answer: nothing was minted
+            if err.code is Code.TICK_DEADLINE:
+                raise
             if st.token.expires_at - self._clock() < WORKING_FLOOR_S:
                 raise
             log.warning(

@@ -64,9 +64,12 @@ class Code(StrEnum):
     CONFIG_UNREADABLE = "CONFIG_UNREADABLE"
     # state
     LOCK_BUSY = "LOCK_BUSY"
+    STATE_LINK = "STATE_LINK"
     STATE_UNWRITABLE = "STATE_UNWRITABLE"
+    TOKEN_UNSTORABLE = "TOKEN_UNSTORABLE"
     # agent
     INTERNAL = "INTERNAL"
+    TICK_DEADLINE = "TICK_DEADLINE"
     # transport
     TENANCY_TIMEOUT = "TENANCY_TIMEOUT"
     TENANCY_UNREACHABLE = "TENANCY_UNREACHABLE"
@@ -108,6 +111,7 @@ class Code(StrEnum):
     OPENBAO_JWT_MOUNT_MISSING = "OPENBAO_JWT_MOUNT_MISSING"
     OPENBAO_JWT_ROLE_MISSING = "OPENBAO_JWT_ROLE_MISSING"
     OPENBAO_KV_MOUNT_MISSING = "OPENBAO_KV_MOUNT_MISSING"
+    OPENBAO_RESPONSE_TOO_LARGE = "OPENBAO_RESPONSE_TOO_LARGE"
     OPENBAO_SEALED = "OPENBAO_SEALED"
     OPENBAO_UNAVAILABLE = "OPENBAO_UNAVAILABLE"
     OPENBAO_UNREACHABLE = "OPENBAO_UNREACHABLE"
@@ -144,6 +148,7 @@ class Code(StrEnum):
     COMMAND_NOT_FOUND = "COMMAND_NOT_FOUND"
     COMMAND_TIMEOUT = "COMMAND_TIMEOUT"
     DOCKER_HOST_UNSUPPORTED = "DOCKER_HOST_UNSUPPORTED"
+    DOCKER_RESPONSE_TOO_LARGE = "DOCKER_RESPONSE_TOO_LARGE"
     DOWN_FAILED = "DOWN_FAILED"
     PULL_FAILED = "PULL_FAILED"
     UP_FAILED = "UP_FAILED"
@@ -173,9 +178,12 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.CONFIG_UNREADABLE: ("config", "refused"),
     # state
     Code.LOCK_BUSY: ("state", "refused"),
+    Code.STATE_LINK: ("state", "refused"),
     Code.STATE_UNWRITABLE: ("state", "failed"),
+    Code.TOKEN_UNSTORABLE: ("state", "refused"),
     # agent
     Code.INTERNAL: ("agent", "failed"),
+    Code.TICK_DEADLINE: ("agent", "failed"),
     # transport
     Code.TENANCY_TIMEOUT: ("transport", "failed"),
     Code.TENANCY_UNREACHABLE: ("transport", "failed"),
@@ -217,6 +225,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.OPENBAO_JWT_MOUNT_MISSING: ("openbao", "refused"),
     Code.OPENBAO_JWT_ROLE_MISSING: ("openbao", "refused"),
     Code.OPENBAO_KV_MOUNT_MISSING: ("openbao", "refused"),
+    Code.OPENBAO_RESPONSE_TOO_LARGE: ("openbao", "failed"),
     Code.OPENBAO_SEALED: ("openbao", "failed"),
     Code.OPENBAO_UNAVAILABLE: ("openbao", "failed"),
     Code.OPENBAO_UNREACHABLE: ("transport", "failed"),
@@ -253,6 +262,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.COMMAND_NOT_FOUND: ("docker", "failed"),
     Code.COMMAND_TIMEOUT: ("docker", "failed"),
     Code.DOCKER_HOST_UNSUPPORTED: ("docker", "refused"),
+    Code.DOCKER_RESPONSE_TOO_LARGE: ("docker", "failed"),
     Code.DOWN_FAILED: ("docker", "failed"),
     Code.PULL_FAILED: ("docker", "failed"),
     Code.UP_FAILED: ("docker", "failed"),

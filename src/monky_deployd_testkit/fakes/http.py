@@ -1,5 +1,6 @@
 """The one HTTP server of the test kit: a threaded loopback server, request/response records,
-JSON helpers and the fault switches every fake offers (fail_next, garbage, slow_s).
+JSON helpers and the fault switches every fake offers (fail_next, garbage, slow_s, and on the
+socket only: drip_s, a response sent one byte at a time; endless, a body that never ends).
 
 Subclasses implement `route(req) -> Response` (and `record(req)` to keep what they saw). All
 state lives behind `self.lock`. The same handling runs without a socket: `handle(request)`
@@ -120,6 +121,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.fake._stopping.is_set():
             self.close_connection = True
             return
+        if self.server.fake.endless:
+            self._send_endless()
+            return
+        if self.server.fake.drip_s > 0:
+            self._send_dripping(resp)
+            return
         self.send_response(resp.status)
         for name, value in resp.headers.items():
             self.send_header(name, value)
@@ -128,6 +135,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if resp.status not in (204, 304) and self.command != "HEAD":
             self.wfile.write(resp.body)
+
+    def _send_dripping(self, resp: Response) -> None:
+        """The whole answer, status line included, one byte per ``drip_s``."""
+        fake = self.server.fake
+        head = [f"HTTP/1.1 {resp.status} Dripping"]
+        head += [f"{name}: {value}" for name, value in resp.headers.items()]
+        head.append(f"Content-Length: {len(resp.body)}")
+        raw = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + resp.body
+        self.close_connection = True
+        for i in range(len(raw)):
+            if not fake._write_or_cut(self.connection, raw[i : i + 1]):
+                return
+            fake.sleep(fake.drip_s)
+
+    def _send_endless(self) -> None:
+        """200, chunked, a JSON-looking body that never ends (until the client hangs up)."""
+        fake = self.server.fake
+        self.close_connection = True
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        head += b"Transfer-Encoding: chunked\r\n\r\n"
+        if not fake._write_or_cut(self.connection, head + b"1\r\n{\r\n"):
+            return
+        data = b'"x": "' + b"x" * (64 * 1024) + b'", '
+        chunk = f"{len(data):x}\r\n".encode() + data + b"\r\n"
+        while not fake._stopping.is_set():
+            if not fake._write_or_cut(self.connection, chunk):
+                return
 
     def _read_chunked(self) -> bytes:
         parts: list[bytes] = []
@@ -166,6 +200,11 @@ class LoopbackServer:
         self._faults: list[_Fault] = []
         self.garbage = False
         self.slow_s = 0.0
+        self.drip_s = 0.0  # > 0: every answer dribbles out one byte per drip_s
+        self.endless = False  # every answer is a 200 whose body never ends
+        self.bytes_dripped = 0  # bytes sent in drip/endless mode
+        self.cut = 0  # drip/endless connections the client closed before the end
+        self._cut_seen = threading.Condition(self.lock)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> Self:
@@ -240,6 +279,26 @@ class LoopbackServer:
             self._faults.clear()
             self.garbage = False
             self.slow_s = 0.0
+            self.drip_s = 0.0
+            self.endless = False
+
+    def wait_cut(self, n: int = 1, timeout: float = 30.0) -> bool:
+        """Wait until the client has closed ``n`` drip/endless connections; True if it has."""
+        with self._cut_seen:
+            return self._cut_seen.wait_for(lambda: self.cut >= n, timeout)
+
+    def _write_or_cut(self, conn: socket.socket, data: bytes) -> bool:
+        """Send ``data``; False (counted in ``cut``) when the client has hung up."""
+        try:
+            conn.sendall(data)
+        except OSError:
+            with self._cut_seen:
+                self.cut += 1
+                self._cut_seen.notify_all()
+            return False
+        with self.lock:
+            self.bytes_dripped += len(data)
+        return True
 
     def sleep(self, seconds: float) -> None:
         """Sleep that ends early when the server stops."""

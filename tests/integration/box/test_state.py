@@ -52,7 +52,7 @@ def test_atomic_write_keeps_old_file_when_rename_never_happens(tmp_path: Path) -
     code = (
         "import os,sys; sys.path.insert(0, {!r})\n"
         "import monky_deployd.adapters.fsutil as f\n"
-        "os.replace = lambda *a: os.kill(os.getpid(), 9)\n"
+        "os.replace = lambda *a, **k: os.kill(os.getpid(), 9)\n"
         "f.atomic_write(__import__('pathlib').Path({!r}), b'new' * 1000)\n"
     ).format(str(Path(__file__).parents[3] / "src"), str(target))
     proc = subprocess.run([sys.executable, "-c", code], check=False)

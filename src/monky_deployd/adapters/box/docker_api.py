@@ -2,8 +2,9 @@
 
 The steady-state tick only needs to know whether the applied project's containers are running;
 asking the engine directly (``GET /containers/json``) costs a few milliseconds where
-``docker compose ps`` costs a Go process start. Everything that changes state still goes through
-``docker compose`` (``compose.py``).
+``docker compose ps`` costs a Go process start. The answer is read by ``httpio.read_capped``: at
+most ``docker.api_max_body_bytes``, within ``docker.command_timeout_s`` overall.
+Everything that changes state still goes through ``docker compose`` (``compose.py``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import re
 
 import httpx
 
+from monky_deployd.adapters import deadline
+from monky_deployd.adapters.httpio import PoolTransport, read_capped
 from monky_deployd.adapters.tls import no_tls
 from monky_deployd.config import DockerCfg
-from monky_deployd.core.errors import Code, CommandError
+from monky_deployd.core.errors import Code, CommandError, DeployError
 from monky_deployd.core.services import Service
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -28,11 +31,13 @@ def _client(cfg: DockerCfg, timeout: float) -> tuple[httpx.Client, str]:
     host = cfg.host or f"unix://{DEFAULT_SOCKET}"
     if host.startswith("unix://"):
         path = host.removeprefix("unix://")
-        transport = httpx.HTTPTransport(uds=path, verify=no_tls())
+        transport = PoolTransport(uds=path, ssl_context=no_tls())
         return httpx.Client(transport=transport, timeout=timeout, trust_env=False), path
     if host.startswith("tcp://"):
         base = "http://" + host.removeprefix("tcp://")
-        return httpx.Client(base_url=base, timeout=timeout, trust_env=False, verify=no_tls()), base
+        transport = PoolTransport(ssl_context=no_tls())
+        client = httpx.Client(base_url=base, transport=transport, timeout=timeout, trust_env=False)
+        return client, base
     raise CommandError(
         f"docker.host {host!r} is neither unix:// nor tcp://",
         code=Code.DOCKER_HOST_UNSUPPORTED,
@@ -46,10 +51,38 @@ def project_containers(cfg: DockerCfg, project: str) -> list[Service]:
     client, where = _client(cfg, cfg.command_timeout_s)
     filters = json.dumps({"label": [f"{PROJECT_LABEL}={project}"]})
     base = "" if where.startswith("http") else "http://docker"
+    limit = cfg.api_max_body_bytes
     try:
         with client:
-            resp = client.get(f"{base}/containers/json", params={"all": "1", "filters": filters})
+            resp = read_capped(
+                client,
+                "GET",
+                f"{base}/containers/json",
+                max_bytes=limit,
+                deadline_s=cfg.command_timeout_s,
+                too_large=lambda: CommandError(
+                    f"the Docker engine at {where} answered project {project}'s container list "
+                    f"with more than {limit} bytes (docker.api_max_body_bytes); refused unread",
+                    code=Code.DOCKER_RESPONSE_TOO_LARGE,
+                    hint=f"what listens at {where} (docker.host): dockerd answers a project's "
+                    "list in kilobytes",
+                ),
+                params={"all": "1", "filters": filters},
+            )
+    except DeployError:
+        raise
     except httpx.HTTPError as exc:
+        bound = deadline.expired_in(exc)
+        if bound is not None and bound.kind == "tick":
+            raise deadline.tick_error(f"while asking the Docker engine at {where}") from exc
+        if bound is not None:
+            raise CommandError(
+                f"the Docker engine at {where} did not finish listing project {project}'s "
+                f"containers within {cfg.command_timeout_s:g} s (docker.command_timeout_s)",
+                code=Code.DOCKER_UNAVAILABLE,
+                hint="dockerd's health and load (`docker ps` as this user), and what listens "
+                f"at {where}",
+            ) from exc
         raise CommandError(
             f"cannot ask the Docker engine at {where} for project {project}'s containers: {exc}",
             code=Code.DOCKER_UNAVAILABLE,

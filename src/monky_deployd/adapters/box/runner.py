@@ -3,18 +3,26 @@
 ``run`` takes an argument tuple (never a shell string), an explicit environment built from a
 minimal base (``PATH`` plus what the caller adds, such as ``DOCKER_CONFIG``), a timeout, and a
 list of secret strings to mask. The command is logged with secrets masked; on failure a
-``CommandError`` carries the tail of stderr (masked) as ``detail``.
+``CommandError`` carries the tail of stderr (masked) as ``detail``. A child's life is tied to the
+tick: it gets at most the tick's time left as its timeout (``adapters.deadline``), and the kernel
+kills it when the agent dies (``PR_SET_PDEATHSIG``), so a SIGKILLed agent leaves no
+``docker compose`` running (the compose plugin ends with the ``docker`` CLI that started it: the
+CLI, from 24 on, closes the plugin's socket when it dies; measured with 28.2).
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from monky_deployd.adapters import deadline
 from monky_deployd.core.errors import Code, CommandError
 
 log = logging.getLogger(__name__)
@@ -64,6 +72,11 @@ def run(
     """Run ``argv`` and return its result; raise ``CommandError`` (with stderr tail) on failure."""
     secrets = tuple(secrets)
     shown = mask(" ".join(argv), secrets)
+    try:  # a child gets at most the tick's time left
+        limit = deadline.clamp(timeout)
+    except deadline.Expired as exc:
+        raise deadline.tick_error(f"before running {argv[0]}") from exc
+    assert limit is not None
     log.debug("run", extra={"event": "command.start", "argv": shown})
     started = time.monotonic()
     try:
@@ -75,8 +88,9 @@ def run(
             capture_output=True,
             text=True,
             errors="replace",
-            timeout=timeout,
+            timeout=limit,
             check=False,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()),
         )
     except FileNotFoundError as exc:
         raise CommandError(
@@ -85,6 +99,8 @@ def run(
             hint=f"that {argv[0]} is installed and on PATH={env.get('PATH', '')}",
         ) from exc
     except subprocess.TimeoutExpired as exc:
+        if limit < timeout or deadline.tick_expired():  # the tick's time ran out, not its own
+            raise deadline.tick_error(f"while {shown} ran (it was stopped)") from exc
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
         raise CommandError(
             f"{shown} did not finish within {timeout:.0f} s",
@@ -101,6 +117,26 @@ def run(
     if check and proc.returncode != 0:
         raise failure(result, code, secrets)
     return result
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# resolved here, not in the forked child; None off Linux (nothing to tie the child with)
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, between fork and exec: the kernel SIGKILLs it when the agent dies.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked exits; ``run`` blocks that thread until
+    the child has ended, so only the agent's death (SIGKILL, OOM) can trigger it. The setting
+    survives exec. An agent that died before the prctl call has already re-parented the child:
+    then it ends itself at once.
+    """
+    if _PRCTL is None:
+        return
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def failure(result: Result, code: Code, secrets: Iterable[str] = ()) -> CommandError:

@@ -5,6 +5,7 @@ Layout::
     <state_dir>/lock                 flock: one tick at a time
     <state_dir>/applied.json         what is applied: revision, project, services (0600)
     <state_dir>/token.json           token bookkeeping (agent/token.py decides; 0600)
+    <state_dir>/.token.room          room proved for token.json before a lease (0600)
     <state_dir>/host.json            cached host facts for the check-in (0600)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
     <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600)
@@ -12,21 +13,33 @@ Layout::
 ``StateDir`` owns every one of these paths. The records' shapes and bytes are
 ``core.records``'; this module reads and writes them. Every file is written with
 ``fsutil.atomic_write``. A revision directory is assembled under a temporary name and renamed
-into place, so a crash never leaves a half-written project.
+into place, so a crash never leaves a half-written project. No link is followed: ``ensure``
+refuses a state dir whose entries are symbolic links (STATE_LINK, naming the path), and every
+open is O_NOFOLLOW (``fsutil``). Before a lease is asked for, ``reserve_token_room`` proves the
+token record can be written (TOKEN_UNSTORABLE otherwise).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from monky_deployd.adapters.fsutil import atomic_write, ensure_private_dir, read_if_exists
+from monky_deployd.adapters.fsutil import (
+    atomic_write,
+    ensure_private_dir,
+    fill,
+    link_error,
+    read_if_exists,
+    refuse_link,
+)
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.records import (
     Applied,
@@ -45,19 +58,43 @@ KEEP_REVISIONS = 3
 
 class StateDir:
     def __init__(self, root: Path) -> None:
-        self.root = root
+        # state_dir itself may be a link (the operator's choice): the agent works in its target
+        self.root = Path(os.path.realpath(root)) if root.is_symlink() else root
+        root = self.root
         self.lock_file = root / "lock"
         self.docker_dir = root / "docker"
         self.revisions_dir = root / "revisions"
         self.applied_file = root / "applied.json"
         self.token_file = root / "token.json"
+        self.token_room = root / ".token.room"
         self.host_file = root / "host.json"
 
     def ensure(self) -> StateDir:
-        ensure_private_dir(self.root)
+        ensure_private_dir(self.root, follow_link=True)
+        self.refuse_links()
         ensure_private_dir(self.docker_dir)
         ensure_private_dir(self.revisions_dir)
         return self
+
+    def refuse_links(self) -> None:
+        """STATE_LINK, naming the path, when an entry the agent writes is a symbolic link: the
+        state dir's own entries, ``docker/``'s, ``revisions/``'s and each revision's
+        compose.yaml and .env. (``state_dir`` itself may be a link an operator chose.)"""
+        for directory in (self.root, self.docker_dir, self.revisions_dir):
+            try:
+                entries = list(os.scandir(directory))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise link_error(directory) from exc
+                continue
+            for entry in entries:
+                if entry.is_symlink():
+                    raise link_error(Path(entry.path))
+                if directory == self.revisions_dir and entry.is_dir(follow_symlinks=False):
+                    for name in (COMPOSE_FILE, ENV_FILE):
+                        refuse_link(Path(entry.path) / name)
 
     # -- lock --------------------------------------------------------------------------------
 
@@ -66,8 +103,10 @@ class StateDir:
         """Hold the tick lock; wait up to ``wait_s`` for another tick, then raise LOCK_BUSY."""
         path = self.lock_file
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise link_error(path) from exc
             raise DeployError(
                 f"cannot open the lock file {path}: {exc.strerror}",
                 code=Code.STATE_UNWRITABLE,
@@ -92,8 +131,9 @@ class StateDir:
                             "run again when it has finished",
                         ) from exc
                     time.sleep(0.1)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            with contextlib.suppress(OSError):  # the holder's pid is a courtesy: a full disk
+                os.ftruncate(fd, 0)  # must not turn the lock into an INTERNAL fault
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
             yield
         finally:
             os.close(fd)
@@ -126,7 +166,33 @@ class StateDir:
         return None if raw is None else TokenState.from_json(raw)
 
     def write_token(self, state: TokenState) -> None:
+        self.release_token_room()
         atomic_write(self.token_file, state.to_json(), 0o600)
+
+    def reserve_token_room(self, size: int) -> None:
+        """Prove the state dir can take a token record of ``size`` bytes before a lease is
+        asked for (a lease that cannot be stored is lost: tenancy's budget is 5 an hour).
+        Writes and fsyncs ``.token.room`` of that size; ``write_token`` frees it just before
+        writing the record, so the record gets the room. TOKEN_UNSTORABLE when it cannot."""
+        try:
+            refuse_link(self.token_room)
+            fill(self.token_room, size)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(self.token_room)
+            raise DeployError(
+                f"the state dir {self.root} cannot take the token record "
+                f"({exc.strerror or exc}); no lease is asked for, since one that cannot be "
+                "stored would be lost",
+                code=Code.TOKEN_UNSTORABLE,
+                hint=f"free space (and inodes) on the filesystem of {self.root}, and its "
+                "ownership; the next tick asks for the lease once there is room",
+            ) from exc
+
+    def release_token_room(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISREG(os.lstat(self.token_room).st_mode):
+                os.unlink(self.token_room)
 
     # -- host facts --------------------------------------------------------------------------
 
@@ -147,6 +213,8 @@ class StateDir:
         """Assemble ``revisions/<revision>/`` under a temporary name, then rename it in place."""
         final = self.revision_dir(revision)
         staging = self.revisions_dir / f".{revision}.staging"
+        for path in (self.revisions_dir, staging, final):
+            refuse_link(path)
         try:
             shutil.rmtree(staging, ignore_errors=True)
             ensure_private_dir(staging)
@@ -154,6 +222,7 @@ class StateDir:
             atomic_write(staging / ENV_FILE, env_text.encode(), 0o600)
             if final.exists():
                 old = self.revisions_dir / f".{revision}.old"
+                refuse_link(old)
                 shutil.rmtree(old, ignore_errors=True)
                 os.rename(final, old)
                 os.rename(staging, final)
@@ -170,10 +239,11 @@ class StateDir:
 
     def prune_revisions(self, keep: set[str]) -> None:
         """Remove revision directories beyond the newest KEEP_REVISIONS, never one in ``keep``."""
+        refuse_link(self.revisions_dir)
         try:
             dirs = sorted(
-                (p for p in self.revisions_dir.iterdir() if p.is_dir()),
-                key=lambda p: p.stat().st_mtime,
+                (p for p in self.revisions_dir.iterdir() if p.is_dir() and not p.is_symlink()),
+                key=lambda p: p.lstat().st_mtime,
                 reverse=True,
             )
         except OSError:

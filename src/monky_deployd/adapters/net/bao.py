@@ -13,6 +13,9 @@ Answers are translated at this boundary (messages name OpenBao and its address, 
   ``DeployError`` raised by the transport itself, e.g. the Ziti dialer naming the fault, is
   re-raised as is)
 - not HTTP, or a 200 that is not the JSON shape -> ``BaoError(OPENBAO_BAD_RESPONSE)``
+- a body over ``openbao.max_body_bytes`` -> ``BaoError(OPENBAO_RESPONSE_TOO_LARGE)`` (read no
+  further: ``httpio.read_capped``); past ``openbao.deadline_s`` -> ``OPENBAO_UNREACHABLE``, past
+  the tick's deadline -> ``TICK_DEADLINE``
 - login 400 "token is expired"   -> ``TokenError(GRANT_EXPIRED)``; other login 400 ->
   ``TokenError(GRANT_REJECTED)``
 - login 400 'role "<role>" could not be found' -> ``BaoError(OPENBAO_JWT_ROLE_MISSING)``
@@ -142,9 +145,10 @@ class Bao:
             name="OpenBao",
             address=self.address,
             timeout_s=cfg.timeout_s,
+            deadline_s=cfg.deadline_s,
             timeout_code=Code.OPENBAO_UNREACHABLE,
             timeout_hint=f"OpenBao's health and the transport to {self.address} "
-            "(openbao.timeout_s)",
+            "(openbao.timeout_s per read, openbao.deadline_s per request)",
             unreachable_code=Code.OPENBAO_UNREACHABLE,
             unreachable_hint=f"that the OpenBao intercept {self.address} is reachable from this "
             "box (openbao.host/port in config.yaml, the #openbao-client role attribute)",
@@ -162,6 +166,9 @@ class Bao:
             adapter=HttpxAdapter,
             httpx_client=self._http,
             timeout_s=self._cfg.timeout_s,
+            deadline_s=self._cfg.deadline_s,
+            max_body_bytes=self._cfg.max_body_bytes,
+            too_large=self._words.too_large,
         )
 
     # -- endpoints -----------------------------------------------------------------------

@@ -58,6 +58,15 @@ class Words:
             "and not another service",
         )
 
+    def too_large(self) -> BaoError:
+        return BaoError(
+            f"OpenBao at {self.address} answered with more than {self.cfg.max_body_bytes} "
+            "bytes (openbao.max_body_bytes); refused unread",
+            code=Code.OPENBAO_RESPONSE_TOO_LARGE,
+            hint=f"that {self.address} is OpenBao and not another service; a secret of "
+            "megabytes is a mistake (or raise openbao.max_body_bytes)",
+        )
+
     def grant_rejected(self, words: str) -> TokenError:
         return TokenError(
             f"OpenBao at {self.address} rejected the grant at login "

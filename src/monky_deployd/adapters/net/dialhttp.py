@@ -14,11 +14,12 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import httpcore
-import httpx
+
+from monky_deployd.adapters.httpio import PoolTransport
 
 Address = tuple[str, int]
 Dial = Callable[[Address], socket.socket]
@@ -63,13 +64,15 @@ def bounded(call: Callable[[], T], timeout_s: float, *, discard: Callable[[T], N
     return value
 
 
-class DialTransport(httpx.BaseTransport):
+class DialTransport(PoolTransport):
     """An httpx transport whose connections are opened by ``dial((host, port))``.
 
     A failed dial (any exception, not only ``OSError``: the OpenZiti SDK raises bare ``Exception``
     and ``TypeError``) is passed to ``name_failure(addr, exc, timeout_s)`` and the exception it
     returns is raised, unchanged, out of ``httpx.Client.send`` (httpx only translates httpcore's
     own exceptions). Failures on an established connection are httpx's ``ReadError`` & co.
+    Every connect, read and write is bounded by the nearest overall deadline too
+    (``httpio.PoolTransport``).
     """
 
     def __init__(
@@ -81,77 +84,7 @@ class DialTransport(httpx.BaseTransport):
         max_connections: int = 10,
     ) -> None:
         backend = _DialBackend(dial, name_failure, connect_timeout_s)
-        self._pool = httpcore.ConnectionPool(
-            max_connections=max_connections, network_backend=backend, retries=0
-        )
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.SyncByteStream)
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        with _httpx_errors():
-            response = self._pool.handle_request(core_request)
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_ResponseStream(response),
-            extensions=response.extensions,
-        )
-
-    def close(self) -> None:
-        self._pool.close()
-
-
-# httpcore's exceptions and their httpx twins, most specific first.
-_ERROR_MAP: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-)
-
-
-@contextlib.contextmanager
-def _httpx_errors() -> Iterator[None]:
-    """Re-raise httpcore's exceptions as httpx's; anything else (TransportError) passes."""
-    try:
-        yield
-    except Exception as exc:
-        for core_type, httpx_type in _ERROR_MAP:
-            if isinstance(exc, core_type):
-                raise httpx_type(str(exc)) from exc
-        raise
-
-
-class _ResponseStream(httpx.SyncByteStream):
-    def __init__(self, response: httpcore.Response) -> None:
-        self._response = response
-
-    def __iter__(self) -> Iterator[bytes]:
-        with _httpx_errors():
-            yield from self._response.iter_stream()
-
-    def close(self) -> None:
-        self._response.close()
+        super().__init__(backend, max_connections=max_connections)
 
 
 class _DialBackend(httpcore.NetworkBackend):

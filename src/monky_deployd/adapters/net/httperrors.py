@@ -4,6 +4,8 @@ An ``httpx.TransportError`` from a request becomes the fault an operator can act
 for both services:
 
     a DeployError in the cause chain (the Ziti dialer named it)  -> that fault, first
+    the tick's deadline ran out (deadline.Expired in the chain)  -> TICK_DEADLINE
+    the request's overall deadline ran out                      -> <service>.timeout_code
     timeout                                                     -> <service>.timeout_code
     not HTTP (httpx.ProtocolError: garbage, a TLS or SSH port)   -> <service>.bad(...)
     anything else (refused, reset, no route, DNS)                -> <service>.unreachable_code
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from monky_deployd.adapters import deadline
 from monky_deployd.core.errors import Code, DeployError, named_cause, root_words
 
 
@@ -26,6 +29,7 @@ class Service:
     name: str  # as the operator knows it: "tenancy", "OpenBao"
     address: str  # host:port
     timeout_s: float
+    deadline_s: float  # the overall deadline of one request
     timeout_code: Code
     timeout_hint: str
     unreachable_code: Code
@@ -39,6 +43,16 @@ def translate(exc: httpx.TransportError, service: Service, what: str) -> DeployE
     named = named_cause(exc)
     if named is not None:
         return named
+    bound = deadline.expired_in(exc)
+    if bound is not None and bound.kind == "tick":
+        return deadline.tick_error(f"while asking {service.name} at {service.address} {what}")
+    if bound is not None:
+        return DeployError(
+            f"{service.name} at {service.address} did not finish answering {what} "
+            f"within its deadline of {service.deadline_s:g} s (it answers too slowly)",
+            code=service.timeout_code,
+            hint=service.timeout_hint,
+        )
     if isinstance(exc, httpx.TimeoutException):
         return DeployError(
             f"{service.name} at {service.address} did not answer {what} "

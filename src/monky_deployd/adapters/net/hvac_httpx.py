@@ -2,12 +2,15 @@
 
 ``HttpxAdapter`` is an ``hvac.adapters.Adapter`` whose requests go through the client the
 transport opened (plain or Ziti), so tenancy and OpenBao share one transport and hvac never builds
-a ``requests.Session``. On 200 it returns the decoded JSON, otherwise the response; error statuses
+a ``requests.Session``. Every answer is read by ``httpio.read_capped`` (at most
+``max_body_bytes``, within ``deadline_s``; ``too_large()`` names the refusal). On 200 it returns
+the decoded JSON, otherwise the response; error statuses
 become hvac's exceptions (``hvac.utils.raise_for_error``), which ``bao.Bao`` translates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -16,6 +19,8 @@ import hvac.adapters
 import hvac.utils
 
 from monky_deployd import USER_AGENT
+from monky_deployd.adapters.httpio import read_capped
+from monky_deployd.core.errors import Code, DeployError
 
 
 class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
@@ -28,6 +33,9 @@ class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
         *,
         httpx_client: httpx.Client,
         timeout_s: float,
+        deadline_s: float = 60.0,
+        max_body_bytes: int = 1024 * 1024,
+        too_large: Callable[[], DeployError] | None = None,
         namespace: str | None = None,
         **_ignored: Any,  # cert, verify, proxies, session ...: the httpx client owns transport
     ) -> None:
@@ -43,6 +51,16 @@ class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
         self._kwargs: dict[str, Any] = {}
         self._http = httpx_client
         self._timeout_s = timeout_s
+        self._deadline_s = deadline_s
+        self._max_body = max_body_bytes
+        self._too_large = too_large or self._default_too_large
+
+    def _default_too_large(self) -> DeployError:
+        return DeployError(
+            f"{self.base_uri} answered with more than {self._max_body} bytes; refused unread",
+            code=Code.OPENBAO_RESPONSE_TOO_LARGE,
+            hint=f"what listens at {self.base_uri}",
+        )
 
     def close(self) -> None:
         """The httpx client belongs to the agent's transport; the adapter does not close it."""
@@ -73,9 +91,13 @@ class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
         params = kwargs.get("params") or None
         if verb == "LIST":
             verb, params = "GET", {**(params or {}), "list": "true"}
-        response = self._http.request(
+        response = read_capped(
+            self._http,
             verb,
             full,
+            max_bytes=self._max_body,
+            deadline_s=self._deadline_s,
+            too_large=self._too_large,
             headers=hdrs,
             params=params,
             json=kwargs.get("json"),

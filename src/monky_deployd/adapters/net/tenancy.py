@@ -7,10 +7,12 @@ Every answer is translated at this boundary into what the agent can act on:
 - 403 ``ENV_MISMATCH``       -> ``TokenError(code=Code.ENV_MISMATCH)``
 - 429 ``LEASE_RATE_LIMITED`` -> ``RateLimited`` (carries ``retry_after_s``)
 - 5xx                        -> ``DeployError(code=Code.TENANCY_UNAVAILABLE)``
-- unreachable / timeout      -> ``DeployError(code=Code.TENANCY_UNREACHABLE / TENANCY_TIMEOUT)``
+- unreachable / timeout / past ``tenancy.deadline_s`` -> ``DeployError(code=Code.TENANCY_UNREACHABLE
+  / TENANCY_TIMEOUT)``; past the tick's deadline -> ``TICK_DEADLINE``
   (``httperrors``; a fault the Ziti dialer named is re-raised as is)
 - not HTTP / not JSON / wrong shape -> ``DeployError(code=Code.TENANCY_BAD_RESPONSE)``
 - larger than max_bundle_bytes -> ``DeployError(code=Code.TENANCY_RESPONSE_TOO_LARGE)``
+  (``httpio.read_capped``: streamed, the connection closed unread)
 
 Messages name tenancy and its address, never a token.
 """
@@ -25,6 +27,7 @@ from typing import Any
 import httpx
 
 from monky_deployd import USER_AGENT
+from monky_deployd.adapters.httpio import read_capped
 from monky_deployd.adapters.net import httperrors
 from monky_deployd.config import TenancyCfg
 from monky_deployd.core.errors import (
@@ -67,9 +70,10 @@ class Tenancy:
             name="tenancy",
             address=self.address,
             timeout_s=cfg.timeout_s,
+            deadline_s=cfg.deadline_s,
             timeout_code=Code.TENANCY_TIMEOUT,
             timeout_hint="the tenancy service's health and the transport to "
-            f"{self.address} (tenancy.timeout_s)",
+            f"{self.address} (tenancy.timeout_s per read, tenancy.deadline_s per request)",
             unreachable_code=Code.TENANCY_UNREACHABLE,
             unreachable_hint=f"that the tenancy intercept {self.address} is reachable from this "
             "box (the intercept port is 443)",
@@ -132,29 +136,24 @@ class Tenancy:
             **(extra_headers or {}),
         }
         try:
-            with self._client.stream(
+            return read_capped(
+                self._client,
                 "POST",
                 url,
+                max_bytes=self._max_body,
+                deadline_s=self._cfg.deadline_s,
+                too_large=lambda: DeployError(
+                    f"tenancy at {self.address} answered POST /{endpoint} with more than "
+                    f"{self._max_body} bytes (max_bundle_bytes); refused unread",
+                    code=Code.TENANCY_RESPONSE_TOO_LARGE,
+                    outcome="refused",
+                    hint="the bundle published for this environment (a compose file and "
+                    "template of megabytes is a mistake), or raise max_bundle_bytes",
+                ),
                 content=json.dumps(body).encode(),
                 headers=headers,
                 timeout=self._cfg.timeout_s,
-            ) as resp:
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in resp.iter_bytes():
-                    size += len(chunk)
-                    if size > self._max_body:
-                        raise DeployError(
-                            f"tenancy at {self.address} answered POST /{endpoint} with more than "
-                            f"{self._max_body} bytes (max_bundle_bytes); refused unread",
-                            code=Code.TENANCY_RESPONSE_TOO_LARGE,
-                            outcome="refused",
-                            hint="the bundle published for this environment (a compose file and "
-                            "template of megabytes is a mistake), or raise max_bundle_bytes",
-                        )
-                    chunks.append(chunk)
-                resp._content = b"".join(chunks)
-                return resp
+            )
         except DeployError:
             raise
         except httpx.TransportError as exc:

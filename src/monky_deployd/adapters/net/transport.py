@@ -4,13 +4,15 @@
 addresses for the box, or tests point them at loopback). ``transport: ziti`` hands the client an
 httpx transport that dials through the OpenZiti SDK (``ziti.open_transport``). ``wire`` replaces
 the plain transport (tests serve the loopback fakes in-process with an ``httpx.MockTransport``);
-the client's timeouts and settings stay the same.
+the client's timeouts and settings stay the same (but the overall deadlines are the socket
+transports' doing: a ``wire`` has no sockets to cut).
 """
 
 from __future__ import annotations
 
 import httpx
 
+from monky_deployd.adapters.httpio import PoolTransport
 from monky_deployd.adapters.tls import no_tls
 from monky_deployd.config import Config
 
@@ -25,4 +27,6 @@ def open_client(cfg: Config, wire: httpx.BaseTransport | None = None) -> httpx.C
         )
     if wire is not None:
         return httpx.Client(transport=wire, timeout=timeout, trust_env=False)
-    return httpx.Client(timeout=timeout, trust_env=False, verify=no_tls())
+    return httpx.Client(
+        transport=PoolTransport(ssl_context=no_tls()), timeout=timeout, trust_env=False
+    )
