@@ -20,9 +20,10 @@ What is masked (each masked stretch becomes ``***``):
 - a secret of 1 or 2 characters is not masked: masking it would blank ordinary text everywhere
   and still give it away.
 
-The scan is linear in the text: the 8-character windows of every long form sit in a set, and the
-text is probed every 5th position for a 4-character gram of those windows (any 8-character
-match contains such a gram at a probed position); only around a hit are windows looked up.
+The scan is linear in the text: the 8-character windows of every long form sit in a set; the
+text, in chunks of 2 KiB, has its 5-character grams at every 4th position checked against the
+windows' grams (any 8-character match holds one of them) at C speed (``map``/``set``); only in
+a chunk with a hit are the probes walked one by one, and the windows around a hit looked up.
 ``bench/mask.py`` measures it. Masking is idempotent (``m(m(t)) == m(t)``) and leaves text that
 shares no such run with a secret unchanged.
 """
@@ -30,6 +31,7 @@ shares no such run with a secret unchanged.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -39,8 +41,9 @@ MIN_RUN = 8  # any run of this many characters of a long secret is masked
 MIN_SECRET = 3  # shorter secrets are not masked at all
 MARK = "***"
 
-_GRAM = 4  # probe gram length; an 8-window contains 5 grams, so a probe every 5 positions
+_GRAM = 5  # probe gram length; an 8-window holds 4 of them, so a probe every 4th position
 _STRIDE = MIN_RUN - _GRAM + 1
+_CHUNK = 2048  # the text is scanned in chunks: only a chunk whose probes hit is looked at whole
 
 _GO_SIMPLE = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _GO_SIMPLE |= {"\v": "\\v", "\\": "\\\\", '"': '\\"'}
@@ -111,6 +114,23 @@ def forms(secret: str) -> frozenset[str]:
     return frozenset(f for f in out if f)
 
 
+@functools.lru_cache(maxsize=1024)
+def _part(secret: str) -> tuple[frozenset[str], frozenset[str], frozenset[str], bool]:
+    """What one secret adds to a masker: (8-windows, their 5-grams, exact forms, has '*')."""
+    windows: set[str] = set()
+    grams: set[str] = set()
+    exact: set[str] = set()
+    every = forms(secret)
+    for form in every:
+        if len(secret) >= MIN_RUN and len(form) >= MIN_RUN:
+            windows.update(form[i : i + MIN_RUN] for i in range(len(form) - MIN_RUN + 1))
+            grams.update(form[i : i + _GRAM] for i in range(len(form) - _GRAM + 1))
+        elif len(form) >= MIN_SECRET:
+            exact.add(form)
+    star = any("*" in f for f in every)
+    return frozenset(windows), frozenset(grams), frozenset(exact), star
+
+
 class Masker:
     """Masks every secret it was built from, in every form (see the module docstring).
 
@@ -121,23 +141,15 @@ class Masker:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         known = frozenset(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET)
-        windows: set[str] = set()
-        exact: set[str] = set()
-        for secret in known:
-            for form in forms(secret):
-                if len(secret) >= MIN_RUN and len(form) >= MIN_RUN:
-                    windows.update(form[i : i + MIN_RUN] for i in range(len(form) - MIN_RUN + 1))
-                elif len(form) >= MIN_SECRET:
-                    exact.add(form)
+        parts = [_part(s) for s in known]
         self._secrets = known
-        self._windows = frozenset(windows)
-        self._grams = frozenset(
-            w[i : i + _GRAM] for w in windows for i in range(MIN_RUN - _GRAM + 1)
-        )
+        self._windows: frozenset[str] = frozenset().union(*(p[0] for p in parts))
+        self._grams: frozenset[str] = frozenset().union(*(p[1] for p in parts))
+        exact: frozenset[str] = frozenset().union(*(p[2] for p in parts))
         alternatives = sorted(exact, key=lambda f: (-len(f), f))
         self._exact = re.compile("|".join(map(re.escape, alternatives))) if exact else None
         # A form with '*' could match across a MARK just written: then mask to a fixed point.
-        self._star = any("*" in f for s in known for f in forms(s))
+        self._star = any(p[3] for p in parts)
 
     def extend(self, secrets: Iterable[str]) -> Masker:
         """A masker that knows these secrets too (self when they add nothing)."""
@@ -183,13 +195,20 @@ class Masker:
         n = len(text)
         if self._windows and n >= MIN_RUN:
             grams, windows = self._grams, self._windows
-            for j in range(0, n - _GRAM + 1, _STRIDE):
-                if text[j : j + _GRAM] not in grams:
+            for base in range(0, n - MIN_RUN + 1, _CHUNK):
+                chunk = text[base : base + _CHUNK + MIN_RUN - 1]
+                m = len(chunk)
+                # the grams at every 4th position (any 8-window match holds one), at C speed
+                probes = map(slice, range(0, m - _GRAM + 1, _STRIDE), range(_GRAM, m + 1, _STRIDE))
+                if grams.isdisjoint(map(chunk.__getitem__, probes)):
                     continue
-                # the windows that hold this gram (the previous probe's were [j-9, j-5])
-                for s in range(max(j - (MIN_RUN - _GRAM), 0), min(j, n - MIN_RUN) + 1):
-                    if text[s : s + MIN_RUN] in windows:
-                        spans.append((s, s + MIN_RUN))
+                for j in range(0, m - _GRAM + 1, _STRIDE):
+                    if chunk[j : j + _GRAM] not in grams:
+                        continue
+                    # the windows that hold this gram
+                    for i in range(max(j - (MIN_RUN - _GRAM), 0), min(j, m - MIN_RUN) + 1):
+                        if chunk[i : i + MIN_RUN] in windows:
+                            spans.append((base + i, base + i + MIN_RUN))
         if self._exact is not None:
             spans.extend(m.span() for m in self._exact.finditer(text))
         return spans

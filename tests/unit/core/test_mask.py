@@ -98,7 +98,9 @@ def test_text_that_shares_no_run_with_a_secret_is_unchanged(secret: str, text: s
 
 
 @given(
-    st.lists(st.text(st.characters(codec="ascii", categories=("Lu", "Ll")), min_size=3), max_size=5),
+    st.lists(
+        st.text(st.characters(codec="ascii", categories=("Lu", "Ll")), min_size=3), max_size=5
+    ),
     st.text(st.characters(codec="ascii", categories=("Lu", "Ll")), max_size=100),
 )
 def test_disjoint_alphabets_leave_text_alone(secrets: list[str], text: str) -> None:
