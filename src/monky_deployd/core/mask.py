@@ -240,8 +240,7 @@ def secrets_in_env_file(text: str) -> tuple[str, ...]:
         if not line or line.startswith("#"):
             continue
         m = re.match(r"(?:export\s+)?[^=:\s]+\s*[=:]\s*(.*)$", line)
-        if m is None:
-            found.append(line)
+        if m is None:  # a bare NAME, or a line of a literal the author wrote over several lines
             continue
         value = m.group(1)
         found.append(value)

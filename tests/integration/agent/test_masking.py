@@ -74,7 +74,7 @@ def test_a_long_multi_line_secret_is_masked_before_the_output_is_cut(
     assert not shown(secret, chain_text(caught.value))
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(st.integers(0, 2**32))
 def test_a_pull_error_never_shows_a_secret(seed: int) -> None:
     secret = pem(seed, lines=random.Random(seed).randint(1, 40))
