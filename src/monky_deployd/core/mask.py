@@ -280,7 +280,7 @@ def secrets_in_docker_config(data: bytes) -> tuple[str, ...]:
 
 def strings_in(value: object) -> tuple[str, ...]:
     """Every string (and number, as text) inside a value read from OpenBao: a KV value may be
-    an object or a list whose leaves are secrets (the raw JSON text of it too)."""
+    an object or a list whose leaves are secrets (its keys are names, not secrets)."""
     found: list[str] = []
     if isinstance(value, str):
         found.append(value)
@@ -289,8 +289,8 @@ def strings_in(value: object) -> tuple[str, ...]:
     elif isinstance(value, int | float):
         found.append(str(value))
     elif isinstance(value, Mapping):
-        for k, v in value.items():
-            found += strings_in(k) + strings_in(v)
+        for v in value.values():
+            found += strings_in(v)
     elif isinstance(value, list | tuple):
         for v in value:
             found += strings_in(v)

@@ -165,4 +165,4 @@ def test_secrets_at_rest_in_the_docker_config() -> None:
 
 def test_strings_in_a_kv_value() -> None:
     value = {"username": "robot", "password": ["pw-1", 42, True, None]}
-    assert set(mask.strings_in(value)) == {"username", "robot", "password", "pw-1", "42"}
+    assert set(mask.strings_in(value)) == {"robot", "pw-1", "42"}
