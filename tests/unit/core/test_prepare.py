@@ -34,7 +34,9 @@ def bundle(*entries: dict[str, str], template: str = "DB_PASSWORD=${DB_PASSWORD}
     return prepare.check_bundle("r1", raw(template, *entries))
 
 
-def reads(b: Bundle, values: dict[str, object], absent: dict[str, str] | None = None):
+def reads(
+    b: Bundle, values: dict[str, object], absent: dict[str, str] | None = None
+) -> prepare.SecretReads:
     found = {e: values[e.name] for e in b.manifest if e.name in values}
     return prepare.SecretReads(found, absent or {})
 
