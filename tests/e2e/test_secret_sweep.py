@@ -89,10 +89,14 @@ class Sweep:
     secrets: dict[str, str] = field(default_factory=dict)
     haystacks: dict[str, list[str]] = field(default_factory=dict)
 
-    def tick(self, scenario: str) -> Run:
+    def tick(self, scenario: str, *, echoes: bool = True) -> Run:
+        """One tick; with ``echoes``, its first error must show a mask (so the scenario really
+        made a tool echo a secret: a compose that stopped echoing would make the sweep vacuous)."""
         run = self.lab.tick("--debug")
         if run.errors:
             print(f"{scenario}: {run.errors[0]['message']} | {run.errors[0].get('detail')!r}")
+        if echoes:
+            assert run.errors and "***" in json.dumps(run.errors[0]), (scenario, run.stdout)
         hay = self.haystacks.setdefault(scenario, [])
         hay += [run.stdout, run.stderr]
         for line in run.stdout.splitlines():
@@ -208,7 +212,7 @@ def test_no_secret_leaves_through_any_path(sweep: Sweep, registry: Registry) -> 
     # restore: r1 runs; its container dies; the .env at rest now holds a value compose refuses
     good = _bundle(lab, {"mem_limit": "${MEM}"})
     lab.estate.tenancy.set_desired("r1", good)
-    run = sweep.tick("apply:good")
+    run = sweep.tick("apply:good", echoes=False)
     assert run.rc == 0, run.stdout
     restore_secret = "Rz" + s["nasty"][::-1] + "\n" + s["pem"][-40:]
     sweep.secrets["restore"] = restore_secret

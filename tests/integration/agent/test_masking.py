@@ -1,6 +1,7 @@
 """The masking step on each path that is not a whole tick: a real child's output (masked whole,
-then cut), a pull's output, tenancy and OpenBao error bodies that echo what the agent sent (over
-real HTTP to loopback servers that echo), and the log filter (message, extra fields, traceback)."""
+then cut), a pull's output, the secrets a restore or a down learns at rest (a real state dir),
+tenancy and OpenBao error bodies that echo what the agent sent (over real HTTP to loopback servers
+that echo), and the log filter (message, extra fields, traceback)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box import docker_config, runner
+from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent import logs
-from monky_deployd.config import OpenBaoCfg, TenancyCfg
+from monky_deployd.agent import logs, steps
+from monky_deployd.config import Config, OpenBaoCfg, TenancyCfg
 from monky_deployd.core import pullerrors
+from monky_deployd.core.envfile import render
 from monky_deployd.core.errors import Code, CommandError, DeployError
 from monky_deployd.core.mask import MIN_RUN, Masker
+from monky_deployd.core.registry_cred import Credential
+from monky_deployd.core.report import TickRecord
 from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 
 
@@ -82,6 +87,37 @@ def test_a_pull_error_never_shows_a_secret(seed: int) -> None:
     output = f"{secret}\nError response from daemon: parsing {quoted[: len(quoted) // 2]}\n"
     err = pullerrors.pull_error(output, masker=Masker([secret]), returncode=1)
     assert not shown(secret, f"{err.message} {err.detail}")
+
+
+# -- secrets at rest: a restore or a down runs a revision whose values were not read -----------
+
+
+def test_a_revision_not_written_this_tick_teaches_the_masker_its_env_and_credential(
+    tmp_path: Path,
+) -> None:
+    secret = pem(5, lines=3) + '"$\\ é'
+    cred = Credential("robot", "pw-" + pem(6, lines=1)[30:60])
+    state = StateDir(tmp_path / "state").ensure()
+    env_text = render(
+        "# header\nLOG_LEVEL=info\nKEY=${KEY}\nURL=https://u:${KEY}@h\n", {"KEY": secret}
+    )
+    state.write_revision("r1", "services: {}\n", env_text)
+    docker_config.write_docker_config(state.docker_dir, "reg.example.net", cred)
+    cfg = Config.model_validate(
+        {"env": "env-a", "state_dir": str(tmp_path / "state"), "grant_file": str(tmp_path / "g")}
+    )
+    ctx = steps.Context(cfg, state, TickRecord(tick_id="t", started_at=0.0), lambda: 0.0)
+    try:
+        ctx.compose("p", "r1")  # a restore's up or a down: r1 was not staged by this tick
+        m = ctx.masker
+        assert logs.masker() is m
+        text = f"parsing {json.dumps(secret)[:70]} / user {cred.password!r} / {cred.basic_auth()}"
+        assert not shown(secret, m(text)) and not shown(cred.password, m(text))
+        assert cred.basic_auth() not in m(text)
+        ctx.staged = "r2"
+        assert ctx.compose("p", "r2").masker is m  # the staged revision's secrets are known
+    finally:
+        logs.set_masker(Masker())
 
 
 # -- service error bodies ---------------------------------------------------------------------
