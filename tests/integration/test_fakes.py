@@ -55,7 +55,6 @@ def read_kv(client: hvac.Client, path: str) -> dict[str, Any]:
     return client.secrets.kv.v2.read_secret_version(  # type: ignore[no-any-return]
         path=path, mount_point="kv", raise_on_deleted_version=True
     )
-    return resp
 
 
 # -- OpenBao: JWT login ----------------------------------------------------------------------

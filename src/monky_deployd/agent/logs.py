@@ -9,6 +9,10 @@ its syslog priority ``<N>`` (ERROR 3, WARNING 4, INFO 6, DEBUG 7): journald stri
 stores the line at that priority (``SyslogLevelPrefix=`` is on by default), so
 ``journalctl -u monky-deployd -p err`` shows the fault. Without the prefix every line would be
 stored at priority 6. A terminal, a pipe or a file gets the plain lines.
+
+Every record that reaches the handler, the agent's and third-party loggers' alike, passes the
+tick's ``Masker`` (``set_masker``; ``core.mask``): its message, every extra field (nested values
+too) and any traceback text are masked before a formatter sees them.
 """
 
 from __future__ import annotations
@@ -23,14 +27,26 @@ from typing import IO, Any
 
 from pythonjsonlogger.json import JsonFormatter
 
+from monky_deployd.core.mask import NO_SECRETS, Masker
+
 _tick_id: contextvars.ContextVar[str] = contextvars.ContextVar("tick_id", default="-")
 _phase: contextvars.ContextVar[str] = contextvars.ContextVar("phase", default="-")
+_masker: contextvars.ContextVar[Masker] = contextvars.ContextVar("masker", default=NO_SECRETS)
 
 _RESERVED = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
 
 def set_tick(tick_id: str) -> None:
     _tick_id.set(tick_id)
+
+
+def set_masker(masker: Masker) -> None:
+    """The masker every log line passes from now on (the tick's, as it learns its secrets)."""
+    _masker.set(masker)
+
+
+def masker() -> Masker:
+    return _masker.get()
 
 
 @contextmanager
@@ -49,6 +65,27 @@ class _ContextFilter(logging.Filter):
         record.tick_id = _tick_id.get()
         if not hasattr(record, "phase"):
             record.phase = _phase.get()
+        return True
+
+
+class _MaskFilter(logging.Filter):
+    """Masks the message, every extra field and the traceback text with the tick's masker."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        mask = _masker.get()
+        if not len(mask):
+            return True
+        record.msg, record.args = mask(record.getMessage()), None
+        for key, value in list(vars(record).items()):
+            if key not in _RESERVED:
+                setattr(record, key, mask.mask_obj(value))
+        if record.exc_info:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        if record.exc_text:
+            record.exc_text = mask(record.exc_text)
+        if record.stack_info:
+            record.stack_info = mask(record.stack_info)
         return True
 
 
@@ -123,6 +160,7 @@ def setup(
         fmt = "text" if out.isatty() else "json"
     handler = logging.StreamHandler(out)
     handler.addFilter(_ContextFilter())
+    handler.addFilter(_MaskFilter())
     formatter: logging.Formatter
     if fmt == "json":
         formatter = JsonFormatter(

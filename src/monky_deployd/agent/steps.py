@@ -9,16 +9,19 @@ it happened in.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from monky_deployd.adapters.box import docker_api, docker_config, runner
 from monky_deployd.adapters.box.compose import Compose, docker_env
-from monky_deployd.adapters.box.state import Applied, StateDir
+from monky_deployd.adapters.box.state import ENV_FILE, Applied, StateDir
+from monky_deployd.adapters.fsutil import read_if_exists
+from monky_deployd.agent import logs
 from monky_deployd.config import Config
-from monky_deployd.core import report, wire
+from monky_deployd.core import mask, report, wire
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.plan import BoxStep, Commit, Down, Pull, Stage, Up, host_facts_usable
 from monky_deployd.core.report import TickRecord
@@ -35,19 +38,46 @@ class Context:
     state: StateDir
     rec: TickRecord
     clock: Clock
-    secrets: tuple[str, ...] = ()  # every secret of the tick so far, masked in child output
+    masker: mask.Masker = mask.NO_SECRETS  # every secret of the tick so far
+    staged: str | None = None  # the revision this tick wrote (its secrets came from OpenBao)
+
+    def learn(self, secrets: Iterable[str]) -> None:
+        """Add secrets to the tick's masker (children's output, errors, report, log lines)."""
+        self.masker = self.masker.extend(secrets)
+        logs.set_masker(self.masker)
 
     def compose(self, project: str, revision: str) -> Compose:
+        """``docker compose`` for a revision; one this tick did not write (a restore, the
+        previous project's ``down``) first teaches the masker the secrets it holds at rest."""
+        if revision != self.staged:
+            self.learn(self.secrets_at_rest(revision))
         return Compose(
             self.cfg.docker,
             self.state.docker_dir,
             project,
             self.state.revision_dir(revision),
-            self.secrets,
+            self.masker,
+        )
+
+    def secrets_at_rest(self, revision: str) -> tuple[str, ...]:
+        """The values of the revision's ``.env`` and the registry credential of the docker
+        config: what compose may echo when it runs that revision."""
+        env = _read(self.state.revision_dir(revision) / ENV_FILE)
+        cfg = _read(self.state.docker_dir / docker_config.CONFIG_NAME)
+        return mask.secrets_in_env_file(env.decode("utf-8", errors="replace")) + (
+            mask.secrets_in_docker_config(cfg)
         )
 
 
+def _read(path: Path) -> bytes:
+    try:
+        return read_if_exists(path) or b""
+    except DeployError:  # unreadable to the agent, so to compose too: nothing to echo
+        return b""
+
+
 def stage(ctx: Context, step: Stage) -> None:
+    ctx.staged = step.revision
     docker_config.write_docker_config(
         ctx.state.docker_dir, step.registry_host or "", step.credential
     )
@@ -113,7 +143,8 @@ def refresh_host_facts(ctx: Context) -> wire.HostFacts:
         ("compose", (binary, "compose", "version", "--short")),
     ):
         try:
-            versions[key] = runner.run(argv, env=env, timeout=timeout).stdout.strip()
+            result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
+            versions[key] = result.stdout.strip()
         except DeployError as err:
             if err.code is Code.TICK_DEADLINE:
                 raise

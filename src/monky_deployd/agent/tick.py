@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import httpx
 
@@ -33,12 +33,12 @@ from monky_deployd.adapters.box import docker_api, preflight
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
-from monky_deployd.adapters.net.bao import Bao
+from monky_deployd.adapters.net.bao import Bao, read_grant
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.agent import logs, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import prepare, report, wire
+from monky_deployd.core import mask, prepare, report, wire
 from monky_deployd.core.bundle import Bundle, ManifestEntry
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
@@ -72,6 +72,7 @@ def run_tick(
     ``wire`` (``transport.open_client``'s) are for tests: the fakes' clock, an in-process wire."""
     rec = TickRecord(tick_id=uuid.uuid4().hex[:16], started_at=clock())
     logs.set_tick(rec.tick_id)
+    logs.set_masker(mask.NO_SECRETS)
     rec.phases.append(PhaseTiming("config", True, config_ms))
     t0 = time.monotonic()
     try:
@@ -109,16 +110,18 @@ def run_tick(
 
 
 def _fail(rec: TickRecord, err: DeployError) -> None:
-    rec.outcome, rec.code, rec.message, rec.detail = err.outcome, err.code, err.message, err.detail
+    masked = logs.masker()  # the tick's: every secret it has learnt so far
+    rec.outcome, rec.code = err.outcome, err.code
+    rec.message, rec.detail = masked(err.message), masked(err.detail)
     failed_phase = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
     log.error(
-        str(err),
+        masked(str(err)),
         extra=logs.fields(
             event="tick.error",
             phase=failed_phase,
             code=err.code,
-            hint=err.hint or None,
-            detail=err.detail or None,
+            hint=masked(err.hint) or None,
+            detail=rec.detail or None,
         ),
     )
 
@@ -168,9 +171,11 @@ class _Tick:
         cfg = self.cfg
         self.tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
         self.bao = Bao(client, cfg.openbao)
+        self.ctx.learn(self._tokens_at_rest())  # before any request or child: the log filter too
         with self.phase("token"):
             self.keeper = TokenKeeper(cfg, self.bao, self.tenancy, self.clock, state=self.state)
             self.held = self.keeper.acquire()
+        self.ctx.learn((*self._tokens_at_rest(), self.held.token))
 
         record = self.state.read_applied()
         applied = (
@@ -204,6 +209,19 @@ class _Tick:
             _fail(self.rec, err)
         self._report()
 
+    def _tokens_at_rest(self) -> tuple[str, ...]:
+        """The grant and the stored token, when readable (the token phase names any fault)."""
+        found: list[str] = []
+        with suppress(DeployError):
+            found.append(read_grant(self.cfg.grant_file))
+        try:
+            stored = self.state.read_token()
+        except (DeployError, ValueError):
+            stored = None
+        if stored is not None and stored.token is not None:
+            found.append(stored.token.token)
+        return tuple(found)
+
     # -- check-in ----------------------------------------------------------------------------
 
     def _checkin(self, applied: AppliedFacts | None) -> Checkin:
@@ -222,6 +240,7 @@ class _Tick:
                 extra={"event": "token.rejected", "kind": self.held.kind},
             )
             self.held = self.keeper.invalidate(self.held)
+            self.ctx.learn((self.held.token,))
             return self.tenancy.checkin(self.held.token, body, etag)
 
     # -- restore and apply -------------------------------------------------------------------
@@ -238,16 +257,18 @@ class _Tick:
         with self.phase("bundle"):
             bundle = prepare.check_bundle(plan.revision, plan.bundle)
         with self.phase("secrets"):
-            env = prepare.env_values(bundle, self._read_secrets(bundle))
+            reads = self._read_secrets(bundle)
+            self.ctx.learn(mask.strings_in(list(reads.found.values())))
+            env = prepare.env_values(bundle, reads)
         with self.phase("render"):
             env_text = prepare.render_env(bundle.env_template, env)
         with self.phase("registry"):
             cred = prepare.credential(bundle, env)
-        self.ctx.secrets = prepare.secrets_of(env, cred)
+            self.ctx.learn(prepare.secrets_of(env, cred))
         with self.phase("preflight"):
             denv = docker_env(self.cfg.docker, self.state.docker_dir)
             info = preflight.docker_info(
-                denv, self.cfg.docker.binary, self.cfg.docker.command_timeout_s
+                denv, self.cfg.docker.binary, self.cfg.docker.command_timeout_s, self.ctx.masker
             )
             preflight.run(info, self.cfg.docker, self.cfg.disk, bundle.disk_need_bytes)
         # Everything is checked: only now does anything on the box change.
@@ -281,7 +302,9 @@ class _Tick:
         try:
             # a tick past its deadline still tells tenancy, within one request's deadline
             with logs.phase("report"), deadline.without_tick():
-                self.tenancy.report(self.held.token, report.body(self.rec))
+                self.tenancy.report(
+                    self.held.token, self.ctx.masker.mask_obj(report.body(self.rec))
+                )
         except DeployError as err:
             ok = False
             log.warning(

@@ -112,5 +112,6 @@ def ready(bundle: Bundle, env_text: str, cred: Credential | None) -> Ready:
 
 
 def secrets_of(env: EnvValues, cred: Credential | None) -> tuple[str, ...]:
-    """Every secret of an apply (KV values, the registry value and password), for masking."""
-    return env.secrets + ((cred.password,) if cred is not None else ())
+    """Every secret of an apply (KV values, the registry value, its password and the
+    ``auth`` docker keeps), for masking."""
+    return env.secrets + ((cred.password, cred.basic_auth()) if cred is not None else ())

@@ -4,7 +4,8 @@
 the fault ("no basic auth credentials", "manifest unknown", "no such host", "no space left on
 device" ...), with compose's progress noise stripped. ``pull_error`` turns that into the
 ``CommandError`` the tick raises, so the log's first error line and the report's ``detail`` carry
-the registry's words, never ``rc=1`` alone.
+the registry's words, never ``rc=1`` alone. ``pull_error`` masks the whole output with the tick's
+``Masker`` before anything else reads it (a line cut from a multi-line secret is masked too).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 
 from monky_deployd.core.errors import Code, CommandError
+from monky_deployd.core.mask import NO_SECRETS, Masker
 
 # Checked in this order: the first code with a matching line wins (a full disk can surface as a
 # failed layer download, so it is checked before the network and auth patterns).
@@ -115,9 +117,15 @@ def classify(output: str) -> tuple[Code, str]:
 
 
 def pull_error(
-    output: str, *, returncode: int | None = None, registry_host: str | None = None
+    output: str,
+    *,
+    masker: Masker = NO_SECRETS,
+    returncode: int | None = None,
+    registry_host: str | None = None,
 ) -> CommandError:
-    """The ``CommandError`` for a failed pull: code, the registry's words first, output tail."""
+    """The ``CommandError`` for a failed pull: code, the registry's words first, output tail;
+    ``output`` is masked whole before it is classified or cut."""
+    output = masker(output)
     code, line = classify(output)
     meaning, hint = MEANING[code]
     if code is Code.REGISTRY_AUTH and "no basic auth credentials" in line.lower():

@@ -110,7 +110,7 @@ def test_the_credential_and_its_password_join_the_secrets() -> None:
     env = prepare.env_values(b, reads(b, {"DB_PASSWORD": "x", "registry": "robot:pa:ss"}))
     cred = prepare.credential(b, env)
     assert cred is not None and (cred.username, cred.password) == ("robot", "pa:ss")
-    assert set(prepare.secrets_of(env, cred)) == {"x", "robot:pa:ss", "pa:ss"}
+    assert set(prepare.secrets_of(env, cred)) == {"x", "robot:pa:ss", "pa:ss", cred.basic_auth()}
     ready = prepare.ready(b, "DB_PASSWORD=x\n", cred)
     assert (ready.project, ready.registry_host, ready.services) == (
         "shop",

@@ -7,7 +7,6 @@ classified by ``pullerrors`` so the registry's own words reach the log and the r
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 from monky_deployd.adapters.box import runner
@@ -16,6 +15,7 @@ from monky_deployd.adapters.box.state import COMPOSE_FILE
 from monky_deployd.config import DockerCfg
 from monky_deployd.core import pullerrors
 from monky_deployd.core.errors import Code
+from monky_deployd.core.mask import NO_SECRETS, Masker
 
 
 def docker_env(cfg: DockerCfg, docker_dir: Path) -> dict[str, str]:
@@ -30,13 +30,13 @@ class Compose:
         docker_dir: Path,
         project: str,
         workdir: Path,
-        secrets: Iterable[str] = (),
+        masker: Masker = NO_SECRETS,
     ) -> None:
         self.cfg = cfg
         self.project = project
         self.workdir = workdir
         self.env = docker_env(cfg, docker_dir)
-        self.secrets = tuple(secrets)
+        self.masker = masker  # every secret the project's output may echo
 
     def _argv(self, *args: str) -> tuple[str, ...]:
         return (
@@ -57,7 +57,7 @@ class Compose:
             env=self.env,
             timeout=timeout,
             cwd=str(self.workdir),
-            secrets=self.secrets,
+            masker=self.masker,
             code=code,
         )
 
@@ -67,13 +67,15 @@ class Compose:
             env=self.env,
             timeout=self.cfg.pull_timeout_s,
             cwd=str(self.workdir),
-            secrets=self.secrets,
+            masker=self.masker,
             check=False,
         )
         if result.returncode != 0:
-            output = runner.mask(result.stderr + "\n" + result.stdout, self.secrets)
             raise pullerrors.pull_error(
-                output, returncode=result.returncode, registry_host=registry_host
+                result.stderr + "\n" + result.stdout,
+                masker=self.masker,
+                returncode=result.returncode,
+                registry_host=registry_host,
             )
 
     def up(self) -> None:
@@ -82,12 +84,12 @@ class Compose:
             env=self.env,
             timeout=self.cfg.up_timeout_s,
             cwd=str(self.workdir),
-            secrets=self.secrets,
+            masker=self.masker,
             check=False,
         )
         if result.returncode != 0:
             disk = "no space left on device" in runner.tail(result.stderr or result.stdout)
-            raise runner.failure(result, Code.DISK_FULL if disk else Code.UP_FAILED, self.secrets)
+            raise runner.failure(result, Code.DISK_FULL if disk else Code.UP_FAILED, self.masker)
 
     def down(self) -> None:
         """Stop and remove the project's containers and networks; volumes are kept."""

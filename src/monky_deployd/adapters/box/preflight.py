@@ -26,6 +26,7 @@ from pathlib import Path
 from monky_deployd.adapters.box import runner
 from monky_deployd.config import DiskCfg, DockerCfg
 from monky_deployd.core.errors import Code, CommandError, DeployError
+from monky_deployd.core.mask import NO_SECRETS, Masker
 
 log = logging.getLogger(__name__)
 
@@ -76,28 +77,35 @@ def _unavailable(message: str, detail: str = "") -> DeployError:
     )
 
 
-def docker_info(env: Mapping[str, str], binary: str, timeout: float) -> dict[str, object]:
+def docker_info(
+    env: Mapping[str, str], binary: str, timeout: float, masker: Masker = NO_SECRETS
+) -> dict[str, object]:
     """``docker info --format '{{json .}}'`` as a dict; DeployError DOCKER_UNAVAILABLE if not."""
     try:
         result = runner.run(
-            (binary, "info", "--format", "{{json .}}"), env=env, timeout=timeout, check=False
+            (binary, "info", "--format", "{{json .}}"),
+            env=env,
+            timeout=timeout,
+            check=False,
+            masker=masker,
         )
     except CommandError as exc:
         raise _unavailable(exc.message, exc.detail) from exc
-    stderr = runner.tail(result.stderr)
+    stderr = runner.tail(masker(result.stderr))
     try:
         info = json.loads(result.stdout)
     except ValueError:
         info = None
     if not isinstance(info, dict):
-        words = runner.last_line(stderr or result.stdout)
+        words = runner.last_line(stderr or masker(result.stdout))
         raise _unavailable(
             f"`docker info` exited with status {result.returncode}: {words}",
-            stderr or runner.tail(result.stdout),
+            stderr or runner.tail(masker(result.stdout)),
         )
     errors = info.get("ServerErrors") or []
     if errors:
         words = "; ".join(str(e) for e in errors) if isinstance(errors, list) else str(errors)
+        words = masker(words)
         raise _unavailable(f"`docker info` reports: {words}", words)
     if result.returncode != 0:
         raise _unavailable(

@@ -1,9 +1,10 @@
 """The one place the agent starts subprocesses.
 
 ``run`` takes an argument tuple (never a shell string), an explicit environment built from a
-minimal base (``PATH`` plus what the caller adds, such as ``DOCKER_CONFIG``), a timeout, and a
-list of secret strings to mask. The command is logged with secrets masked; on failure a
-``CommandError`` carries the tail of stderr (masked) as ``detail``. A child's life is tied to the
+minimal base (``PATH`` plus what the caller adds, such as ``DOCKER_CONFIG``), a timeout, and the
+tick's ``Masker`` (``core.mask``). The command is logged masked; on failure a ``CommandError``
+carries the tail of the output as ``detail``: the whole output is masked first, then cut (a
+multi-line secret is recognised only in the whole text). A child's life is tied to the
 tick: it gets at most the tick's time left as its timeout (``adapters.deadline``), and the kernel
 kills it when the agent dies (``PR_SET_PDEATHSIG``), so a SIGKILLed agent leaves no
 ``docker compose`` running (the compose plugin ends with the ``docker`` CLI that started it: the
@@ -19,11 +20,12 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from monky_deployd.adapters import deadline
 from monky_deployd.core.errors import Code, CommandError
+from monky_deployd.core.mask import NO_SECRETS, Masker
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +40,6 @@ class Result:
     stdout: str
     stderr: str
     ms: int
-
-
-def mask(text: str, secrets: Iterable[str]) -> str:
-    """Replace every non-trivial secret in ``text`` with ``***``."""
-    for secret in sorted({s for s in secrets if s and len(s) >= 3}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -65,13 +60,12 @@ def run(
     env: Mapping[str, str],
     timeout: float,
     cwd: str | None = None,
-    secrets: Iterable[str] = (),
+    masker: Masker = NO_SECRETS,
     check: bool = True,
     code: Code = Code.COMMAND_FAILED,
 ) -> Result:
     """Run ``argv`` and return its result; raise ``CommandError`` (with stderr tail) on failure."""
-    secrets = tuple(secrets)
-    shown = mask(" ".join(argv), secrets)
+    shown = masker(" ".join(argv))
     try:  # a child gets at most the tick's time left
         limit = deadline.clamp(timeout)
     except deadline.Expired as exc:
@@ -106,7 +100,7 @@ def run(
             f"{shown} did not finish within {timeout:.0f} s",
             code=Code.COMMAND_TIMEOUT,
             hint="the Docker daemon's health and the registry's reachability",
-            detail=mask(tail(err or ""), secrets),
+            detail=tail(masker(err or "")),
         ) from exc
     ms = int((time.monotonic() - started) * 1000)
     result = Result(argv, proc.returncode, proc.stdout, proc.stderr, ms)
@@ -115,7 +109,7 @@ def run(
         extra={"event": "command.end", "argv": shown, "rc": proc.returncode, "ms": ms},
     )
     if check and proc.returncode != 0:
-        raise failure(result, code, secrets)
+        raise failure(result, code, masker)
     return result
 
 
@@ -139,12 +133,11 @@ def _die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def failure(result: Result, code: Code, secrets: Iterable[str] = ()) -> CommandError:
+def failure(result: Result, code: Code, masker: Masker = NO_SECRETS) -> CommandError:
     """The ``CommandError`` for a command that exited non-zero: its masked argv, exit status and
-    last line, the stderr tail (masked) as ``detail``."""
-    secrets = tuple(secrets)
-    shown = mask(" ".join(result.argv), secrets)
-    detail = mask(tail(result.stderr or result.stdout), secrets)
+    last line, the tail of the masked output as ``detail`` (masked whole, then cut)."""
+    shown = masker(" ".join(result.argv))
+    detail = tail(masker(result.stderr or result.stdout))
     return CommandError(
         f"{shown} exited with status {result.returncode}: {last_line(detail)}",
         code=code,

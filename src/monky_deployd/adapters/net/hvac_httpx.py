@@ -5,7 +5,9 @@ transport opened (plain or Ziti), so tenancy and OpenBao share one transport and
 a ``requests.Session``. Every answer is read by ``httpio.read_capped`` (at most
 ``max_body_bytes``, within ``deadline_s``; ``too_large()`` names the refusal). On 200 it returns
 the decoded JSON, otherwise the response; error statuses
-become hvac's exceptions (``hvac.utils.raise_for_error``), which ``bao.Bao`` translates.
+become hvac's exceptions (``hvac.utils.raise_for_error``), which ``bao.Bao`` translates; their
+text is masked first (``core.mask``) with the token and the login JWT the request carried, so an
+OpenBao that echoes them in an error body does not pass them on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hvac.utils
 from monky_deployd import USER_AGENT
 from monky_deployd.adapters.httpio import read_capped
 from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.mask import Masker
 
 
 class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
@@ -105,7 +108,10 @@ class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
             follow_redirects=False,
         )
         if response.status_code >= 400 and raise_exception:
-            self._raise_for_error(verb, full, response)
+            body = kwargs.get("json")
+            jwt = body.get("jwt") if isinstance(body, dict) else None
+            sent = Masker(s for s in (self.token, jwt) if isinstance(s, str))
+            self._raise_for_error(verb, full, response, sent)
         if response.status_code == 200:
             try:
                 return response.json()
@@ -114,12 +120,12 @@ class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]
         return response
 
     @staticmethod
-    def _raise_for_error(method: str, url: str, response: httpx.Response) -> None:
-        text = response.text
+    def _raise_for_error(method: str, url: str, response: httpx.Response, masker: Masker) -> None:
+        text = masker(response.text)
         errors: Any = None
         body: Any = None
         try:
-            body = response.json()
+            body = masker.mask_obj(response.json())
             errors = body.get("errors") if isinstance(body, dict) else None
         except ValueError:
             pass

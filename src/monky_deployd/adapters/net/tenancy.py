@@ -14,7 +14,8 @@ Every answer is translated at this boundary into what the agent can act on:
 - larger than max_bundle_bytes -> ``DeployError(code=Code.TENANCY_RESPONSE_TOO_LARGE)``
   (``httpio.read_capped``: streamed, the connection closed unread)
 
-Messages name tenancy and its address, never a token.
+Messages name tenancy and its address, never a token: an error body's words are masked
+(``core.mask``) with the bearer token the request carried before they go anywhere.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from monky_deployd.core.errors import (
     DeployError,
     TokenError,
 )
+from monky_deployd.core.mask import Masker
 from monky_deployd.core.wire import CheckinAnswer, CheckinRequest, ErrorBody, LeaseAnswer
 from monky_deployd.core.wire import Lease as Lease
 
@@ -85,7 +87,7 @@ class Tenancy:
     def lease(self, token: str) -> Lease:
         resp = self._post("lease", token, {})
         if resp.status_code != 201:
-            self._raise_unexpected("lease", resp)
+            self._raise_unexpected("lease", resp, token)
         body = self._json("lease", resp)
         try:
             return LeaseAnswer.model_validate(body).lease
@@ -104,7 +106,7 @@ class Tenancy:
         if resp.status_code == 204:
             return Checkin(204)
         if resp.status_code != 200:
-            self._raise_unexpected("checkin", resp)
+            self._raise_unexpected("checkin", resp, token)
         data = self._json("checkin", resp)
         try:
             answer = CheckinAnswer.model_validate(data)
@@ -117,7 +119,7 @@ class Tenancy:
     def report(self, token: str, body: dict[str, Any]) -> None:
         resp = self._post("reports", token, body)
         if resp.status_code not in (200, 201, 202, 204):
-            self._raise_unexpected("reports", resp)
+            self._raise_unexpected("reports", resp, token)
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -177,8 +179,10 @@ class Tenancy:
             hint="the tenancy service's version and logs; the agent speaks contract v1",
         )
 
-    def _raise_unexpected(self, endpoint: str, resp: httpx.Response) -> None:
+    def _raise_unexpected(self, endpoint: str, resp: httpx.Response, token: str) -> None:
         code, message, retry_after = _error_body(resp)
+        masked = Masker((token,))  # tenancy may echo the bearer in its words
+        shown, message = masked(code), masked(message)[:500]  # masked whole, then cut
         status = resp.status_code
         where = f"tenancy at {self.address} (POST /{endpoint})"
         # ``code`` is tenancy's word (contract.md: any string, maybe one the agent does not
@@ -193,7 +197,8 @@ class Tenancy:
             )
         if status == 401:
             raise TokenError(
-                f"{where} rejected the token as unknown, expired or revoked ({code or 'HTTP 401'})",
+                f"{where} rejected the token as unknown, expired or revoked "
+                f"({shown or 'HTTP 401'})",
                 code=Code.TOKEN_INVALID,
                 hint="the token bookkeeping in the state dir; the agent logs in again",
             )
@@ -214,13 +219,13 @@ class Tenancy:
             )
         if status >= 500:
             raise DeployError(
-                f"{where} failed with HTTP {status}" + (f" {code}" if code else ""),
+                f"{where} failed with HTTP {status}" + (f" {shown}" if code else ""),
                 code=Code.TENANCY_UNAVAILABLE,
                 hint="the tenancy service's health and logs",
                 detail=message,
             )
         raise DeployError(
-            f"{where} answered HTTP {status}" + (f" {code}: {message}" if code else ""),
+            f"{where} answered HTTP {status}" + (f" {shown}: {message}" if code else ""),
             code=Code.TENANCY_REJECTED,
             hint="the tenancy service's logs for this request",
             detail=message,
@@ -228,14 +233,14 @@ class Tenancy:
 
 
 def _error_body(resp: httpx.Response) -> tuple[str, str, int | None]:
-    """(code, message cut to 500 characters, retry_after_s) of an error body; ("", "", None)
+    """(code, message, retry_after_s) of an error body; ("", "", None)
     when the body is not one (not JSON, no ``error`` object, a field of the wrong type)."""
     try:
         err = ErrorBody.model_validate(resp.json()).error
     except ValueError:  # not JSON, or a ValidationError
         return "", "", None
     retry = int(err.retry_after_s) if err.retry_after_s is not None else None
-    return err.code, err.message[:500], retry
+    return err.code, err.message, retry
 
 
 def _retry_header(resp: httpx.Response) -> int:
