@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from monky_deployd.core.errors import Code, EnvError
 
@@ -35,10 +35,23 @@ _GO_SPACE = frozenset(
 _LINE_SPACE = frozenset("\t\v\f\r \x85\xa0")
 _EXPORT = re.compile(r"export[\t\n\f\r ]+")
 _KEY_PUNCTUATION = frozenset("_.-[]")
-# compose-go's template pattern: $$ | $name | ${name[:?][-+?]rest} | ${ (invalid).
+# Runs of the sets above as patterns, so a template is read in C, not a character at a time
+# (what keeps the walk linear and fast: a template at max_bundle_bytes renders in well under a
+# second; bench/envfile_render.py). A key's non-ASCII characters take the slow check.
+_GO_SPACE_RUN = re.compile("[" + re.escape("".join(sorted(_GO_SPACE))) + "]*")
+_LINE_SPACE_RUN = re.compile("[" + re.escape("".join(sorted(_LINE_SPACE))) + "]*")
+_ASCII_KEY_RUN = re.compile(r"[A-Za-z0-9_.\-\[\]\t\v\f\r \x85\xa0]*")
+_QUOTED_BODY = {
+    q: re.compile(r"(?:[^\\" + q + r"]|\\.)*", re.DOTALL) for q in "\"'"
+}  # up to the closing quote; a backslash takes the next character (the quote too) with it
+_BACKSLASHED = re.compile(r"\\(.)", re.DOTALL)
+# compose-go's template pattern: $$ | $name | ${name[:?][-+?]rest} | ${ (invalid). Compose's
+# `rest` is a greedy `.*\}` (to the last `}` of the line); matching it here would rescan the line
+# for every default (quadratic in a long line), so the pattern stops after the modifier and
+# ``_substitutions`` finds the line's last `}` once.
 _SUBST = re.compile(
     r"\$(?:(?P<escaped>\$)|(?P<named>[_a-zA-Z][_a-zA-Z0-9]*)"
-    r"|\{(?:(?P<braced>[_a-zA-Z][_a-zA-Z0-9]*)(?P<modifier>:?[-+?].*)?\}|(?P<invalid>)))"
+    r"|\{(?:(?P<braced>[_a-zA-Z][_a-zA-Z0-9]*)(?:(?P<modifier>:?[-+?])|\})|(?P<invalid>)))"
 )
 _PLAIN_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # compose-go's expandEscapes: the escapes it decodes inside double quotes.
@@ -65,8 +78,7 @@ CHILD_ENV_NAMES = ("PATH", "LANG", "DOCKER_CONFIG", "DOCKER_HOST")
 RESERVED_NAMES = frozenset(CHILD_ENV_NAMES)
 
 
-@dataclass(frozen=True)
-class _Part:
+class _Part(NamedTuple):  # a NamedTuple: built once per piece of every value, it must be cheap
     """A piece of an assignment's value: literal text in Compose's pre-interpolation form
     (``$$`` still meaning ``$``), or a reference to a variable the agent substitutes."""
 
@@ -74,16 +86,16 @@ class _Part:
     ref: bool = False
 
 
-@dataclass(frozen=True)
-class _Assignment:
+class _Assignment(NamedTuple):
     name: str
     start: int  # span of the value in the template (quotes included)
     end: int
     parts: tuple[_Part, ...]
+    refs: tuple[str, ...]  # the names of ``parts``' references, in order
 
-    @property
-    def refs(self) -> tuple[str, ...]:
-        return tuple(p.text for p in self.parts if p.ref)
+
+def _assignment(name: str, start: int, end: int, parts: tuple[_Part, ...]) -> _Assignment:
+    return _Assignment(name, start, end, parts, tuple(p.text for p in parts if p.ref))
 
 
 def template_variables(template: str) -> set[str]:
@@ -208,8 +220,7 @@ def _parse(template: str) -> list[_Assignment]:
     i = 1 if src.startswith("\ufeff") else 0
     found: list[_Assignment] = []
     while True:
-        while i < n and src[i] in _GO_SPACE:
-            i += 1
+        i = _GO_SPACE_RUN.match(src, i).end()  # type: ignore[union-attr]  # `*` always matches
         if i >= n:
             return found
         if src[i] == "#":
@@ -220,14 +231,15 @@ def _parse(template: str) -> list[_Assignment]:
             continue
         stmt = i
         if _EXPORT.match(src, i):
-            i += len("export")
-            while i < n and src[i] in _LINE_SPACE:
-                i += 1
+            i = _LINE_SPACE_RUN.match(src, i + len("export")).end()  # type: ignore[union-attr]
             if i >= n:  # compose: "zero length string"
                 raise _invalid(src, stmt, "has `export` without a variable name")
         key_start = i
         sep = ""
         while i < n:
+            i = _ASCII_KEY_RUN.match(src, i).end()  # type: ignore[union-attr]
+            if i >= n:
+                break
             ch = src[i]
             if ch in "=:\n":
                 sep = ch
@@ -244,8 +256,7 @@ def _parse(template: str) -> list[_Assignment]:
         i += 1
         if sep == "\n":  # a bare NAME: Compose copies it from its own environment
             continue
-        while i < n and src[i] in _LINE_SPACE:
-            i += 1
+        i = _LINE_SPACE_RUN.match(src, i).end()  # type: ignore[union-attr]
         value_start = i
         if i < n and src[i] in "\"'":
             end, parts = _read_quoted(src, i)
@@ -257,34 +268,22 @@ def _parse(template: str) -> list[_Assignment]:
             end = i + len(raw)
             parts = _substitutions(src, i, raw)
             i = line_end
-        found.append(_Assignment(key, value_start, end, parts))
+        found.append(_assignment(key, value_start, end, parts))
 
 
 def _read_quoted(src: str, start: int) -> tuple[int, tuple[_Part, ...]]:
     """Decode the quoted value at ``start``; return (index after the closing quote, parts)."""
     quote = src[start]
-    chars: list[str] = []
-    escaped = False
-    for i in range(start + 1, len(src)):
-        ch = src[i]
-        if ch != quote:
-            if not escaped and ch == "\\":
-                escaped = True
-                continue
-            if escaped:
-                escaped = False
-                chars.append("\\")
-            chars.append(ch)
-            continue
-        if escaped:
-            escaped = False
-            chars.append(ch)
-            continue
-        text = "".join(chars)
-        if quote == '"':
-            return i + 1, _substitutions(src, start, _expand_escapes(text))
-        return i + 1, _single_quoted_parts(text)
-    raise _invalid(src, start, "has a quoted value without its closing quote")
+    body = _QUOTED_BODY[quote].match(src, start + 1).end()  # type: ignore[union-attr]
+    if body >= len(src) or src[body] != quote:  # no closing quote (a lone `\` at the end)
+        raise _invalid(src, start, "has a quoted value without its closing quote")
+    # A backslash is kept with the character it escapes, except before the quote itself.
+    text = _BACKSLASHED.sub(
+        lambda m: quote if m.group(1) == quote else m.group(0), src[start + 1 : body]
+    )
+    if quote == '"':
+        return body + 1, _substitutions(src, start, _expand_escapes(text))
+    return body + 1, _single_quoted_parts(text)
 
 
 def _expand_escapes(text: str) -> str:
@@ -317,11 +316,17 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
     the name, except on the rest of a line after a default that leaves a ``{`` open: compose's
     greedy match would take the added ``}`` into that default (nothing there can be the agent's).
     """
+    if "$" not in text:
+        return (_Part(text),) if text else ()
+    pieces = _PLAIN_REF.split(text)  # literal, name, literal, ...: the common case, done in C
+    if all("$" not in p for p in pieces[::2]):
+        return tuple(_Part(p, k % 2 == 1) for k, p in enumerate(pieces) if p)
     parts: list[_Part] = []
     literal: list[str] = []
     last = 0
     i = 0
     open_default_until = -1  # end of the line a `${NAME:-{...` without its `}` runs to
+    line_end, last_brace = -1, -1  # the current line's end and its last `}` (found once a line)
     while (j := text.find("$", i)) >= 0:
         m = _SUBST.match(text, j)
         if m is None:  # a `$` Compose leaves alone
@@ -340,12 +345,17 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
             i = m.end()
             continue
         if m.group("modifier") is not None:  # ${NAME:-...}: the rest after its `}` is scanned on
-            closing = _first_brace_closing(text[j : m.end()])
+            if j >= line_end:
+                nl = text.find("\n", j)
+                line_end = len(text) if nl < 0 else nl
+                last_brace = text.rfind("}", j, line_end)
+            if last_brace < m.end():  # compose's `.*\}` finds no `}` on the rest of the line
+                raise _invalid(src, pos, "has a `${` that is not a valid ${NAME} reference")
+            closing = _first_brace_closing(text, j, last_brace + 1)
             if closing < 0:
-                nl = text.find("\n", m.end())
-                open_default_until = len(text) if nl < 0 else nl
-                closing = m.end() - j - 1
-            i = j + closing + 1
+                open_default_until = line_end
+                closing = last_brace
+            i = closing + 1
             continue
         literal.append(text[last:j])
         if "".join(literal):
@@ -359,17 +369,18 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
     return tuple(parts)
 
 
-def _first_brace_closing(text: str) -> int:
-    """compose-go's getFirstBraceClosingIndex (the character after each `{` is skipped); -1 when
-    the braces never balance."""
+def _first_brace_closing(text: str, start: int, stop: int) -> int:
+    """compose-go's getFirstBraceClosingIndex over ``text[start:stop]`` (the character after each
+    `{` is skipped): the index in ``text`` of the `}` that balances the braces; -1 when none."""
     depth = 0
-    i = 0
-    while i < len(text):
-        if text[i] == "}":
+    i = start
+    while i < stop:
+        ch = text[i]
+        if ch == "}":
             depth -= 1
             if depth == 0:
                 return i
-        if text[i] == "{":
+        elif ch == "{":
             depth += 1
             i += 1
         i += 1
