@@ -113,7 +113,9 @@ class Code(StrEnum):
     SECRET_MISSING = "SECRET_MISSING"
     SECRET_NOT_STRING = "SECRET_NOT_STRING"
     # bundle
+    BUNDLE_COMPOSE_TOO_COMPLEX = "BUNDLE_COMPOSE_TOO_COMPLEX"
     BUNDLE_INVALID = "BUNDLE_INVALID"
+    BUNDLE_RELATIVE_BIND = "BUNDLE_RELATIVE_BIND"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -140,6 +142,7 @@ class Code(StrEnum):
     COMMAND_TIMEOUT = "COMMAND_TIMEOUT"
     DOCKER_HOST_UNSUPPORTED = "DOCKER_HOST_UNSUPPORTED"
     DOWN_FAILED = "DOWN_FAILED"
+    PROJECT_NOT_OWNED = "PROJECT_NOT_OWNED"
     PULL_FAILED = "PULL_FAILED"
     UP_FAILED = "UP_FAILED"
 
@@ -217,7 +220,9 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.SECRET_MISSING: ("secrets", "refused"),
     Code.SECRET_NOT_STRING: ("secrets", "refused"),
     # bundle
+    Code.BUNDLE_COMPOSE_TOO_COMPLEX: ("bundle", "refused"),
     Code.BUNDLE_INVALID: ("bundle", "refused"),
+    Code.BUNDLE_RELATIVE_BIND: ("bundle", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),
@@ -244,6 +249,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.COMMAND_TIMEOUT: ("docker", "failed"),
     Code.DOCKER_HOST_UNSUPPORTED: ("docker", "refused"),
     Code.DOWN_FAILED: ("docker", "failed"),
+    Code.PROJECT_NOT_OWNED: ("docker", "refused"),
     Code.PULL_FAILED: ("docker", "failed"),
     Code.UP_FAILED: ("docker", "failed"),
 }
