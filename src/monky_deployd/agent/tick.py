@@ -243,6 +243,11 @@ class _Tick:
                 denv, self.cfg.docker.binary, self.cfg.docker.command_timeout_s
             )
             preflight.run(info, self.cfg.docker, self.cfg.disk, bundle.disk_need_bytes)
+            prepare.check_owned(
+                bundle.project,
+                docker_api.project_working_dirs(self.cfg.docker, bundle.project),
+                str(self.state.revisions_dir.absolute()),
+            )
         # Everything is checked: only now does anything on the box change.
         steps.run(self.ctx, apply_steps(plan, prepare.ready(bundle, env_text, cred)), self.phase)
         running = sum(1 for s in self.rec.services if s["state"] == "running")

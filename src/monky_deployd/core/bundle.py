@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -181,6 +181,8 @@ def _compose_doc(revision: str, text: str, bad: Any) -> dict[Any, Any] | None:
         if why is None:
             doc = composefile.load(text)
     except yaml.YAMLError as exc:
+        if "nesting depth" in str(getattr(exc, "problem", "")):  # libyaml's own limit (1000)
+            _too_complex(revision, f"nests deeper than {composefile.MAX_DEPTH} levels")
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         bad("compose", f"is not valid YAML{where}")
@@ -189,16 +191,20 @@ def _compose_doc(revision: str, text: str, bad: Any) -> dict[Any, Any] | None:
         bad("compose", "is not valid YAML (a value cannot be read, such as an impossible date)")
         return None
     if why is not None:
-        raise DeployError(
-            f"the compose file of revision {revision!r} {why}; refused before anything was written",
-            code=Code.BUNDLE_COMPOSE_TOO_COMPLEX,
-            hint=f"the bundle's compose file: at most {composefile.MAX_NODES} YAML nodes and "
-            f"{composefile.MAX_DEPTH} levels with every alias (*name, <<: *name) expanded",
-        )
+        _too_complex(revision, why)
     if not isinstance(doc, dict):
         bad("compose", f"must be a YAML mapping, found {type(doc).__name__}")
         return None
     return doc
+
+
+def _too_complex(revision: str, why: str) -> NoReturn:
+    raise DeployError(
+        f"the compose file of revision {revision!r} {why}; refused before anything was written",
+        code=Code.BUNDLE_COMPOSE_TOO_COMPLEX,
+        hint=f"the bundle's compose file: at most {composefile.MAX_NODES} YAML nodes and "
+        f"{composefile.MAX_DEPTH} levels with every alias (*name, <<: *name) expanded",
+    )
 
 
 def _check_images(doc: dict[Any, Any], registry_host: str, bad: Any) -> None:
