@@ -127,7 +127,7 @@ def check_owned(project: str, working_dirs: Mapping[str, str], revisions_root: s
     foreign = {
         name: wd
         for name, wd in sorted(working_dirs.items())
-        if not (wd and (posixpath.normpath(wd) + "/").startswith(root))
+        if not (wd and posixpath.normpath(wd).startswith(root))  # inside, not the root itself
     }
     if not foreign:
         return
