@@ -139,13 +139,15 @@ ROOT = "/var/lib/monky-deployd/revisions"
 names = st.from_regex(r"[a-z][a-z0-9_-]{0,12}", fullmatch=True)
 
 
-@given(st.dictionaries(names, st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)))
+@given(st.dictionaries(names, st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,19}", fullmatch=True)))
 def test_containers_started_from_our_revisions_are_ours(revs: dict[str, str]) -> None:
     prepare.check_owned("shop", {n: f"{ROOT}/{r}" for n, r in revs.items()}, ROOT)
 
 
 @given(
-    st.dictionaries(names, st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True), max_size=3),
+    st.dictionaries(
+        names, st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,19}", fullmatch=True), max_size=3
+    ),
     names,
     st.sampled_from(["/srv/shop", "", "/var/lib/monky-deployd/revisions-old/r1", ROOT, "/"]),
 )
