@@ -78,12 +78,10 @@ CHILD_ENV_NAMES = ("PATH", "LANG", "DOCKER_CONFIG", "DOCKER_HOST")
 RESERVED_NAMES = frozenset(CHILD_ENV_NAMES)
 
 
-class _Part(NamedTuple):  # a NamedTuple: built once per piece of every value, it must be cheap
-    """A piece of an assignment's value: literal text in Compose's pre-interpolation form
-    (``$$`` still meaning ``$``), or a reference to a variable the agent substitutes."""
-
-    text: str
-    ref: bool = False
+# A piece of an assignment's value: ``(text, False)`` literal text in Compose's pre-interpolation
+# form (``$$`` still meaning ``$``), or ``(name, True)`` a reference the agent substitutes. A
+# plain tuple: one is built for every piece of every value, so it must be cheap.
+_Part = tuple[str, bool]
 
 
 class _Assignment(NamedTuple):
@@ -95,7 +93,7 @@ class _Assignment(NamedTuple):
 
 
 def _assignment(name: str, start: int, end: int, parts: tuple[_Part, ...]) -> _Assignment:
-    return _Assignment(name, start, end, parts, tuple(p.text for p in parts if p.ref))
+    return _Assignment(name, start, end, parts, tuple(text for text, ref in parts if ref))
 
 
 def template_variables(template: str) -> set[str]:
@@ -169,8 +167,8 @@ def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) 
         if not a.refs or any(n in faults for n in a.refs):
             continue
         size = len(a.name.encode()) + 2  # "=" and the terminating NUL
-        for p in a.parts:
-            size += len((values[p.text] if p.ref else p.text).encode("utf-8", "surrogatepass"))
+        for text, ref in a.parts:
+            size += len((values[text] if ref else text).encode("utf-8", "surrogatepass"))
         if size > MAX_ENV_STRING_BYTES:
             faults[a.name] = (
                 f"would make an environment string of about {size} bytes; Linux starts no "
@@ -192,7 +190,7 @@ def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) 
 
 def _quote(parts: tuple[_Part, ...], values: Mapping[str, str]) -> str:
     """A double-quoted .env value that Compose decodes to exactly ``parts`` with secrets in."""
-    text = "".join(values[p.text].replace("$", "$$") if p.ref else p.text for p in parts)
+    text = "".join(values[t].replace("$", "$$") if ref else t for t, ref in parts)
     return '"' + _escape_double(text) + '"'
 
 
@@ -317,10 +315,10 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
     greedy match would take the added ``}`` into that default (nothing there can be the agent's).
     """
     if "$" not in text:
-        return (_Part(text),) if text else ()
+        return ((text, False),) if text else ()
     pieces = _PLAIN_REF.split(text)  # literal, name, literal, ...: the common case, done in C
     if all("$" not in p for p in pieces[::2]):
-        return tuple(_Part(p, k % 2 == 1) for k, p in enumerate(pieces) if p)
+        return tuple((p, k % 2 == 1) for k, p in enumerate(pieces) if p)
     parts: list[_Part] = []
     literal: list[str] = []
     last = 0
@@ -359,13 +357,13 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
             continue
         literal.append(text[last:j])
         if "".join(literal):
-            parts.append(_Part("".join(literal)))
+            parts.append(("".join(literal), False))
         literal = []
-        parts.append(_Part(name, ref=True))
+        parts.append((name, True))
         last = i = m.end()
     literal.append(text[last:])
     if "".join(literal):
-        parts.append(_Part("".join(literal)))
+        parts.append(("".join(literal), False))
     return tuple(parts)
 
 
@@ -393,11 +391,11 @@ def _single_quoted_parts(text: str) -> tuple[_Part, ...]:
     last = 0
     for m in _PLAIN_REF.finditer(text):
         if m.start() > last:
-            parts.append(_Part(text[last : m.start()].replace("$", "$$")))
-        parts.append(_Part(m.group(1), ref=True))
+            parts.append((text[last : m.start()].replace("$", "$$"), False))
+        parts.append((m.group(1), True))
         last = m.end()
     if last < len(text):
-        parts.append(_Part(text[last:].replace("$", "$$")))
+        parts.append((text[last:].replace("$", "$$"), False))
     return tuple(parts)
 
 
