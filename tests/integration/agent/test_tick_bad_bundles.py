@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from monky_deployd import config as config_mod
 from monky_deployd.agent.tick import run_tick
+from monky_deployd.core.composefile import MAX_NODES
 from monky_deployd.core.report import TickRecord
 from monky_deployd_testkit.fakes.estate import Estate
 
@@ -80,7 +81,7 @@ def alias_bomb(width: int, levels: int) -> str:
 def test_alias_bombs_are_refused_before_anything_is_written(
     estate: Estate, state: Path, width: int, levels: int, data: Any
 ) -> None:
-    if width**levels <= 100_000:
+    if width**levels <= MAX_NODES:
         levels += 3
     refused(
         estate,
