@@ -45,6 +45,14 @@ _QUOTED_BODY = {
     q: re.compile(r"(?:[^\\" + q + r"]|\\.)*", re.DOTALL) for q in "\"'"
 }  # up to the closing quote; a backslash takes the next character (the quote too) with it
 _BACKSLASHED = re.compile(r"\\(.)", re.DOTALL)
+# The common statement, read in one match (the general walk gives the same assignment): an ASCII
+# name, `=` and an unquoted value of plain characters and `${NAME}` references, single spaces
+# between words (never before a `#`, never at either end), up to a newline or the end.
+_PLAIN_CHAR = r"[A-Za-z0-9_./:@,+%=~^*!?&|<>;()\[\]{}-]"
+_PLAIN_WORD = rf"(?:{_PLAIN_CHAR}|\$\{{[A-Za-z_][A-Za-z0-9_]*\}})+"
+_SIMPLE_STATEMENT = re.compile(
+    rf"([A-Za-z_][A-Za-z0-9_.-]*)=((?:{_PLAIN_WORD}(?: {_PLAIN_WORD})*)?)(?=\n|\Z)"
+)
 # compose-go's template pattern: $$ | $name | ${name[:?][-+?]rest} | ${ (invalid). Compose's
 # `rest` is a greedy `.*\}` (to the last `}` of the line); matching it here would rescan the line
 # for every default (quadratic in a long line), so the pattern stops after the modifier and
@@ -227,6 +235,13 @@ def _parse(template: str) -> list[_Assignment]:
                 return found
             i = nl
             continue
+        fast = _SIMPLE_STATEMENT.match(src, i)
+        if fast is not None:  # `NAME=value` in plain characters: what the loop below would find
+            value = fast.group(2)
+            start = fast.start(2)
+            found.append(_assignment(fast.group(1), start, start + len(value), _plain(value)))
+            i = fast.end()
+            continue
         stmt = i
         if _EXPORT.match(src, i):
             i = _LINE_SPACE_RUN.match(src, i + len("export")).end()  # type: ignore[union-attr]
@@ -303,6 +318,13 @@ def _expand_escapes(text: str) -> str:
         return _SIMPLE_ESCAPES[seq[1]]
 
     return _ESCAPE.sub(decode, text)
+
+
+def _plain(text: str) -> tuple[_Part, ...]:
+    """The parts of a value whose only `$` are plain ``${NAME}`` references."""
+    if "$" not in text:
+        return ((text, False),) if text else ()
+    return tuple((p, k % 2 == 1) for k, p in enumerate(_PLAIN_REF.split(text)) if p)
 
 
 def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
