@@ -25,13 +25,17 @@ def lab(tmp_path: Path, registry: Registry, busybox_image: str) -> Iterator[Lab]
         lab.cleanup()
 
 
-def start_foreign_project(where: Path, project: str, image: str) -> dict[str, str]:
+def start_foreign_project(
+    where: Path, project: str, image: str, services: tuple[str, ...] = ("web", "db")
+) -> dict[str, str]:
     """Someone else's compose project, started by hand from ``where``; its containers."""
     where.mkdir()
     (where / "compose.yaml").write_text(
-        f"services:\n  web:\n    image: {image}\n    command: [sleep, '3600']\n"
-        "    network_mode: none\n  db:\n    image: " + image + "\n"
-        "    command: [sleep, '3600']\n    network_mode: none\n"
+        "services:\n"
+        + "".join(
+            f"  {name}:\n    image: {image}\n    command: [sleep, '3600']\n    network_mode: none\n"
+            for name in services
+        )
     )
     subprocess.run(
         ("docker", "compose", "-p", project, "up", "-d"),
@@ -88,3 +92,20 @@ def test_the_agents_own_project_is_applied_again(lab: Lab, registry: Registry) -
     second = lab.tick()
     assert second.rc == 0, second.stdout
     assert set(running(lab.project)) == {"web", "api"}
+
+
+def test_a_restore_never_takes_over_containers_someone_else_started(
+    lab: Lab, tmp_path: Path, busybox_image: str
+) -> None:
+    """The applied project's container died and someone started their own project of that name:
+    the restore's `up --remove-orphans` would delete theirs, so it is refused."""
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
+    assert lab.tick().rc == 0
+    subprocess.run(("docker", "rm", "-f", lab.containers()["web"]), check=True, capture_output=True)
+    foreign = start_foreign_project(
+        tmp_path / "someone-else", lab.project, busybox_image, services=("db",)
+    )
+    run = lab.tick()
+    assert run.rc == 5, run.stdout + run.stderr
+    assert run.summary["code"] == "PROJECT_NOT_OWNED"
+    assert running(lab.project) == foreign
