@@ -171,8 +171,14 @@ def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) 
             value.encode("utf-8")
         except UnicodeEncodeError:
             faults[name] = "is not valid Unicode text (a lone surrogate), so it has no UTF-8 bytes"
+    encoded = {n: len(values[n].encode("utf-8", "surrogatepass")) for n in values}
     for a in assignments:
         if not a.refs or any(n in faults for n in a.refs):
+            continue
+        # A cheap bound first: a value's literal text has at most twice the characters of its
+        # span in the template (`$` doubled, `$N` braced), each at most 4 bytes in UTF-8.
+        bound = 4 * len(a.name) + 2 + 8 * (a.end - a.start) + sum(encoded[n] for n in a.refs)
+        if bound <= MAX_ENV_STRING_BYTES:
             continue
         size = len(a.name.encode()) + 2  # "=" and the terminating NUL
         for text, ref in a.parts:
