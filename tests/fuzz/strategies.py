@@ -14,7 +14,7 @@ from monky_deployd.core.errors import CATALOGUE, Code, DeployError
 
 settings.register_profile(
     "fuzz-ci",
-    max_examples=300,
+    max_examples=500,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
