@@ -177,7 +177,7 @@ def load(path: Path = DEFAULT_CONFIG_PATH) -> Config:
             code=Code.CONFIG_INVALID,
             hint=f"the YAML syntax of {path}",
         ) from exc
-    except (ValueError, OverflowError):  # a constructor's refusal: no input rides along
+    except composefile.CONSTRUCTOR_ERRORS:  # a constructor's refusal: no input rides along
         why = "holds a value YAML cannot read (such as an impossible date)"
     if why is not None:
         raise ConfigError(f"{path} {why}", code=Code.CONFIG_INVALID, hint=f"the YAML of {path}")

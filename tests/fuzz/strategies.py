@@ -59,6 +59,7 @@ YAML_PIECES = [
     "t: 2024-02-29T25:61:00Z\n", "? [a, b]\n: c\n", "%YAML 1.1\n---\n", "---\n", "...\n",
     "\t- tab\n", "x: [[[[[[\n", "x: }\n", "x: !!python/object:os.system ls\n", 'x: "\\0"\n',
     'x: "\\ud800"\n', "x: &r [*r]\n", "x: !!int 0x_\n", "x: !!float 1e99999\n",
+    "x: !!timestamp 12\n", "x: !!timestamp\n", "x: !!float\n", "x: !!bool maybe\n",
     "x: 0o777777777777777777777777777\n", "&a a: &b b\n", "*a : x\n", "- [a, *a]\n", "{a: 1}\n",
     "services: {}\n", "services:\n  1: {image: 'reg.example.net/${X}'}\n", "'\n", '"\n',
 ]  # fmt: skip

@@ -187,7 +187,7 @@ def _compose_doc(revision: str, text: str, bad: Any) -> dict[Any, Any] | None:
         where = f" at line {mark.line + 1}" if mark else ""
         bad("compose", f"is not valid YAML{where}")
         return None
-    except (ValueError, OverflowError):  # a constructor's refusal (an impossible date)
+    except composefile.CONSTRUCTOR_ERRORS:  # a constructor's refusal (an impossible date)
         bad("compose", "is not valid YAML (a value cannot be read, such as an impossible date)")
         return None
     if why is not None:

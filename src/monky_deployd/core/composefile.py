@@ -85,9 +85,15 @@ def budget(text: str) -> str | None:
     return None
 
 
+# What PyYAML's constructors raise besides ``yaml.YAMLError`` for a value they cannot build:
+# an impossible date (ValueError), an explicit ``!!timestamp`` that is no date (AttributeError),
+# an explicit ``!!int``/``!!float`` that is no number (ValueError, OverflowError).
+CONSTRUCTOR_ERRORS = (ValueError, OverflowError, TypeError, AttributeError, KeyError, IndexError)
+
+
 def load(text: str) -> object:
-    """The document, once ``budget`` has passed. Raises ``yaml.YAMLError`` or ``ValueError``
-    (PyYAML's constructors raise the latter for an impossible date such as 2024-02-30)."""
+    """The document, once ``budget`` has passed. Raises ``yaml.YAMLError`` or one of
+    ``CONSTRUCTOR_ERRORS``."""
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader (C or Python)
 
 
