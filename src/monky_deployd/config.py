@@ -3,6 +3,9 @@
 ``load(path)`` returns a ``Config`` or raises ``ConfigError`` whose message names the file and
 lists one line per problem: ``at 'tenancy.port': Input should be a valid integer``.
 Unknown keys are refused (``extra="forbid"``) so a typo never silently falls back to a default.
+A text or path holding a NUL or a lone surrogate (YAML's ``"\ud800"``) is refused here, not left
+to fail in a system call; the file's YAML is budgeted like a bundle's compose file
+(``core.composefile.budget``: aliases expanded, depth) before it is loaded.
 """
 
 from __future__ import annotations
@@ -11,8 +14,16 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from monky_deployd.core import composefile
 from monky_deployd.core.errors import Code, ConfigError
 
 DEFAULT_CONFIG_PATH = Path("/etc/monky-deployd/config.yaml")
@@ -26,6 +37,19 @@ PositiveSeconds = Annotated[float, Field(gt=0, le=3600)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _clean_text(cls, value: object) -> object:
+        if isinstance(value, str | Path):
+            text = str(value)
+            if "\0" in text:
+                raise ValueError("must not contain a NUL character")
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("is not valid Unicode text (a lone surrogate)") from None
+        return value
 
 
 class TenancyCfg(_Strict):
@@ -151,7 +175,8 @@ def load(path: Path = DEFAULT_CONFIG_PATH) -> Config:
             hint=f"{path} is owner root, group monky-deployd, mode 0640",
         ) from exc
     try:
-        data = yaml.safe_load(text)
+        why = composefile.budget(text)
+        data = composefile.load(text) if why is None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -161,4 +186,8 @@ def load(path: Path = DEFAULT_CONFIG_PATH) -> Config:
             code=Code.CONFIG_INVALID,
             hint=f"the YAML syntax of {path}",
         ) from exc
+    except composefile.CONSTRUCTOR_ERRORS:  # a constructor's refusal: no input rides along
+        why = "holds a value YAML cannot read (such as an impossible date)"
+    if why is not None:
+        raise ConfigError(f"{path} {why}", code=Code.CONFIG_INVALID, hint=f"the YAML of {path}")
     return parse(data, str(path))

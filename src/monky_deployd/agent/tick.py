@@ -245,7 +245,14 @@ class _Tick:
 
     # -- restore and apply -------------------------------------------------------------------
 
+    def _check_owned(self, project: str) -> None:
+        """PROJECT_NOT_OWNED unless every container of ``project`` came from our revisions/."""
+        dirs = docker_api.project_working_dirs(self.cfg.docker, project)
+        prepare.check_owned(project, dirs, str(self.state.revisions_dir.absolute()))
+
     def _restore(self, plan: Restore) -> None:
+        with self.phase("preflight"):
+            self._check_owned(plan.applied.project)
         steps.run(self.ctx, restore_steps(plan), self.phase)
         self.rec.outcome = "applied"
         self.rec.message = (
@@ -271,6 +278,9 @@ class _Tick:
                 denv, self.cfg.docker.binary, self.cfg.docker.command_timeout_s, self.ctx.masker
             )
             preflight.run(info, self.cfg.docker, self.cfg.disk, bundle.disk_need_bytes)
+            prev = plan.previous.project if plan.previous else None
+            for project in dict.fromkeys(p for p in (bundle.project, prev) if p):  # up, down
+                self._check_owned(project)
         # Everything is checked: only now does anything on the box change.
         steps.run(self.ctx, apply_steps(plan, prepare.ready(bundle, env_text, cred)), self.phase)
         running = sum(1 for s in self.rec.services if s["state"] == "running")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from monky_deployd.core.errors import Code, EnvError
 
@@ -35,10 +35,31 @@ _GO_SPACE = frozenset(
 _LINE_SPACE = frozenset("\t\v\f\r \x85\xa0")
 _EXPORT = re.compile(r"export[\t\n\f\r ]+")
 _KEY_PUNCTUATION = frozenset("_.-[]")
-# compose-go's template pattern: $$ | $name | ${name[:?][-+?]rest} | ${ (invalid).
+# Runs of the sets above as patterns, so a template is read in C, not a character at a time
+# (what keeps the walk linear and fast: a template at max_bundle_bytes renders in well under a
+# second; bench/envfile_render.py). A key's non-ASCII characters take the slow check.
+_GO_SPACE_RUN = re.compile("[" + re.escape("".join(sorted(_GO_SPACE))) + "]*")
+_LINE_SPACE_RUN = re.compile("[" + re.escape("".join(sorted(_LINE_SPACE))) + "]*")
+_ASCII_KEY_RUN = re.compile(r"[A-Za-z0-9_.\-\[\]\t\v\f\r \x85\xa0]*")
+_QUOTED_BODY = {
+    q: re.compile(r"(?:[^\\" + q + r"]|\\.)*", re.DOTALL) for q in "\"'"
+}  # up to the closing quote; a backslash takes the next character (the quote too) with it
+_BACKSLASHED = re.compile(r"\\(.)", re.DOTALL)
+# The common statement, read in one match (the general walk gives the same assignment): an ASCII
+# name, `=` and an unquoted value of plain characters and `${NAME}` references, single spaces
+# between words (never before a `#`, never at either end), up to a newline or the end.
+_PLAIN_CHAR = r"[A-Za-z0-9_./:@,+%=~^*!?&|<>;()\[\]{}-]"
+_PLAIN_WORD = rf"(?:{_PLAIN_CHAR}|\$\{{[A-Za-z_][A-Za-z0-9_]*\}})+"
+_SIMPLE_STATEMENT = re.compile(
+    rf"([A-Za-z_][A-Za-z0-9_.-]*)=((?:{_PLAIN_WORD}(?: {_PLAIN_WORD})*)?)(?=\n|\Z)"
+)
+# compose-go's template pattern: $$ | $name | ${name[:?][-+?]rest} | ${ (invalid). Compose's
+# `rest` is a greedy `.*\}` (to the last `}` of the line); matching it here would rescan the line
+# for every default (quadratic in a long line), so the pattern stops after the modifier and
+# ``_substitutions`` finds the line's last `}` once.
 _SUBST = re.compile(
     r"\$(?:(?P<escaped>\$)|(?P<named>[_a-zA-Z][_a-zA-Z0-9]*)"
-    r"|\{(?:(?P<braced>[_a-zA-Z][_a-zA-Z0-9]*)(?P<modifier>:?[-+?].*)?\}|(?P<invalid>)))"
+    r"|\{(?:(?P<braced>[_a-zA-Z][_a-zA-Z0-9]*)(?:(?P<modifier>:?[-+?])|\})|(?P<invalid>)))"
 )
 _PLAIN_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # compose-go's expandEscapes: the escapes it decodes inside double quotes.
@@ -65,25 +86,22 @@ CHILD_ENV_NAMES = ("PATH", "LANG", "DOCKER_CONFIG", "DOCKER_HOST")
 RESERVED_NAMES = frozenset(CHILD_ENV_NAMES)
 
 
-@dataclass(frozen=True)
-class _Part:
-    """A piece of an assignment's value: literal text in Compose's pre-interpolation form
-    (``$$`` still meaning ``$``), or a reference to a variable the agent substitutes."""
-
-    text: str
-    ref: bool = False
+# A piece of an assignment's value: ``(text, False)`` literal text in Compose's pre-interpolation
+# form (``$$`` still meaning ``$``), or ``(name, True)`` a reference the agent substitutes. A
+# plain tuple: one is built for every piece of every value, so it must be cheap.
+_Part = tuple[str, bool]
 
 
-@dataclass(frozen=True)
-class _Assignment:
+class _Assignment(NamedTuple):
     name: str
     start: int  # span of the value in the template (quotes included)
     end: int
     parts: tuple[_Part, ...]
+    refs: tuple[str, ...]  # the names of ``parts``' references, in order
 
-    @property
-    def refs(self) -> tuple[str, ...]:
-        return tuple(p.text for p in self.parts if p.ref)
+
+def _assignment(name: str, start: int, end: int, parts: tuple[_Part, ...]) -> _Assignment:
+    return _Assignment(name, start, end, parts, tuple(text for text, ref in parts if ref))
 
 
 def template_variables(template: str) -> set[str]:
@@ -153,12 +171,18 @@ def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) 
             value.encode("utf-8")
         except UnicodeEncodeError:
             faults[name] = "is not valid Unicode text (a lone surrogate), so it has no UTF-8 bytes"
+    encoded = {n: len(values[n].encode("utf-8", "surrogatepass")) for n in values}
     for a in assignments:
         if not a.refs or any(n in faults for n in a.refs):
             continue
+        # A cheap bound first: a value's literal text has at most twice the characters of its
+        # span in the template (`$` doubled, `$N` braced), each at most 4 bytes in UTF-8.
+        bound = 4 * len(a.name) + 2 + 8 * (a.end - a.start) + sum(encoded[n] for n in a.refs)
+        if bound <= MAX_ENV_STRING_BYTES:
+            continue
         size = len(a.name.encode()) + 2  # "=" and the terminating NUL
-        for p in a.parts:
-            size += len((values[p.text] if p.ref else p.text).encode("utf-8", "surrogatepass"))
+        for text, ref in a.parts:
+            size += len((values[text] if ref else text).encode("utf-8", "surrogatepass"))
         if size > MAX_ENV_STRING_BYTES:
             faults[a.name] = (
                 f"would make an environment string of about {size} bytes; Linux starts no "
@@ -180,7 +204,7 @@ def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) 
 
 def _quote(parts: tuple[_Part, ...], values: Mapping[str, str]) -> str:
     """A double-quoted .env value that Compose decodes to exactly ``parts`` with secrets in."""
-    text = "".join(values[p.text].replace("$", "$$") if p.ref else p.text for p in parts)
+    text = "".join(values[t].replace("$", "$$") if ref else t for t, ref in parts)
     return '"' + _escape_double(text) + '"'
 
 
@@ -208,8 +232,7 @@ def _parse(template: str) -> list[_Assignment]:
     i = 1 if src.startswith("\ufeff") else 0
     found: list[_Assignment] = []
     while True:
-        while i < n and src[i] in _GO_SPACE:
-            i += 1
+        i = _GO_SPACE_RUN.match(src, i).end()  # type: ignore[union-attr]  # `*` always matches
         if i >= n:
             return found
         if src[i] == "#":
@@ -218,16 +241,24 @@ def _parse(template: str) -> list[_Assignment]:
                 return found
             i = nl
             continue
+        fast = _SIMPLE_STATEMENT.match(src, i)
+        if fast is not None:  # `NAME=value` in plain characters: what the loop below would find
+            value = fast.group(2)
+            start = fast.start(2)
+            found.append(_assignment(fast.group(1), start, start + len(value), _plain(value)))
+            i = fast.end()
+            continue
         stmt = i
         if _EXPORT.match(src, i):
-            i += len("export")
-            while i < n and src[i] in _LINE_SPACE:
-                i += 1
+            i = _LINE_SPACE_RUN.match(src, i + len("export")).end()  # type: ignore[union-attr]
             if i >= n:  # compose: "zero length string"
                 raise _invalid(src, stmt, "has `export` without a variable name")
         key_start = i
         sep = ""
         while i < n:
+            i = _ASCII_KEY_RUN.match(src, i).end()  # type: ignore[union-attr]
+            if i >= n:
+                break
             ch = src[i]
             if ch in "=:\n":
                 sep = ch
@@ -244,8 +275,7 @@ def _parse(template: str) -> list[_Assignment]:
         i += 1
         if sep == "\n":  # a bare NAME: Compose copies it from its own environment
             continue
-        while i < n and src[i] in _LINE_SPACE:
-            i += 1
+        i = _LINE_SPACE_RUN.match(src, i).end()  # type: ignore[union-attr]
         value_start = i
         if i < n and src[i] in "\"'":
             end, parts = _read_quoted(src, i)
@@ -257,34 +287,22 @@ def _parse(template: str) -> list[_Assignment]:
             end = i + len(raw)
             parts = _substitutions(src, i, raw)
             i = line_end
-        found.append(_Assignment(key, value_start, end, parts))
+        found.append(_assignment(key, value_start, end, parts))
 
 
 def _read_quoted(src: str, start: int) -> tuple[int, tuple[_Part, ...]]:
     """Decode the quoted value at ``start``; return (index after the closing quote, parts)."""
     quote = src[start]
-    chars: list[str] = []
-    escaped = False
-    for i in range(start + 1, len(src)):
-        ch = src[i]
-        if ch != quote:
-            if not escaped and ch == "\\":
-                escaped = True
-                continue
-            if escaped:
-                escaped = False
-                chars.append("\\")
-            chars.append(ch)
-            continue
-        if escaped:
-            escaped = False
-            chars.append(ch)
-            continue
-        text = "".join(chars)
-        if quote == '"':
-            return i + 1, _substitutions(src, start, _expand_escapes(text))
-        return i + 1, _single_quoted_parts(text)
-    raise _invalid(src, start, "has a quoted value without its closing quote")
+    body = _QUOTED_BODY[quote].match(src, start + 1).end()  # type: ignore[union-attr]
+    if body >= len(src) or src[body] != quote:  # no closing quote (a lone `\` at the end)
+        raise _invalid(src, start, "has a quoted value without its closing quote")
+    # A backslash is kept with the character it escapes, except before the quote itself.
+    text = _BACKSLASHED.sub(
+        lambda m: quote if m.group(1) == quote else m.group(0), src[start + 1 : body]
+    )
+    if quote == '"':
+        return body + 1, _substitutions(src, start, _expand_escapes(text))
+    return body + 1, _single_quoted_parts(text)
 
 
 def _expand_escapes(text: str) -> str:
@@ -308,6 +326,13 @@ def _expand_escapes(text: str) -> str:
     return _ESCAPE.sub(decode, text)
 
 
+def _plain(text: str) -> tuple[_Part, ...]:
+    """The parts of a value whose only `$` are plain ``${NAME}`` references."""
+    if "$" not in text:
+        return ((text, False),) if text else ()
+    return tuple((p, k % 2 == 1) for k, p in enumerate(_PLAIN_REF.split(text)) if p)
+
+
 def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
     """Split an interpolated value into literal text and the agent's ``${NAME}`` references.
 
@@ -317,11 +342,17 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
     the name, except on the rest of a line after a default that leaves a ``{`` open: compose's
     greedy match would take the added ``}`` into that default (nothing there can be the agent's).
     """
+    if "$" not in text:
+        return ((text, False),) if text else ()
+    pieces = _PLAIN_REF.split(text)  # literal, name, literal, ...: the common case, done in C
+    if all("$" not in p for p in pieces[::2]):
+        return tuple((p, k % 2 == 1) for k, p in enumerate(pieces) if p)
     parts: list[_Part] = []
     literal: list[str] = []
     last = 0
     i = 0
     open_default_until = -1  # end of the line a `${NAME:-{...` without its `}` runs to
+    line_end, last_brace = -1, -1  # the current line's end and its last `}` (found once a line)
     while (j := text.find("$", i)) >= 0:
         m = _SUBST.match(text, j)
         if m is None:  # a `$` Compose leaves alone
@@ -340,36 +371,42 @@ def _substitutions(src: str, pos: int, text: str) -> tuple[_Part, ...]:
             i = m.end()
             continue
         if m.group("modifier") is not None:  # ${NAME:-...}: the rest after its `}` is scanned on
-            closing = _first_brace_closing(text[j : m.end()])
+            if j >= line_end:
+                nl = text.find("\n", j)
+                line_end = len(text) if nl < 0 else nl
+                last_brace = text.rfind("}", j, line_end)
+            if last_brace < m.end():  # compose's `.*\}` finds no `}` on the rest of the line
+                raise _invalid(src, pos, "has a `${` that is not a valid ${NAME} reference")
+            closing = _first_brace_closing(text, j, last_brace + 1)
             if closing < 0:
-                nl = text.find("\n", m.end())
-                open_default_until = len(text) if nl < 0 else nl
-                closing = m.end() - j - 1
-            i = j + closing + 1
+                open_default_until = line_end
+                closing = last_brace
+            i = closing + 1
             continue
         literal.append(text[last:j])
         if "".join(literal):
-            parts.append(_Part("".join(literal)))
+            parts.append(("".join(literal), False))
         literal = []
-        parts.append(_Part(name, ref=True))
+        parts.append((name, True))
         last = i = m.end()
     literal.append(text[last:])
     if "".join(literal):
-        parts.append(_Part("".join(literal)))
+        parts.append(("".join(literal), False))
     return tuple(parts)
 
 
-def _first_brace_closing(text: str) -> int:
-    """compose-go's getFirstBraceClosingIndex (the character after each `{` is skipped); -1 when
-    the braces never balance."""
+def _first_brace_closing(text: str, start: int, stop: int) -> int:
+    """compose-go's getFirstBraceClosingIndex over ``text[start:stop]`` (the character after each
+    `{` is skipped): the index in ``text`` of the `}` that balances the braces; -1 when none."""
     depth = 0
-    i = 0
-    while i < len(text):
-        if text[i] == "}":
+    i = start
+    while i < stop:
+        ch = text[i]
+        if ch == "}":
             depth -= 1
             if depth == 0:
                 return i
-        if text[i] == "{":
+        elif ch == "{":
             depth += 1
             i += 1
         i += 1
@@ -382,11 +419,11 @@ def _single_quoted_parts(text: str) -> tuple[_Part, ...]:
     last = 0
     for m in _PLAIN_REF.finditer(text):
         if m.start() > last:
-            parts.append(_Part(text[last : m.start()].replace("$", "$$")))
-        parts.append(_Part(m.group(1), ref=True))
+            parts.append((text[last : m.start()].replace("$", "$$"), False))
+        parts.append((m.group(1), True))
         last = m.end()
     if last < len(text):
-        parts.append(_Part(text[last:].replace("$", "$$")))
+        parts.append((text[last:].replace("$", "$$"), False))
     return tuple(parts)
 
 

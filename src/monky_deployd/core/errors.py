@@ -122,7 +122,9 @@ class Code(StrEnum):
     SECRET_MISSING = "SECRET_MISSING"
     SECRET_NOT_STRING = "SECRET_NOT_STRING"
     # bundle
+    BUNDLE_COMPOSE_TOO_COMPLEX = "BUNDLE_COMPOSE_TOO_COMPLEX"
     BUNDLE_INVALID = "BUNDLE_INVALID"
+    BUNDLE_RELATIVE_BIND = "BUNDLE_RELATIVE_BIND"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -150,6 +152,7 @@ class Code(StrEnum):
     DOCKER_HOST_UNSUPPORTED = "DOCKER_HOST_UNSUPPORTED"
     DOCKER_RESPONSE_TOO_LARGE = "DOCKER_RESPONSE_TOO_LARGE"
     DOWN_FAILED = "DOWN_FAILED"
+    PROJECT_NOT_OWNED = "PROJECT_NOT_OWNED"
     PULL_FAILED = "PULL_FAILED"
     UP_FAILED = "UP_FAILED"
 
@@ -236,7 +239,9 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.SECRET_MISSING: ("secrets", "refused"),
     Code.SECRET_NOT_STRING: ("secrets", "refused"),
     # bundle
+    Code.BUNDLE_COMPOSE_TOO_COMPLEX: ("bundle", "refused"),
     Code.BUNDLE_INVALID: ("bundle", "refused"),
+    Code.BUNDLE_RELATIVE_BIND: ("bundle", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),
@@ -264,6 +269,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.DOCKER_HOST_UNSUPPORTED: ("docker", "refused"),
     Code.DOCKER_RESPONSE_TOO_LARGE: ("docker", "failed"),
     Code.DOWN_FAILED: ("docker", "failed"),
+    Code.PROJECT_NOT_OWNED: ("docker", "refused"),
     Code.PULL_FAILED: ("docker", "failed"),
     Code.UP_FAILED: ("docker", "failed"),
 }

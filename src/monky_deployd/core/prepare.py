@@ -8,18 +8,20 @@
     render    coerce values, render .env                       env_values + render_env
     registry  parse the registry credential                    credential
     preflight disk space on every filesystem a pull writes to  (agent + adapters.box.preflight)
+              the bundle's project is the agent's own           check_owned
 
 Then ``ready`` gathers what ``core.plan.apply_steps`` needs.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from monky_deployd.core import envfile, registry_cred
 from monky_deployd.core.bundle import Bundle, ManifestEntry, validate
-from monky_deployd.core.errors import Code, EnvError
+from monky_deployd.core.errors import Code, DeployError, EnvError
 from monky_deployd.core.plan import Ready
 from monky_deployd.core.registry_cred import Credential
 
@@ -115,3 +117,30 @@ def secrets_of(env: EnvValues, cred: Credential | None) -> tuple[str, ...]:
     """Every secret of an apply (KV values, the registry value, its password and the
     ``auth`` docker keeps), for masking."""
     return env.secrets + ((cred.password, cred.basic_auth()) if cred is not None else ())
+
+
+def check_owned(project: str, working_dirs: Mapping[str, str], revisions_root: str) -> None:
+    """Refuse (PROJECT_NOT_OWNED) a compose project the agent did not create: one with a
+    container whose project directory (compose's ``working_dir`` label; ``working_dirs`` maps
+    container name -> label) is not one of the agent's ``revisions/<rev>/`` directories.
+    ``up --remove-orphans`` would otherwise delete that project's containers."""
+    root = posixpath.normpath(revisions_root) + "/"
+    foreign = {
+        name: wd
+        for name, wd in sorted(working_dirs.items())
+        if not (wd and posixpath.normpath(wd).startswith(root))  # inside, not the root itself
+    }
+    if not foreign:
+        return
+    shown = ", ".join(
+        f"{name} (from {wd or 'no project directory'})" for name, wd in foreign.items()
+    )
+    raise DeployError(
+        f"compose project {project!r} already exists on this box and was not created by "
+        f"monky-deployd: {len(foreign)} of its containers were started elsewhere: {shown}; "
+        "nothing was pulled or changed",
+        code=Code.PROJECT_NOT_OWNED,
+        hint=f"the bundle's project name (pick one no other compose project on the box uses), "
+        f"or remove that project (`docker compose -p {project} down`) if it is really stale; "
+        f"the agent only touches projects started from {root}",
+    )

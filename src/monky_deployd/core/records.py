@@ -43,7 +43,7 @@ __all__ = [
 def _parse(raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except ValueError:  # includes UnicodeDecodeError
+    except (ValueError, RecursionError):  # UnicodeDecodeError too; nested beyond the parser
         pass
     raise ValueError("not JSON (torn or truncated)")
 

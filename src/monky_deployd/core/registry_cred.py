@@ -112,6 +112,15 @@ def parse_credential(
             hint="the registry robot's KV value in OpenBao: both username and password are set",
         )
     for what, text in (("username", username), ("password", password)):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DeployError(
+                f"{source} has a {what} that is not valid Unicode text (a lone surrogate, such "
+                "as JSON's \\ud800), which basic auth cannot carry",
+                code=Code.REGISTRY_CREDENTIAL_MALFORMED,
+                hint="the registry robot's KV value in OpenBao",
+            ) from None
         if _CONTROL_RE.search(text):
             raise DeployError(
                 f"{source} has a control character in its {what} (a trailing newline?)",

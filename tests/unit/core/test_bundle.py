@@ -262,7 +262,10 @@ def test_registry_entry_names_are_free_form_and_not_variables() -> None:
 
 def test_a_valid_bundle_carries_every_field() -> None:
     raw = good()
-    raw["compose"] = "services:\n  web: {image: a}\n  db: {image: b}\n  1: {image: c}\n"
+    raw["compose"] = (
+        "services:\n  web: {image: harbor.example.net/a}\n  db: {image: Harbor.example.net/b}\n"
+        "  1: {image: '${REG}/c'}\n  2: {build: .}\n"
+    )
     assert validate("r.1-a_B", raw) == Bundle(
         revision="r.1-a_B",
         project="shop",
@@ -274,7 +277,7 @@ def test_a_valid_bundle_carries_every_field() -> None:
         ),
         registry_host="harbor.example.net",
         disk_need_bytes=2147483648,
-        services=("1", "db", "web"),
+        services=("1", "2", "db", "web"),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import httpx
 
@@ -24,6 +25,7 @@ from monky_deployd.core.services import Service
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
+WORKING_DIR_LABEL = "com.docker.compose.project.working_dir"
 _HEALTH_RE = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 
 
@@ -48,6 +50,41 @@ def _client(cfg: DockerCfg, timeout: float) -> tuple[httpx.Client, str]:
 
 def project_containers(cfg: DockerCfg, project: str) -> list[Service]:
     """The compose project's containers (running or not), by service name."""
+    rows, where = _project_rows(cfg, project)
+    try:
+        return sorted(
+            (
+                Service(
+                    name=str(r.get("Labels", {}).get(SERVICE_LABEL, "")),
+                    state=str(r.get("State", "")),
+                    health=_health(str(r.get("Status", ""))),
+                    image=str(r.get("Image", "")),
+                )
+                for r in rows
+            ),
+            key=lambda s: s.name,
+        )
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise _not_a_list(where) from exc
+
+
+def project_working_dirs(cfg: DockerCfg, project: str) -> dict[str, str]:
+    """container name -> the project directory compose recorded for it (its
+    ``com.docker.compose.project.working_dir`` label; "" when it has none), for every container
+    (running or not) of the compose project ``project``."""
+    rows, where = _project_rows(cfg, project)
+    try:
+        return {
+            str((r.get("Names") or [r.get("Id", "?")])[0]).lstrip("/"): str(
+                (r.get("Labels") or {}).get(WORKING_DIR_LABEL, "")
+            )
+            for r in rows
+        }
+    except (ValueError, AttributeError, TypeError, IndexError) as exc:
+        raise _not_a_list(where) from exc
+
+
+def _project_rows(cfg: DockerCfg, project: str) -> tuple[list[dict[str, Any]], str]:
     client, where = _client(cfg, cfg.command_timeout_s)
     filters = json.dumps({"label": [f"{PROJECT_LABEL}={project}"]})
     base = "" if where.startswith("http") else "http://docker"
@@ -98,24 +135,19 @@ def project_containers(cfg: DockerCfg, project: str) -> list[Service]:
         )
     try:
         rows = resp.json()
-        return sorted(
-            (
-                Service(
-                    name=str(r.get("Labels", {}).get(SERVICE_LABEL, "")),
-                    state=str(r.get("State", "")),
-                    health=_health(str(r.get("Status", ""))),
-                    image=str(r.get("Image", "")),
-                )
-                for r in rows
-            ),
-            key=lambda s: s.name,
-        )
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise CommandError(
-            f"the Docker engine at {where} answered a container list that is not JSON",
-            code=Code.DOCKER_UNAVAILABLE,
-            hint="dockerd's version and log",
-        ) from exc
+    except (ValueError, RecursionError) as exc:
+        raise _not_a_list(where) from exc
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise _not_a_list(where)
+    return rows, where
+
+
+def _not_a_list(where: str) -> CommandError:
+    return CommandError(
+        f"the Docker engine at {where} answered a container list that is not JSON",
+        code=Code.DOCKER_UNAVAILABLE,
+        hint="dockerd's version and log",
+    )
 
 
 def _health(status: str) -> str:

@@ -164,9 +164,10 @@ class Tenancy:
     def _json(self, endpoint: str, resp: httpx.Response) -> dict[str, Any]:
         try:
             data = resp.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond the parser
             raise self._bad(
-                endpoint, f"HTTP {resp.status_code} with a body that is not JSON"
+                endpoint,
+                f"HTTP {resp.status_code} with a body that is not JSON (or nests too deep)",
             ) from exc
         if not isinstance(data, dict):
             raise self._bad(endpoint, f"HTTP {resp.status_code} with JSON that is not an object")
@@ -237,7 +238,7 @@ def _error_body(resp: httpx.Response) -> tuple[str, str, int | None]:
     when the body is not one (not JSON, no ``error`` object, a field of the wrong type)."""
     try:
         err = ErrorBody.model_validate(resp.json()).error
-    except ValueError:  # not JSON, or a ValidationError
+    except (ValueError, RecursionError):  # not JSON (or nested too deep), or a ValidationError
         return "", "", None
     retry = int(err.retry_after_s) if err.retry_after_s is not None else None
     return err.code, err.message, retry

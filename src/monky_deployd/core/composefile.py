@@ -1,0 +1,169 @@
+"""What the agent checks in a bundle's compose file before anything is written. Pure: no I/O.
+
+- ``budget``: the file's size once every YAML alias is expanded, and its depth. PyYAML keeps an
+  alias as one shared object, so a few hundred bytes of nested aliases (a "billion laughs")
+  load in microseconds here and then make ``docker compose``, which expands them, grow to
+  gigabytes. The event stream is walked (the parser does not recurse, so deep nesting cannot
+  exhaust Python's stack either) and each anchor's expanded size counted once; a file over
+  ``MAX_NODES`` nodes or ``MAX_DEPTH`` levels is refused with BUNDLE_COMPOSE_TOO_COMPLEX.
+- ``relative_binds``: bind mounts whose host path Compose resolves against the project
+  directory (``./data:/data``). That directory is ``revisions/<rev>/``, which the agent replaces
+  and prunes, so their data would be deleted with it: refused with BUNDLE_RELATIVE_BIND.
+- ``image_registry``: the registry an image reference pulls from (docker.io when it names none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+MAX_NODES = 20_000  # expanded nodes (scalars + collections); real compose files: < 5,000. At
+# 44,000 nodes (a 268-byte alias chain) docker compose took 95 MB and 33 s to read the file.
+MAX_DEPTH = 64  # nested collections; compose's own schema goes about 8 deep
+DOCKER_HUB = "docker.io"
+_DOCKER_HUB_NAMES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+
+try:  # libyaml's parser when PyYAML was built with it (Debian's python3-yaml is)
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - pure-Python PyYAML
+    _Loader = yaml.SafeLoader
+
+
+class _Frame:
+    __slots__ = ("anchor", "height", "start")
+
+    def __init__(self, anchor: str | None, start: int) -> None:
+        self.anchor, self.start, self.height = anchor, start, 0
+
+
+def budget(text: str) -> str | None:
+    """Why the compose file is over budget (expanded nodes or depth), or None when it is not.
+
+    Raises ``yaml.YAMLError`` when the text is not YAML at all (the caller names that)."""
+    nodes = 0
+    sizes: dict[str, tuple[int, int]] = {}  # anchor -> (expanded nodes, height in collections)
+    stack: list[_Frame] = []
+
+    def grew(height: int) -> str | None:
+        if stack:
+            stack[-1].height = max(stack[-1].height, height)
+        if len(stack) + height > MAX_DEPTH:
+            return f"nests deeper than {MAX_DEPTH} levels once its aliases are expanded"
+        if nodes > MAX_NODES:
+            return (
+                f"expands to more than {MAX_NODES} YAML nodes once its aliases (*name) are "
+                "expanded, which docker compose would hold in memory"
+            )
+        return None
+
+    for event in yaml.parse(text, Loader=_Loader):
+        why: str | None = None
+        if isinstance(event, yaml.ScalarEvent):
+            nodes += 1
+            if event.anchor is not None:
+                sizes[event.anchor] = (1, 0)
+            why = grew(0)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            nodes += 1
+            stack.append(_Frame(event.anchor, nodes - 1))
+            why = grew(0)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            frame = stack.pop()
+            if frame.anchor is not None:
+                sizes[frame.anchor] = (nodes - frame.start, frame.height + 1)
+            why = grew(frame.height + 1)
+        elif isinstance(event, yaml.AliasEvent):
+            if any(f.anchor == event.anchor for f in stack):
+                return f"has an alias (*{event.anchor}) inside its own anchor: a loop"
+            size, height = sizes.get(event.anchor or "", (0, 0))  # unknown: the loader names it
+            nodes += size
+            why = grew(height)
+        if why is not None:
+            return why
+    return None
+
+
+# What PyYAML's constructors raise besides ``yaml.YAMLError`` for a value they cannot build:
+# an impossible date (ValueError), an explicit ``!!timestamp`` that is no date (AttributeError),
+# an explicit ``!!int``/``!!float`` that is no number (ValueError, OverflowError).
+CONSTRUCTOR_ERRORS = (ValueError, OverflowError, TypeError, AttributeError, KeyError, IndexError)
+
+
+def load(text: str) -> object:
+    """The document, once ``budget`` has passed. Raises ``yaml.YAMLError`` or one of
+    ``CONSTRUCTOR_ERRORS``."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader (C or Python)
+
+
+# -- bind mounts -------------------------------------------------------------------------------
+
+
+def relative_binds(doc: dict[Any, Any]) -> list[tuple[str, str]]:
+    """``(where, source)`` of every bind mount whose host path is not absolute once Compose
+    reads it: it starts with ``.`` (relative to the project directory) or with a variable
+    (``${DATA}:/data``: its value may be relative, and it is only known after rendering)."""
+    found: list[tuple[str, str]] = []
+    services = doc.get("services")
+    for name, svc in services.items() if isinstance(services, dict) else ():
+        volumes = svc.get("volumes") if isinstance(svc, dict) else None
+        for i, vol in enumerate(volumes if isinstance(volumes, list) else ()):
+            where = f"compose.services.{name}.volumes[{i}]"
+            source = _bind_source(vol)
+            if source is not None and _not_absolute(source):
+                found.append((where, source))
+    volumes = doc.get("volumes")
+    for name, spec in volumes.items() if isinstance(volumes, dict) else ():
+        opts = spec.get("driver_opts") if isinstance(spec, dict) else None
+        device = opts.get("device") if isinstance(opts, dict) else None
+        if isinstance(device, str) and _not_absolute(device):
+            found.append((f"compose.volumes.{name}.driver_opts.device", device))
+    return found
+
+
+def _bind_source(vol: object) -> str | None:
+    """The host path of a bind mount in either syntax; None for a named or anonymous volume."""
+    if isinstance(vol, str):
+        source, sep, _ = vol.partition(":")
+        if not sep:  # "/data": an anonymous volume
+            return None
+        return source if source.startswith((".", "/", "~", "$")) else None  # else: a name
+    if isinstance(vol, dict) and vol.get("type") == "bind":
+        long_source = vol.get("source")
+        return long_source if isinstance(long_source, str) else None
+    return None
+
+
+def _not_absolute(path: str) -> bool:
+    return not path.startswith(("/", "~"))
+
+
+# -- images ------------------------------------------------------------------------------------
+
+
+def images(doc: dict[Any, Any]) -> Iterator[tuple[str, str]]:
+    """``(service, image)`` for every service that names an image."""
+    services = doc.get("services")
+    for name, svc in services.items() if isinstance(services, dict) else ():
+        image = svc.get("image") if isinstance(svc, dict) else None
+        if isinstance(image, str):
+            yield str(name), image
+
+
+def image_registry(image: str) -> str | None:
+    """The registry ``image`` is pulled from, as docker reads a reference: the part before the
+    first ``/`` when it has a ``.`` or ``:`` or is ``localhost``, else docker.io (``busybox``,
+    ``library/redis``, ``team/app``). None when that part is a variable (known only to Compose)."""
+    first, slash, _ = image.partition("/")
+    if "$" in first:
+        return None
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return registry_name(first)
+    return DOCKER_HUB
+
+
+def registry_name(host: str) -> str:
+    """A registry host as compared: lower case, Docker Hub's aliases as docker.io."""
+    host = host.lower()
+    return DOCKER_HUB if host in _DOCKER_HUB_NAMES else host
