@@ -9,6 +9,8 @@ Exit codes (documented in OPERATIONS.md):
     4  another tick holds the lock
     5  the deploy was refused before touching containers (bad bundle, missing secret, disk,
        credential, token)
+    6  the apply was skipped: the desired revision failed here before and is held (rolled
+       back) or waits for its backoff; the box runs its last-known-good revision
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from monky_deployd.config import DEFAULT_CONFIG_PATH, load
 from monky_deployd.core.errors import (
     EXIT_CONFIG,
     EXIT_FAILED,
+    EXIT_HELD,
     EXIT_OK,
     EXIT_REFUSED,
     Code,
@@ -39,6 +42,8 @@ def exit_code(rec: TickRecord) -> int:
     if rec.outcome in ("applied", "noop", "idle"):
         return EXIT_OK
     code = rec.code if isinstance(rec.code, Code) else Code.INTERNAL
+    if rec.outcome == "held":
+        return EXIT_HELD
     if rec.outcome != code.outcome:  # the raise site knew better than the catalogue
         return EXIT_REFUSED if rec.outcome == "refused" else EXIT_FAILED
     return code.exit_status
@@ -68,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
         help="json lines (default when stdout is not a terminal) or text",
     )
     apply.add_argument("--debug", action="store_true", help="also log debug lines")
+    apply.add_argument(
+        "--retry",
+        action="store_true",
+        help="apply the desired revision now even if it is held (failed and rolled back, or "
+        "stalled) or waiting for its backoff",
+    )
     return parser
 
 
@@ -97,10 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     config_ms = int((time.monotonic() - started) * 1000)
     from monky_deployd.agent.tick import (
+        Options,
         run_tick,  # imported after config so a bad config fails fast
     )
 
-    return exit_code(run_tick(cfg, config_ms=config_ms))
+    return exit_code(run_tick(cfg, config_ms=config_ms, options=Options(retry=args.retry)))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,10 +8,12 @@ it happened in.
 
 from __future__ import annotations
 
+import logging
 import socket
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from monky_deployd.adapters.box import docker_api, docker_config, runner
@@ -19,11 +21,26 @@ from monky_deployd.adapters.box.compose import Compose, docker_env
 from monky_deployd.adapters.box.state import Applied, StateDir
 from monky_deployd.config import Config
 from monky_deployd.core import report, wire
+from monky_deployd.core import verify as verdict
 from monky_deployd.core.errors import DeployError
-from monky_deployd.core.plan import BoxStep, Commit, Down, Pull, Stage, Up, host_facts_usable
+from monky_deployd.core.plan import (
+    BoxStep,
+    Commit,
+    Down,
+    Pull,
+    Rollback,
+    Stage,
+    Up,
+    Verify,
+    host_facts_usable,
+)
+from monky_deployd.core.records import Release, ReleaseImage
 from monky_deployd.core.report import TickRecord
 
+log = logging.getLogger("monky_deployd")
+
 Clock = Callable[[], float]
+Sleep = Callable[[float], None]
 Phase = Callable[[str], AbstractContextManager[None]]
 
 
@@ -36,14 +53,22 @@ class Context:
     rec: TickRecord
     clock: Clock
     secrets: tuple[str, ...] = ()  # every secret of the tick so far, masked in child output
+    # the verify phase's own clock and sleep (real time by default: it watches real containers)
+    watch_clock: Clock = time.monotonic
+    sleep: Sleep = time.sleep
+    # what the last passed verify saw, per project (Commit records its images and services)
+    verified: dict[str, tuple[verdict.Passed, tuple[verdict.ContainerObs, ...]]] = field(
+        default_factory=dict
+    )
 
-    def compose(self, project: str, revision: str) -> Compose:
+    def compose(self, project: str, revision: str, *, pinned: bool = False) -> Compose:
         return Compose(
             self.cfg.docker,
             self.state.docker_dir,
             project,
             self.state.revision_dir(revision),
             self.secrets,
+            pinned=pinned,
         )
 
 
@@ -63,18 +88,103 @@ def down(ctx: Context, step: Down) -> None:
 
 
 def up(ctx: Context, step: Up) -> None:
-    ctx.compose(step.project, step.revision).up()
+    ctx.compose(step.project, step.revision, pinned=step.pinned).up()
+    note_services(ctx, step.project)
+
+
+def note_services(ctx: Context, project: str) -> None:
+    """The project's containers as the report lists them."""
     ctx.rec.services = [
-        s.as_report() for s in docker_api.project_containers(ctx.cfg.docker, step.project)
+        s.as_report() for s in docker_api.project_containers(ctx.cfg.docker, project)
     ]
 
 
+def verify(ctx: Context, step: Verify) -> None:
+    """Poll the engine until ``core.verify.judge`` passes or fails the revision."""
+    cfg = ctx.cfg.verify
+    watch = verdict.start(ctx.watch_clock())
+    last_why = ""
+    while True:
+        observed = tuple(docker_api.inspect_project(ctx.cfg.docker, step.project))
+        got = verdict.judge(
+            watch,
+            step.services,
+            observed,
+            ctx.watch_clock(),
+            window_s=cfg.stable_s,
+            deadline_s=cfg.deadline_s,
+        )
+        if isinstance(got, verdict.Passed):
+            ctx.verified[step.project] = (got, observed)
+            note_services(ctx, step.project)
+            done = f"; finished jobs: {', '.join(got.done)}" if got.done else ""
+            log.info(
+                f"revision {step.revision} verified: {', '.join(got.services) or 'no service'} "
+                f"stable for {cfg.stable_s:.0f} s{done}",
+                extra={"event": "verify.passed", "revision": step.revision},
+            )
+            return
+        if isinstance(got, verdict.Failed):
+            note_services(ctx, step.project)
+            raise DeployError(
+                f"revision {step.revision} did not prove itself: {got.message}",
+                code=got.code,
+                hint=f"`docker logs` of {step.project}'s {got.service} container and its "
+                "healthcheck; the compose file and .env of this revision",
+                detail=runner.mask(got.detail, ctx.secrets),
+            )
+        watch = got.watch
+        if got.why != last_why:
+            log.info(
+                f"verify waiting: {got.why}",
+                extra={"event": "verify.waiting", "revision": step.revision},
+            )
+            last_why = got.why
+        ctx.sleep(cfg.poll_s)
+
+
+def rollback(ctx: Context, step: Rollback) -> None:
+    """Down the failed project when it is another one, then ``up`` the LKG pinned, no pull."""
+    if step.failed_project != step.project:
+        ctx.compose(step.failed_project, step.failed_revision).down()
+    pinned = ctx.state.has_pins(step.revision)
+    ctx.compose(step.project, step.revision, pinned=pinned).up()
+
+
 def commit(ctx: Context, step: Commit) -> None:
-    ctx.state.write_applied(
-        Applied(step.revision, step.project, list(step.services), report.rfc3339(ctx.clock()))
+    now = report.rfc3339(ctx.clock())
+    passed, observed = ctx.verified.get(step.project, (None, ()))
+    images = {c.service: ReleaseImage(c.image_id, c.image_ref, _digest(ctx, c)) for c in observed}
+    # the long-running services: a finished job (exit 0, restart "no") is not expected to run
+    running = list(passed.services) if passed is not None else list(step.services)
+    ctx.state.write_release(
+        Release(
+            step.revision,
+            step.project,
+            list(step.services),
+            images,
+            step.compose_sha256,
+            step.env_sha256,
+            now,
+        )
     )
-    ctx.state.prune_revisions(keep={step.revision})
+    ctx.state.write_applied(Applied(step.revision, step.project, running, now))
+    ctx.state.clear_held()
+    keep = {step.revision} | ({step.previous} if step.previous else set())
+    ctx.state.prune_revisions(keep=keep)
     refresh_host_facts(ctx)
+
+
+def _digest(ctx: Context, c: verdict.ContainerObs) -> str:
+    """The RepoDigest of the container's image in the repository its compose reference names."""
+    if not c.image_id:
+        return ""
+    digests = docker_api.repo_digests(ctx.cfg.docker, c.image_id)
+    repo = c.image_ref.split("@")[0]
+    if ":" in repo.rsplit("/", 1)[-1]:
+        repo = repo.rsplit(":", 1)[0]
+    same = [d for d in digests if d.split("@")[0] == repo]
+    return (same or digests or [""])[0]
 
 
 EXECUTORS: dict[type[Any], Callable[[Context, Any], None]] = {
@@ -82,6 +192,8 @@ EXECUTORS: dict[type[Any], Callable[[Context, Any], None]] = {
     Pull: pull,
     Down: down,
     Up: up,
+    Verify: verify,
+    Rollback: rollback,
     Commit: commit,
 }
 

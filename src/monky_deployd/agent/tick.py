@@ -2,12 +2,15 @@
 
     transport -> token -> checkin -> [inspect] -> plan
       apply:   bundle -> secrets -> render -> registry -> preflight      (checks: nothing changes)
-               -> stage -> pull -> [down] -> up -> commit                  (the box steps)
+               -> stage -> pull -> [down] -> up -> verify -> commit        (the box steps)
+               on failure: [rollback -> verify] (core.recovery), then hold or back off
       restore: up
+      hold / backoff: nothing (the desired revision failed here before)
     -> report
 
-``core.plan.decide`` turns the facts (check-in answer, applied record, containers) into
-``Idle | Noop | Restore | Apply``; an apply's checks are ``core.prepare``'s pure functions around
+``core.plan.decide`` turns the facts (check-in answer, applied record, held record,
+containers, the clock) into ``Idle | Noop | Restore | Apply | Hold | Backoff``; an apply's
+checks are ``core.prepare``'s pure functions around
 two reads (OpenBao, ``docker info``); ``core.plan`` then lists the box steps and
 ``agent.steps`` performs them, each inside its phase. Any ``DeployError`` ends the tick: it is
 logged once as the first error line (code, the real fault, what to check), reported to tenancy
@@ -17,10 +20,12 @@ when a revision was being applied, and turned into the exit code by ``cli``.
 from __future__ import annotations
 
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import httpx
 
@@ -33,21 +38,26 @@ from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.agent import logs, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import prepare, report, wire
+from monky_deployd.core import prepare, recovery, report, wire
 from monky_deployd.core.bundle import Bundle, ManifestEntry
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
     AppliedFacts,
     Apply,
+    Backoff,
     Facts,
+    Hold,
     Idle,
     Noop,
+    Ready,
     Restore,
     apply_steps,
     decide,
     needs_container_check,
     restore_steps,
+    rollback_steps,
 )
+from monky_deployd.core.records import Held
 from monky_deployd.core.report import PhaseTiming, TickRecord
 from monky_deployd.core.services import Service
 
@@ -56,12 +66,24 @@ log = logging.getLogger("monky_deployd")
 Clock = Callable[[], float]
 
 
+@dataclass(frozen=True)
+class Options:
+    """How this tick runs beyond the config: the operator's ``--retry``; for tests, the verify
+    phase's clock and sleep and the backoff's random source."""
+
+    retry: bool = False
+    watch_clock: Clock = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random
+
+
 def run_tick(
     cfg: Config,
     *,
     clock: Clock = time.time,
     config_ms: int = 0,
     wire: httpx.BaseTransport | None = None,
+    options: Options = Options(),
 ) -> TickRecord:
     """Run one tick and return its record; never raises a ``DeployError``. ``clock`` and
     ``wire`` (``transport.open_client``'s) are for tests: the fakes' clock, an in-process wire."""
@@ -72,7 +94,7 @@ def run_tick(
     try:
         state = StateDir(cfg.state_dir).ensure()
         with state.lock(cfg.lock_wait_s):
-            _Tick(cfg, state, rec, clock, wire).run()
+            _Tick(cfg, state, rec, clock, wire, options).run()
     except DeployError as err:
         _fail(rec, err)
     except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
@@ -86,7 +108,9 @@ def run_tick(
             ),
         )
     rec.finished_at = clock()
-    level = logging.INFO if rec.outcome in ("applied", "noop", "idle") else logging.ERROR
+    level = {"applied": logging.INFO, "noop": logging.INFO, "idle": logging.INFO}.get(
+        rec.outcome, logging.WARNING if rec.outcome == "held" else logging.ERROR
+    )
     log.log(
         level,
         f"tick {rec.outcome}: {rec.message}",
@@ -100,6 +124,11 @@ def run_tick(
         },
     )
     return rec
+
+
+def _fail_first(rec: TickRecord, err: DeployError) -> None:
+    """Log the real fault now (a rollback follows); the tick's end is logged again later."""
+    _fail(rec, err)
 
 
 def _fail(rec: TickRecord, err: DeployError) -> None:
@@ -125,12 +154,17 @@ class _Tick:
         rec: TickRecord,
         clock: Clock,
         wire: httpx.BaseTransport | None = None,
+        options: Options = Options(),
     ) -> None:
         self.cfg, self.state, self.rec, self.clock, self.wire = cfg, state, rec, clock, wire
-        self.ctx = steps.Context(cfg, state, rec, clock)
+        self.options = options
+        self.ctx = steps.Context(
+            cfg, state, rec, clock, watch_clock=options.watch_clock, sleep=options.sleep
+        )
+        self.held: Held | None = None
         self.tenancy: Tenancy | None = None
         self.keeper: TokenKeeper | None = None
-        self.held: HeldToken | None = None
+        self.token: HeldToken | None = None
         self.bao: Bao | None = None
 
     @contextmanager
@@ -163,9 +197,10 @@ class _Tick:
         self.bao = Bao(client, cfg.openbao)
         with self.phase("token"):
             self.keeper = TokenKeeper(cfg, self.bao, self.tenancy, self.clock, state=self.state)
-            self.held = self.keeper.acquire()
+            self.token = self.keeper.acquire()
 
         record = self.state.read_applied()
+        self.held = self.state.read_held()
         applied = (
             AppliedFacts(record.revision, record.project, tuple(record.services))
             if record
@@ -179,7 +214,22 @@ class _Tick:
         if applied and needs_container_check(answer.status, desired, applied.revision):
             with self.phase("inspect"):
                 running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
-        plan = decide(Facts(answer.status, desired, applied, running, answer.bundle))
+        self._forget_preempted_hold(answer.status, desired, applied)
+        plan = decide(
+            Facts(
+                answer.status,
+                desired,
+                applied,
+                running,
+                answer.bundle,
+                self.held,
+                self.clock(),
+                self.options.retry,
+            )
+        )
+        if isinstance(plan, Hold | Backoff):
+            self._skip(plan)
+            return
         log.info(plan.reason, extra={"event": f"plan.{plan.kind}", "phase": "plan"})
         if isinstance(plan, Idle | Noop):
             self.rec.outcome, self.rec.message = plan.kind, plan.reason
@@ -200,34 +250,153 @@ class _Tick:
     # -- check-in ----------------------------------------------------------------------------
 
     def _checkin(self, applied: AppliedFacts | None) -> Checkin:
-        assert self.tenancy and self.keeper and self.held
+        assert self.tenancy and self.keeper and self.token
         body = wire.CheckinRequest.of(
-            steps.host_facts(self.ctx), applied.revision if applied else None
+            steps.host_facts(self.ctx),
+            applied.revision if applied else None,
+            recovery.checkin_outcome(self.held),
         )
         etag = applied.revision if applied else None
         try:
-            return self.tenancy.checkin(self.held.token, body, etag)
+            return self.tenancy.checkin(self.token.token, body, etag)
         except TokenError as err:
             if err.code is not Code.TOKEN_INVALID:
                 raise
             log.warning(
                 "tenancy rejected the held token; obtaining a new one once",
-                extra={"event": "token.rejected", "kind": self.held.kind},
+                extra={"event": "token.rejected", "kind": self.token.kind},
             )
-            self.held = self.keeper.invalidate(self.held)
-            return self.tenancy.checkin(self.held.token, body, etag)
+            self.token = self.keeper.invalidate(self.token)
+            return self.tenancy.checkin(self.token.token, body, etag)
+
+    # -- hold and backoff --------------------------------------------------------------------
+
+    def _forget_preempted_hold(
+        self, status: int, desired: str | None, applied: AppliedFacts | None
+    ) -> None:
+        """A held or backing-off revision that tenancy no longer wants is forgotten: a new
+        desired revision pre-empts the hold and the backoff on this very tick."""
+        wanted = applied.revision if status == 304 and applied else desired
+        if self.held is None or wanted is None or wanted == self.held.revision:
+            return
+        log.info(
+            f"revision {self.held.revision} is no longer desired ({wanted} is): "
+            "its hold and backoff are dropped",
+            extra={"event": "hold.preempted", "phase": "plan", "revision": self.held.revision},
+        )
+        self.state.clear_held()
+        self.held = None
+
+    def _skip(self, plan: Hold | Backoff) -> None:
+        """No apply this tick: say why and when the next attempt is; no report."""
+        self.rec.revision = plan.revision
+        self.rec.message = plan.reason
+        if isinstance(plan, Backoff):
+            self.rec.outcome, self.rec.code = "held", Code.APPLY_BACKOFF
+            next_at = report.rfc3339(plan.next_at, "seconds")
+            log.warning(
+                plan.reason,
+                extra={"event": "plan.backoff", "phase": "plan", "next_attempt_at": next_at},
+            )
+        elif plan.held.stalled:
+            self.rec.outcome, self.rec.code = "failed", Code.ROLLBACK_FAILED
+            log.error(
+                f"{Code.ROLLBACK_FAILED}: {plan.reason}",
+                extra=logs.fields(
+                    event="plan.stalled",
+                    phase="plan",
+                    code=Code.ROLLBACK_FAILED,
+                    hint="`docker ps -a` for the project; publish a fixed revision or run "
+                    "`monky-deployd apply --once --retry`",
+                ),
+            )
+        else:
+            self.rec.outcome, self.rec.code = "held", Code.REVISION_HELD
+            log.warning(plan.reason, extra={"event": "plan.hold", "phase": "plan"})
 
     # -- restore and apply -------------------------------------------------------------------
 
     def _restore(self, plan: Restore) -> None:
-        steps.run(self.ctx, restore_steps(plan), self.phase)
+        pinned = self.state.has_pins(plan.applied.revision)
+        steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
         self.rec.outcome = "applied"
         self.rec.message = (
             f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} (no pull)"
         )
 
     def _apply(self, plan: Apply) -> None:
-        """Every check first (nothing on the box changes), then the box steps."""
+        """Every check first (nothing on the box changes), then the box steps; a failure rolls
+        back to the last-known-good release or backs off (``core.recovery``)."""
+        ready: Ready | None = None
+        try:
+            ready = self._check(plan)
+            steps.run(self.ctx, apply_steps(plan, ready), self.phase)
+        except DeployError as err:
+            self._recover(plan, ready, err)
+        running = sum(1 for s in self.rec.services if s["state"] == "running")
+        self.rec.outcome = "applied"
+        self.rec.message = f"applied {plan.revision}: {running} services running (verified)"
+
+    def _recover(self, plan: Apply, ready: Ready | None, err: DeployError) -> None:
+        """After a failed apply: roll back and hold, or back off; always raises."""
+        failed_phase = next((p.name for p in reversed(self.rec.phases) if not p.ok), "-")
+        lkg = plan.previous
+        step = recovery.after_failure(
+            revision=plan.revision,
+            code=err.code,
+            message=err.message,
+            failed_phase=failed_phase,
+            lkg=lkg.revision if lkg else None,
+            on_failure=ready.on_failure if ready else "rollback",
+            previous=self.held,
+            now=self.clock(),
+            base_s=self.cfg.backoff.base_s,
+            cap_s=self.cfg.backoff.cap_s,
+            jitter=self.cfg.backoff.jitter,
+            u=self.options.rand(),
+        )
+        if step.rollback_to is None or ready is None or lkg is None:
+            self.state.write_held(step.held)
+            if step.held.next_attempt_at is not None:
+                when = report.rfc3339(step.held.next_attempt_at, "seconds")
+                log.warning(
+                    f"revision {plan.revision} failed (attempt {step.held.attempts}); "
+                    f"next attempt at {when} unless the desired revision changes",
+                    extra={"event": "apply.backoff", "next_attempt_at": when},
+                )
+            raise err
+        log.warning(
+            f"revision {plan.revision} failed in {failed_phase} ({err.code}); "
+            f"rolling back to {lkg.revision} (pinned images, no pull)",
+            extra={"event": "rollback.start", "revision": plan.revision, "to": lkg.revision},
+        )
+        _fail_first(self.rec, err)  # the real fault's line comes before the rollback's
+        try:
+            steps.run(self.ctx, rollback_steps(ready, lkg), self.phase)
+        except DeployError as rb_err:
+            self.rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
+            self.state.write_held(recovery.after_rollback(step.held, ok=False))
+            raise DeployError(
+                f"revision {plan.revision} failed ({err.code}: {err.message}) and the rollback "
+                f"to {lkg.revision} failed too ({rb_err.code}: {rb_err.message}); the box is "
+                "stalled: no tick applies or rolls back on its own",
+                code=Code.ROLLBACK_FAILED,
+                hint="`docker ps -a` and `docker logs` for the project; publish a fixed "
+                "revision, or fix the box and run `monky-deployd apply --once --retry`",
+                detail="\n".join(d for d in (err.detail, rb_err.detail) if d),
+            ) from rb_err
+        self.rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=True)
+        self.state.write_held(recovery.after_rollback(step.held, ok=True))
+        raise DeployError(
+            f"{err.message}; rolled back to {lkg.revision} (verified) and holding {plan.revision}",
+            code=err.code,
+            hint=err.hint,
+            detail=err.detail,
+            outcome=err.outcome,
+        )
+
+    def _check(self, plan: Apply) -> Ready:
+        """Every check of an apply, each in its phase: nothing on the box changes."""
         with self.phase("bundle"):
             bundle = prepare.check_bundle(plan.revision, plan.bundle)
         with self.phase("secrets"):
@@ -244,20 +413,17 @@ class _Tick:
             )
             preflight.run(info, self.cfg.docker, self.cfg.disk, bundle.disk_need_bytes)
         # Everything is checked: only now does anything on the box change.
-        steps.run(self.ctx, apply_steps(plan, prepare.ready(bundle, env_text, cred)), self.phase)
-        running = sum(1 for s in self.rec.services if s["state"] == "running")
-        self.rec.outcome = "applied"
-        self.rec.message = f"applied {plan.revision}: {running} services running"
+        return prepare.ready(bundle, env_text, cred)
 
     def _read_secrets(self, bundle: Bundle) -> prepare.SecretReads:
         """Every manifest entry from OpenBao. A variable's secret that OpenBao lacks is noted
         (ENV_INCOMPLETE names them all at render); a missing registry credential ends the tick."""
-        assert self.held is not None and self.bao is not None
+        assert self.token is not None and self.bao is not None
         found: dict[ManifestEntry, object] = {}
         absent: dict[str, str] = {}
         for entry in bundle.manifest:
             try:
-                found[entry] = self.bao.read_secret(self.held.token, entry.path, entry.key)
+                found[entry] = self.bao.read_secret(self.token.token, entry.path, entry.key)
             except BaoError as err:
                 if err.code is not Code.SECRET_MISSING or entry.use is not None:
                     raise
@@ -267,13 +433,13 @@ class _Tick:
     # -- report ------------------------------------------------------------------------------
 
     def _report(self) -> None:
-        assert self.tenancy is not None and self.held is not None
+        assert self.tenancy is not None and self.token is not None
         started = time.monotonic()
         self.rec.finished_at = self.clock()
         ok = True
         try:
             with logs.phase("report"):
-                self.tenancy.report(self.held.token, report.body(self.rec))
+                self.tenancy.report(self.token.token, report.body(self.rec))
         except DeployError as err:
             ok = False
             log.warning(

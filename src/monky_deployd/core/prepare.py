@@ -108,6 +108,7 @@ def ready(bundle: Bundle, env_text: str, cred: Credential | None) -> Ready:
         services=bundle.services,
         registry_host=bundle.registry_host,
         credential=cred,
+        on_failure=bundle.on_failure,
     )
 
 

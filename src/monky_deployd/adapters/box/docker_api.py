@@ -2,14 +2,17 @@
 
 The steady-state tick only needs to know whether the applied project's containers are running;
 asking the engine directly (``GET /containers/json``) costs a few milliseconds where
-``docker compose ps`` costs a Go process start. Everything that changes state still goes through
-``docker compose`` (``compose.py``).
+``docker compose ps`` costs a Go process start. The verify phase inspects each container
+(``GET /containers/{id}/json``: exit code, restart policy, start time, health log, image ID) and a
+verified release records its images' digests (``GET /images/{id}/json``). Everything that
+changes state still goes through ``docker compose`` (``compose.py``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import httpx
 
@@ -17,6 +20,7 @@ from monky_deployd.adapters.tls import no_tls
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code, CommandError
 from monky_deployd.core.services import Service
+from monky_deployd.core.verify import ContainerObs
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PROJECT_LABEL = "com.docker.compose.project"
@@ -88,3 +92,84 @@ def project_containers(cfg: DockerCfg, project: str) -> list[Service]:
 def _health(status: str) -> str:
     match = _HEALTH_RE.search(status)
     return match.group(1).removeprefix("health: ") if match else ""
+
+
+def _get(cfg: DockerCfg, path: str, params: dict[str, str] | None, what: str) -> Any:
+    """One GET to the engine, its JSON body; 404 -> None; other faults DOCKER_UNAVAILABLE."""
+    client, where = _client(cfg, cfg.command_timeout_s)
+    base = "" if where.startswith("http") else "http://docker"
+    try:
+        with client:
+            resp = client.get(f"{base}{path}", params=params)
+    except httpx.HTTPError as exc:
+        raise CommandError(
+            f"cannot ask the Docker engine at {where} for {what}: {exc}",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint=f"that dockerd is running and {where} is accessible to this user "
+            "(member of the docker group)",
+        ) from exc
+    if resp.status_code == 404:
+        return None
+    if resp.status_code != 200:
+        raise CommandError(
+            f"the Docker engine at {where} answered HTTP {resp.status_code} when asked for {what}",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint="`docker ps` as this user, and dockerd's log",
+            detail=resp.text[:500],
+        )
+    try:
+        return resp.json()
+    except ValueError as exc:
+        raise CommandError(
+            f"the Docker engine at {where} answered {what} with something that is not JSON",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint="dockerd's version and log",
+        ) from exc
+
+
+def inspect_project(cfg: DockerCfg, project: str) -> list[ContainerObs]:
+    """Every container of the compose project, inspected (what the verify phase judges)."""
+    filters = json.dumps({"label": [f"{PROJECT_LABEL}={project}"]})
+    rows = _get(
+        cfg,
+        "/containers/json",
+        {"all": "1", "filters": filters},
+        f"project {project}'s containers",
+    )
+    found: list[ContainerObs] = []
+    for row in rows if isinstance(rows, list) else []:
+        cid = str(row.get("Id", "")) if isinstance(row, dict) else ""
+        if not cid:
+            continue
+        info = _get(cfg, f"/containers/{cid}/json", None, f"container {cid[:12]}")
+        if isinstance(info, dict):  # None: removed between the list and the inspect
+            found.append(_observation(info))
+    return sorted(found, key=lambda c: (c.service, c.container_id))
+
+
+def _observation(info: dict[str, Any]) -> ContainerObs:
+    state = info.get("State") or {}
+    health = state.get("Health") or {}
+    log = health.get("Log") or []
+    last = log[-1] if log and isinstance(log[-1], dict) else {}
+    config = info.get("Config") or {}
+    policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
+    return ContainerObs(
+        service=str((config.get("Labels") or {}).get(SERVICE_LABEL, "")),
+        container_id=str(info.get("Id", "")),
+        state=str(state.get("Status", "")),
+        health=str(health.get("Status", "")),
+        exit_code=int(state.get("ExitCode") or 0),
+        restart_policy=str(policy.get("Name") or "no"),
+        started_at=str(state.get("StartedAt", "")),
+        health_output=str(last.get("Output", ""))[-1000:],
+        image_id=str(info.get("Image", "")),
+        image_ref=str(config.get("Image", "")),
+    )
+
+
+def repo_digests(cfg: DockerCfg, image_id: str) -> list[str]:
+    """The image's RepoDigests (``repo@sha256:...``); empty when the engine knows none."""
+    info = _get(cfg, f"/images/{image_id}/json", None, f"image {image_id[:19]}")
+    digests = info.get("RepoDigests") if isinstance(info, dict) else None
+    return [str(d) for d in digests] if isinstance(digests, list) else []

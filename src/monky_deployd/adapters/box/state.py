@@ -6,8 +6,14 @@ Layout::
     <state_dir>/applied.json         what is applied: revision, project, services (0600)
     <state_dir>/token.json           token bookkeeping (agent/token.py decides; 0600)
     <state_dir>/host.json            cached host facts for the check-in (0600)
+    <state_dir>/held.json            a failed revision: held, or its backoff (0600)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
-    <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600)
+    <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600); once
+                                     verified also release.json (its images) and
+                                     compose.pinned.yaml (those images by ID, for a rollback)
+
+Only the applied (last-known-good) revision, the one before it and the revision being tried
+are kept; ``prune_revisions`` removes the others.
 
 ``StateDir`` owns every one of these paths. The records' shapes and bytes are
 ``core.records``'; this module reads and writes them. Every file is written with
@@ -30,17 +36,20 @@ from monky_deployd.adapters.fsutil import atomic_write, ensure_private_dir, read
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.records import (
     Applied,
+    Held,
     HostFacts,
+    Release,
     TokenState,
     host_facts_from_json,
     host_facts_to_json,
 )
 
-__all__ = ["COMPOSE_FILE", "ENV_FILE", "KEEP_REVISIONS", "Applied", "StateDir"]
+__all__ = ["COMPOSE_FILE", "ENV_FILE", "PINS_FILE", "RELEASE_FILE", "Applied", "StateDir"]
 
 COMPOSE_FILE = "compose.yaml"
 ENV_FILE = ".env"
-KEEP_REVISIONS = 3
+RELEASE_FILE = "release.json"
+PINS_FILE = "compose.pinned.yaml"
 
 
 class StateDir:
@@ -52,6 +61,7 @@ class StateDir:
         self.applied_file = root / "applied.json"
         self.token_file = root / "token.json"
         self.host_file = root / "host.json"
+        self.held_file = root / "held.json"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root)
@@ -138,6 +148,53 @@ class StateDir:
     def write_host_facts(self, facts: HostFacts) -> None:
         atomic_write(self.host_file, host_facts_to_json(facts), 0o600)
 
+    # -- held revision -----------------------------------------------------------------------
+
+    def read_held(self) -> Held | None:
+        """The held record; None when there is none or it is unreadable (nothing is held)."""
+        raw = read_if_exists(self.held_file)
+        if raw is None:
+            return None
+        try:
+            return Held.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_held(self, held: Held) -> None:
+        atomic_write(self.held_file, held.to_json(), 0o600)
+
+    def clear_held(self) -> None:
+        try:
+            self.held_file.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise DeployError(
+                f"cannot remove {self.held_file}: {exc.strerror}",
+                code=Code.STATE_UNWRITABLE,
+                hint=f"ownership and permissions of {self.root}",
+            ) from exc
+
+    # -- releases (verified revisions) -------------------------------------------------------
+
+    def read_release(self, revision: str) -> Release | None:
+        raw = read_if_exists(self.revision_dir(revision) / RELEASE_FILE)
+        if raw is None:
+            return None
+        try:
+            return Release.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_release(self, release: Release) -> None:
+        """release.json and the compose override pinning its images (both 0600)."""
+        where = self.revision_dir(release.revision)
+        atomic_write(where / RELEASE_FILE, release.to_json(), 0o600)
+        atomic_write(where / PINS_FILE, release.pins().encode(), 0o600)
+
+    def has_pins(self, revision: str) -> bool:
+        return (self.revision_dir(revision) / PINS_FILE).is_file()
+
     # -- revisions ---------------------------------------------------------------------------
 
     def revision_dir(self, revision: str) -> Path:
@@ -169,16 +226,12 @@ class StateDir:
         return final
 
     def prune_revisions(self, keep: set[str]) -> None:
-        """Remove revision directories beyond the newest KEEP_REVISIONS, never one in ``keep``."""
+        """Remove every revision directory not in ``keep`` (and leftover staging dirs)."""
         try:
-            dirs = sorted(
-                (p for p in self.revisions_dir.iterdir() if p.is_dir()),
-                key=lambda p: p.stat().st_mtime,
-                reverse=True,
-            )
+            dirs = [p for p in self.revisions_dir.iterdir() if p.is_dir()]
         except OSError:
             return
-        for stale in dirs[KEEP_REVISIONS:]:
+        for stale in dirs:
             if stale.name not in keep:
                 shutil.rmtree(stale, ignore_errors=True)
 

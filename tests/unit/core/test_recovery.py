@@ -1,0 +1,71 @@
+"""core.recovery: roll back and hold after the box changed, back off otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monky_deployd.core.errors import Code
+from monky_deployd.core.records import Held
+from monky_deployd.core.recovery import (
+    after_failure,
+    after_rollback,
+    backoff_delay,
+    checkin_outcome,
+)
+
+
+def fail(**kw: Any) -> Any:
+    args: dict[str, Any] = {
+        "revision": "r2",
+        "code": Code.VERIFY_EXITED,
+        "message": "web exited",
+        "failed_phase": "verify",
+        "lkg": "r1",
+        "on_failure": "rollback",
+        "previous": None,
+        "now": 1000.0,
+        "base_s": 60.0,
+        "cap_s": 3600.0,
+        "jitter": 0.2,
+        "u": 0.0,
+    }
+    args.update(kw)
+    return after_failure(**args)
+
+
+def test_a_failed_verify_rolls_back_to_the_lkg_and_holds() -> None:
+    got = fail()
+    assert got.rollback_to == "r1"
+    assert got.held.next_attempt_at is None and got.held.rolled_back_to == "r1"
+    assert after_rollback(got.held, ok=True).rollback_ok is True
+    stalled = after_rollback(got.held, ok=False)
+    assert stalled.stalled and stalled.next_attempt_at is None
+
+
+def test_no_rollback_before_the_box_changed_without_lkg_or_with_retry() -> None:
+    for kw in ({"failed_phase": "pull"}, {"lkg": None}, {"on_failure": "retry"}):
+        got = fail(**kw)
+        assert got.rollback_to is None and got.held.next_attempt_at == 1060.0
+
+
+def test_attempts_count_per_revision() -> None:
+    prev = Held("r2", "PULL_FAILED", "x", 3, 0.0, 10.0)
+    assert fail(previous=prev, failed_phase="pull").held.attempts == 4
+    assert fail(previous=prev, failed_phase="pull", revision="r3").held.attempts == 1
+
+
+def test_checkin_outcome() -> None:
+    assert checkin_outcome(None) == "applied"
+    assert checkin_outcome(Held("r2", "X", "m", rollback_ok=True)) == "rolled_back"
+    assert checkin_outcome(Held("r2", "X", "m", next_attempt_at=5.0)) == "held"
+
+
+@given(st.integers(1, 200), st.floats(0, 1))
+def test_backoff_doubles_from_one_interval_capped_and_jittered_down(n: int, u: float) -> None:
+    d = backoff_delay(n, 60.0, 3600.0, 0.2, u)
+    plain = min(3600.0, 60.0 * 2 ** (n - 1))
+    assert 0.8 * plain <= d <= plain <= 3600.0
+    assert backoff_delay(n + 1, 60.0, 3600.0, 0.0, u) >= backoff_delay(n, 60.0, 3600.0, 0.0, u)
