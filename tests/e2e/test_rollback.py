@@ -84,7 +84,7 @@ def assert_failed_with_rollback(lab: Lab, run: Run, code: str) -> dict[str, Any]
     assert run.rc == 1, run.stdout + run.stderr
     assert run.errors[0]["code"] == code  # the real fault's line comes first
     assert run.summary["outcome"] == "failed" and run.summary["code"] == code
-    rep = lab.estate.tenancy.reports[-1]
+    rep: dict[str, Any] = lab.estate.tenancy.reports[-1]
     assert (rep["outcome"], rep["code"], rep["revision"]) == ("failed", code, "r2")
     assert rep["rollback"] == {"to_revision": "r1", "ok": True}
     assert "web" in rep["message"] and "rolled back to r1" in rep["message"]
