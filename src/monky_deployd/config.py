@@ -93,6 +93,13 @@ class BackoffCfg(_Strict):
     jitter: Annotated[float, Field(ge=0, le=0.5)] = 0.2
 
 
+class LocksCfg(_Strict):
+    # The update-lock directory an app can bind-mount (a runtime dir: locks die with a reboot).
+    dir: Path = Path("/run/monky-deployd/locks")
+    # A lock without its own ttl_s is ignored (with a warning) this long after it was written.
+    default_ttl_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 3600.0
+
+
 class Config(_Strict):
     env: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
     transport: Literal["ziti", "plain"] = "ziti"
@@ -106,6 +113,7 @@ class Config(_Strict):
     disk: DiskCfg = DiskCfg()
     verify: VerifyCfg = VerifyCfg()
     backoff: BackoffCfg = BackoffCfg()
+    locks: LocksCfg = LocksCfg()
     lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
     max_bundle_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from monky_deployd.adapters.box import docker_api, preflight
+from monky_deployd.adapters.box import docker_api, locks, preflight
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
@@ -38,7 +38,7 @@ from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.agent import logs, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import prepare, recovery, report, wire
+from monky_deployd.core import gates, prepare, recovery, report, wire
 from monky_deployd.core.bundle import Bundle, ManifestEntry
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
@@ -49,6 +49,7 @@ from monky_deployd.core.plan import (
     Hold,
     Idle,
     Noop,
+    Paused,
     Ready,
     Restore,
     apply_steps,
@@ -57,7 +58,7 @@ from monky_deployd.core.plan import (
     restore_steps,
     rollback_steps,
 )
-from monky_deployd.core.records import Held
+from monky_deployd.core.records import Held, Suspended
 from monky_deployd.core.report import PhaseTiming, TickRecord
 from monky_deployd.core.services import Service
 
@@ -146,6 +147,10 @@ def _fail(rec: TickRecord, err: DeployError) -> None:
     )
 
 
+class _Skipped(Exception):
+    """An apply stopped on purpose (an update lock): no report, the record says why."""
+
+
 class _Tick:
     def __init__(
         self,
@@ -215,6 +220,7 @@ class _Tick:
             with self.phase("inspect"):
                 running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
         self._forget_preempted_hold(answer.status, desired, applied)
+        now = self.clock()
         plan = decide(
             Facts(
                 answer.status,
@@ -223,11 +229,13 @@ class _Tick:
                 running,
                 answer.bundle,
                 self.held,
-                self.clock(),
+                now,
                 self.options.retry,
+                self._valid_locks(now),
+                self._suspended(now),
             )
         )
-        if isinstance(plan, Hold | Backoff):
+        if isinstance(plan, Hold | Backoff | Paused):
             self._skip(plan)
             return
         log.info(plan.reason, extra={"event": f"plan.{plan.kind}", "phase": "plan"})
@@ -243,6 +251,8 @@ class _Tick:
             else:
                 self.rec.revision = plan.revision
                 self._apply(plan)
+        except _Skipped:
+            return  # an update lock: pulled, nothing recreated, no report (tried next tick)
         except DeployError as err:
             _fail(self.rec, err)
         self._report()
@@ -287,11 +297,53 @@ class _Tick:
         self.state.clear_held()
         self.held = None
 
-    def _skip(self, plan: Hold | Backoff) -> None:
+    def _valid_locks(self, now: float) -> tuple[gates.Lock, ...]:
+        """The update locks in force; stale ones are named in a warning and ignored."""
+        found = locks.read_locks(self.cfg.locks.dir)
+        valid, stale = gates.split_locks(found, now, self.cfg.locks.default_ttl_s)
+        for lk in stale:
+            log.warning(
+                f"ignoring the stale update lock {lk.describe(now)}: its TTL is over",
+                extra={"event": "lock.stale", "phase": "plan", "lock": lk.name},
+            )
+        for lk in valid:
+            log.info(
+                f"update lock {lk.describe(now)}",
+                extra={"event": "lock.held", "phase": "plan", "lock": lk.name},
+            )
+        return valid
+
+    def _suspended(self, now: float) -> Suspended | None:
+        """An active suspend; an expired one (``--for``) is removed."""
+        found = self.state.read_suspend()
+        if found is None:
+            return None
+        if not found.active(now):
+            log.info(
+                "the suspend's --for duration is over: applies resume",
+                extra={"event": "suspend.expired", "phase": "plan"},
+            )
+            self.state.clear_suspend()
+            return None
+        return found
+
+    def _skip(self, plan: Hold | Backoff | Paused) -> None:
         """No apply this tick: say why and when the next attempt is; no report."""
         self.rec.revision = plan.revision
         self.rec.message = plan.reason
-        if isinstance(plan, Backoff):
+        if isinstance(plan, Paused):
+            self.rec.outcome, self.rec.code = "held", Code.SUSPENDED
+            until = plan.suspended.until
+            log.warning(
+                plan.reason,
+                extra={
+                    "event": "plan.suspended",
+                    "phase": "plan",
+                    "since": report.rfc3339(plan.suspended.since, "seconds"),
+                    "until": report.rfc3339(until, "seconds") if until else None,
+                },
+            )
+        elif isinstance(plan, Backoff):
             self.rec.outcome, self.rec.code = "held", Code.APPLY_BACKOFF
             next_at = report.rfc3339(plan.next_at, "seconds")
             log.warning(
@@ -333,6 +385,15 @@ class _Tick:
             steps.run(self.ctx, apply_steps(plan, ready), self.phase)
         except DeployError as err:
             self._recover(plan, ready, err)
+        if plan.locks:
+            self.rec.outcome, self.rec.code = "held", Code.UPDATE_LOCKED
+            self.rec.message = (
+                f"revision {plan.revision} is pulled but not applied: update locked by "
+                + "; ".join(lk.describe(self.clock()) for lk in plan.locks)
+                + "; trying again next tick"
+            )
+            log.warning(self.rec.message, extra={"event": "apply.locked", "phase": "plan"})
+            raise _Skipped
         running = sum(1 for s in self.rec.services if s["state"] == "running")
         self.rec.outcome = "applied"
         self.rec.message = f"applied {plan.revision}: {running} services running (verified)"

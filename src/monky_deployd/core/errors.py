@@ -152,6 +152,8 @@ class Code(StrEnum):
     # hold
     APPLY_BACKOFF = "APPLY_BACKOFF"
     REVISION_HELD = "REVISION_HELD"
+    SUSPENDED = "SUSPENDED"
+    UPDATE_LOCKED = "UPDATE_LOCKED"
 
     @property
     def family(self) -> Family:
@@ -266,6 +268,8 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     # hold
     Code.APPLY_BACKOFF: ("hold", "refused"),
     Code.REVISION_HELD: ("hold", "refused"),
+    Code.SUSPENDED: ("hold", "refused"),
+    Code.UPDATE_LOCKED: ("hold", "refused"),
 }
 
 

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from monky_deployd.core.records import Held
+from monky_deployd.core.gates import Lock
+from monky_deployd.core.records import Held, Suspended
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.services import Service
 
@@ -53,6 +54,8 @@ class Facts:
     held: Held | None = None  # a failed revision held or backing off (held.json)
     now: float = 0.0  # the tick's clock, for the backoff
     retry: bool = False  # ``apply --once --retry``: the operator overrides a hold or a backoff
+    locks: tuple[Lock, ...] = ()  # valid update locks (``core.gates``): pull, do not recreate
+    suspended: Suspended | None = None  # an active ``monky-deployd suspend``
 
 
 # -- what the tick is for ----------------------------------------------------------------------
@@ -93,6 +96,7 @@ class Apply:
     bundle: Mapping[str, Any] = field(repr=False)
     previous: AppliedFacts | None
     reason: str
+    locks: tuple[Lock, ...] = ()  # update locks: stage and pull only, recreate nothing
     kind: ClassVar[str] = "apply"
 
 
@@ -118,7 +122,17 @@ class Backoff:
     kind: ClassVar[str] = "backoff"
 
 
-Plan = Idle | Noop | Restore | Apply | Hold | Backoff
+@dataclass(frozen=True)
+class Paused:
+    """Applies are suspended (``monky-deployd suspend``): check in, change nothing."""
+
+    revision: str
+    suspended: Suspended
+    reason: str
+    kind: ClassVar[str] = "suspended"
+
+
+Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused
 
 
 def needs_container_check(checkin_status: int, desired: str | None, applied: str | None) -> bool:
@@ -135,6 +149,15 @@ def down_services(expected: tuple[str, ...], running: tuple[Service, ...]) -> tu
 
 
 def decide(f: Facts) -> Plan:
+    plan = _decide(f)
+    if f.suspended is not None and isinstance(plan, Apply | Restore):
+        what = "apply" if isinstance(plan, Apply) else "restore"
+        rev = plan.revision if isinstance(plan, Apply) else plan.applied.revision
+        return Paused(rev, f.suspended, f"{f.suspended.describe()}: not {what}ing {rev}")
+    return plan
+
+
+def _decide(f: Facts) -> Plan:
     if f.checkin_status == 204:
         return Idle("tenancy has no desired state for this environment yet")
     applied = f.applied
@@ -192,7 +215,9 @@ def decide(f: Facts) -> Plan:
 def _apply(f: Facts, revision: str, reason: str) -> Plan:
     if f.bundle is None:  # a 304 names the applied revision but carries no bundle to apply
         return Idle(f"{reason}, but tenancy sent no bundle to apply")
-    return Apply(revision, f.bundle, f.applied, reason)
+    if f.locks:
+        reason += f"; update locked ({'; '.join(lk.name for lk in f.locks)}): pull only"
+    return Apply(revision, f.bundle, f.applied, reason, f.locks)
 
 
 # -- the steps that change the box -------------------------------------------------------------
@@ -297,6 +322,8 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
         Stage(ready.revision, ready.compose, ready.env_text, ready.registry_host, ready.credential),
         Pull(ready.project, ready.revision, ready.registry_host),
     ]
+    if plan.locks:  # an update lock: have the images ready, recreate nothing
+        return tuple(steps)
     prev = plan.previous
     if prev is not None and prev.project != ready.project:
         steps.append(Down(prev.project, prev.revision))

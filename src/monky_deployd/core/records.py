@@ -5,6 +5,7 @@
                                   trailing newline); holds a secret, never in a repr or a reason
     host.json     ``HostFacts``   the check-in's host facts (compact json.dumps, no newline)
     held.json     ``Held``        a revision that failed: held, or waiting for its backoff
+    suspend.json  ``Suspended``   ``monky-deployd suspend``: applies stop until resume/until
     revisions/<rev>/release.json  ``Release``  a verified revision: the images it ran (pinned)
 
 Each ``to_json`` writes the bytes the hand-rolled writers before it wrote (tests/unit/core/
@@ -39,6 +40,7 @@ __all__ = [
     "Release",
     "ReleaseImage",
     "Stored",
+    "Suspended",
     "TokenState",
     "host_facts_from_json",
     "host_facts_to_json",
@@ -245,3 +247,35 @@ class Release:
         for name, image in sorted(self.images.items()):
             lines += [f"  {json.dumps(name)}:", f"    image: {json.dumps(image.id)}"]
         return "\n".join(lines) + "\n"
+
+
+# -- suspend.json ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Suspended:
+    """``monky-deployd suspend [--reason] [--for]``: no apply while ``active``."""
+
+    since: float
+    until: float | None = None  # None: until ``monky-deployd resume``
+    reason: str = ""
+
+    def active(self, now: float) -> bool:
+        return self.until is None or now < self.until
+
+    def describe(self) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        return f"applies are suspended{why}"
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> Suspended:
+        data = _parse(raw)
+        if isinstance(data, dict):
+            try:
+                return Suspended(**data)
+            except (ValidationError, TypeError):
+                pass
+        raise ValueError("not a suspend record")

@@ -7,6 +7,7 @@ Layout::
     <state_dir>/token.json           token bookkeeping (agent/token.py decides; 0600)
     <state_dir>/host.json            cached host facts for the check-in (0600)
     <state_dir>/held.json            a failed revision: held, or its backoff (0600)
+    <state_dir>/suspend.json         ``monky-deployd suspend``: why and until when (0600)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
     <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600); once
                                      verified also release.json (its images) and
@@ -39,6 +40,7 @@ from monky_deployd.core.records import (
     Held,
     HostFacts,
     Release,
+    Suspended,
     TokenState,
     host_facts_from_json,
     host_facts_to_json,
@@ -62,6 +64,7 @@ class StateDir:
         self.token_file = root / "token.json"
         self.host_file = root / "host.json"
         self.held_file = root / "held.json"
+        self.suspend_file = root / "suspend.json"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root)
@@ -164,16 +167,37 @@ class StateDir:
         atomic_write(self.held_file, held.to_json(), 0o600)
 
     def clear_held(self) -> None:
+        self._remove(self.held_file)
+
+    def _remove(self, path: Path) -> None:
         try:
-            self.held_file.unlink()
+            path.unlink()
         except FileNotFoundError:
             pass
         except OSError as exc:
             raise DeployError(
-                f"cannot remove {self.held_file}: {exc.strerror}",
+                f"cannot remove {path}: {exc.strerror}",
                 code=Code.STATE_UNWRITABLE,
                 hint=f"ownership and permissions of {self.root}",
             ) from exc
+
+    # -- suspend -----------------------------------------------------------------------------
+
+    def read_suspend(self) -> Suspended | None:
+        """The suspend record; None when there is none or it is unreadable (not suspended)."""
+        raw = read_if_exists(self.suspend_file)
+        if raw is None:
+            return None
+        try:
+            return Suspended.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_suspend(self, suspended: Suspended) -> None:
+        atomic_write(self.suspend_file, suspended.to_json(), 0o600)
+
+    def clear_suspend(self) -> None:
+        self._remove(self.suspend_file)
 
     # -- releases (verified revisions) -------------------------------------------------------
 
