@@ -7,6 +7,7 @@ revision applied on the next tick."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,14 @@ def test_a_healthcheck_that_never_passes_rolls_back(lab: Lab) -> None:
     run = lab.tick()
     rep = assert_failed_with_rollback(lab, run, "VERIFY_UNHEALTHY")
     assert "not-ready-yet" in rep["detail"]
+    assert_lkg_running(lab)
+    # while r2 is held, the LKG's containers are still looked after: one removed comes back
+    pulls = lab.pulls()
+    subprocess.run(("docker", "rm", "-f", lab.containers()["web"]), check=True, capture_output=True)
+    back = lab.tick()
+    assert back.rc == 0 and back.summary["revision"] == "r1", back.stdout
+    assert lab.estate.tenancy.reports[-1]["message"].startswith("restored")
+    assert lab.pulls() == pulls
     assert_lkg_running(lab)
     assert_held_then_newer_applies(lab)
 

@@ -216,7 +216,8 @@ class _Tick:
 
         desired = answer.revision if answer.status == 200 else None
         running: tuple[Service, ...] | None = None
-        if applied and needs_container_check(answer.status, desired, applied.revision):
+        held_rev = self.held.revision if self.held else None
+        if applied and needs_container_check(answer.status, desired, applied.revision, held_rev):
             with self.phase("inspect"):
                 running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
         self._forget_preempted_hold(answer.status, desired, applied)

@@ -135,11 +135,16 @@ class Paused:
 Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused
 
 
-def needs_container_check(checkin_status: int, desired: str | None, applied: str | None) -> bool:
-    """Whether the tick must look at the containers before deciding (the desired = applied case)."""
+def needs_container_check(
+    checkin_status: int, desired: str | None, applied: str | None, held: str | None = None
+) -> bool:
+    """Whether the tick must look at the containers before deciding: the desired revision is
+    the applied one, or it is held (then the last-known-good must still run)."""
     if checkin_status == 304:
         return applied is not None
-    return checkin_status == 200 and desired is not None and desired == applied
+    if checkin_status != 200 or desired is None:
+        return False
+    return desired == applied or (applied is not None and desired == held)
 
 
 def down_services(expected: tuple[str, ...], running: tuple[Service, ...]) -> tuple[str, ...]:
@@ -172,6 +177,18 @@ def _decide(f: Facts) -> Plan:
         held = f.held
         if held is not None and held.revision == desired and not f.retry:
             lkg = f"the box runs {was}" if applied else "nothing was applied before"
+            missing = (
+                down_services(applied.services, f.running)
+                if applied is not None and f.running is not None
+                else ()
+            )
+            if applied is not None and missing and not held.stalled:
+                return Restore(
+                    applied,
+                    missing,
+                    f"revision {desired} is held and the last-known-good {was} is not fully "
+                    f"running ({', '.join(missing)}): restoring {was}",
+                )
             if held.stalled:
                 return Hold(
                     desired,

@@ -251,6 +251,18 @@ def test_a_held_revision_is_not_applied_again() -> None:
     assert "held" in plan.reason and "--retry" in plan.reason and "r1" in plan.reason
 
 
+def test_a_held_revision_still_restores_the_lkg_when_its_containers_are_gone() -> None:
+    plan = decide(Facts(200, "r2", applied("r1"), (svc("db"),), BUNDLE, held(), 5000.0))
+    assert isinstance(plan, Restore) and plan.missing == ("web",)
+    assert plan.applied.revision == "r1" and "held" in plan.reason
+    gone = decide(Facts(200, "r2", applied("r1"), (), BUNDLE, held(), 5000.0))
+    assert isinstance(gone, Restore) and gone.missing == ("db", "web")
+    stalled = decide(Facts(200, "r2", applied("r1"), (), BUNDLE, held(stalled=True), 5000.0))
+    assert isinstance(stalled, Hold), "a stalled box is not brought up again on its own"
+    assert needs_container_check(200, "r2", "r1", "r2")
+    assert not needs_container_check(200, "r2", None, "r2")
+
+
 def test_a_stalled_revision_is_held_and_says_stalled() -> None:
     plan = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, held(stalled=True), 5000.0))
     assert isinstance(plan, Hold) and plan.held.stalled and "stalled" in plan.reason
@@ -309,6 +321,8 @@ def test_a_hold_never_blocks_another_revision_and_retry_always_applies(
     plan = decide(Facts(200, desired, was, None, BUNDLE, h, now, retry))
     if was is not None and desired == was.revision:
         assert not isinstance(plan, Hold | Backoff)
+    elif isinstance(plan, Restore):
+        assert was is not None and held_rev == desired and not retry and not stalled
     elif retry or held_rev != desired:
         assert isinstance(plan, Apply)
     elif stalled or next_at is None:
