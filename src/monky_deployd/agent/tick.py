@@ -29,16 +29,16 @@ from dataclasses import dataclass
 
 import httpx
 
-from monky_deployd.adapters.box import docker_api, locks, preflight
+from monky_deployd.adapters.box import docker_api, preflight
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import logs, steps
+from monky_deployd.agent import logs, recover, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import gates, prepare, recovery, report, wire
+from monky_deployd.core import prepare, recovery, report, wire
 from monky_deployd.core.bundle import Bundle, ManifestEntry
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
@@ -56,9 +56,8 @@ from monky_deployd.core.plan import (
     decide,
     needs_container_check,
     restore_steps,
-    rollback_steps,
 )
-from monky_deployd.core.records import Held, Suspended
+from monky_deployd.core.records import Held
 from monky_deployd.core.report import PhaseTiming, TickRecord
 from monky_deployd.core.services import Service
 
@@ -127,24 +126,7 @@ def run_tick(
     return rec
 
 
-def _fail_first(rec: TickRecord, err: DeployError) -> None:
-    """Log the real fault now (a rollback follows); the tick's end is logged again later."""
-    _fail(rec, err)
-
-
-def _fail(rec: TickRecord, err: DeployError) -> None:
-    rec.outcome, rec.code, rec.message, rec.detail = err.outcome, err.code, err.message, err.detail
-    failed_phase = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
-    log.error(
-        str(err),
-        extra=logs.fields(
-            event="tick.error",
-            phase=failed_phase,
-            code=err.code,
-            hint=err.hint or None,
-            detail=err.detail or None,
-        ),
-    )
+_fail = recover.fail
 
 
 class _Skipped(Exception):
@@ -213,6 +195,8 @@ class _Tick:
         )
         with self.phase("checkin"):
             answer = self._checkin(applied)
+        assert self.token is not None
+        recover.deliver_outbox(self.state, self.tenancy, self.token.token)
 
         desired = answer.revision if answer.status == 200 else None
         running: tuple[Service, ...] | None = None
@@ -220,7 +204,7 @@ class _Tick:
         if applied and needs_container_check(answer.status, desired, applied.revision, held_rev):
             with self.phase("inspect"):
                 running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
-        self._forget_preempted_hold(answer.status, desired, applied)
+        self.held = recover.forget_preempted(self.state, self.held, answer.status, desired, applied)
         now = self.clock()
         plan = decide(
             Facts(
@@ -232,12 +216,12 @@ class _Tick:
                 self.held,
                 now,
                 self.options.retry,
-                self._valid_locks(now),
-                self._suspended(now),
+                recover.valid_locks(self.cfg, now),
+                recover.active_suspend(self.state, now),
             )
         )
         if isinstance(plan, Hold | Backoff | Paused):
-            self._skip(plan)
+            recover.skip(self.rec, plan)
             return
         log.info(plan.reason, extra={"event": f"plan.{plan.kind}", "phase": "plan"})
         if isinstance(plan, Idle | Noop):
@@ -280,93 +264,6 @@ class _Tick:
             self.token = self.keeper.invalidate(self.token)
             return self.tenancy.checkin(self.token.token, body, etag)
 
-    # -- hold and backoff --------------------------------------------------------------------
-
-    def _forget_preempted_hold(
-        self, status: int, desired: str | None, applied: AppliedFacts | None
-    ) -> None:
-        """A held or backing-off revision that tenancy no longer wants is forgotten: a new
-        desired revision pre-empts the hold and the backoff on this very tick."""
-        wanted = applied.revision if status == 304 and applied else desired
-        if self.held is None or wanted is None or wanted == self.held.revision:
-            return
-        log.info(
-            f"revision {self.held.revision} is no longer desired ({wanted} is): "
-            "its hold and backoff are dropped",
-            extra={"event": "hold.preempted", "phase": "plan", "revision": self.held.revision},
-        )
-        self.state.clear_held()
-        self.held = None
-
-    def _valid_locks(self, now: float) -> tuple[gates.Lock, ...]:
-        """The update locks in force; stale ones are named in a warning and ignored."""
-        found = locks.read_locks(self.cfg.locks.dir)
-        valid, stale = gates.split_locks(found, now, self.cfg.locks.default_ttl_s)
-        for lk in stale:
-            log.warning(
-                f"ignoring the stale update lock {lk.describe(now)}: its TTL is over",
-                extra={"event": "lock.stale", "phase": "plan", "lock": lk.name},
-            )
-        for lk in valid:
-            log.info(
-                f"update lock {lk.describe(now)}",
-                extra={"event": "lock.held", "phase": "plan", "lock": lk.name},
-            )
-        return valid
-
-    def _suspended(self, now: float) -> Suspended | None:
-        """An active suspend; an expired one (``--for``) is removed."""
-        found = self.state.read_suspend()
-        if found is None:
-            return None
-        if not found.active(now):
-            log.info(
-                "the suspend's --for duration is over: applies resume",
-                extra={"event": "suspend.expired", "phase": "plan"},
-            )
-            self.state.clear_suspend()
-            return None
-        return found
-
-    def _skip(self, plan: Hold | Backoff | Paused) -> None:
-        """No apply this tick: say why and when the next attempt is; no report."""
-        self.rec.revision = plan.revision
-        self.rec.message = plan.reason
-        if isinstance(plan, Paused):
-            self.rec.outcome, self.rec.code = "held", Code.SUSPENDED
-            until = plan.suspended.until
-            log.warning(
-                plan.reason,
-                extra={
-                    "event": "plan.suspended",
-                    "phase": "plan",
-                    "since": report.rfc3339(plan.suspended.since, "seconds"),
-                    "until": report.rfc3339(until, "seconds") if until else None,
-                },
-            )
-        elif isinstance(plan, Backoff):
-            self.rec.outcome, self.rec.code = "held", Code.APPLY_BACKOFF
-            next_at = report.rfc3339(plan.next_at, "seconds")
-            log.warning(
-                plan.reason,
-                extra={"event": "plan.backoff", "phase": "plan", "next_attempt_at": next_at},
-            )
-        elif plan.held.stalled:
-            self.rec.outcome, self.rec.code = "failed", Code.ROLLBACK_FAILED
-            log.error(
-                f"{Code.ROLLBACK_FAILED}: {plan.reason}",
-                extra=logs.fields(
-                    event="plan.stalled",
-                    phase="plan",
-                    code=Code.ROLLBACK_FAILED,
-                    hint="`docker ps -a` for the project; publish a fixed revision or run "
-                    "`monky-deployd apply --once --retry`",
-                ),
-            )
-        else:
-            self.rec.outcome, self.rec.code = "held", Code.REVISION_HELD
-            log.warning(plan.reason, extra={"event": "plan.hold", "phase": "plan"})
-
     # -- restore and apply -------------------------------------------------------------------
 
     def _restore(self, plan: Restore) -> None:
@@ -385,7 +282,12 @@ class _Tick:
             ready = self._check(plan)
             steps.run(self.ctx, apply_steps(plan, ready), self.phase)
         except DeployError as err:
-            self._recover(plan, ready, err)
+            recover.recover(
+                recover.Failure(plan, ready, err, self.held),
+                self.ctx,
+                self.phase,
+                self.options.rand(),
+            )
         if plan.locks:
             self.rec.outcome, self.rec.code = "held", Code.UPDATE_LOCKED
             self.rec.message = (
@@ -398,64 +300,6 @@ class _Tick:
         running = sum(1 for s in self.rec.services if s["state"] == "running")
         self.rec.outcome = "applied"
         self.rec.message = f"applied {plan.revision}: {running} services running (verified)"
-
-    def _recover(self, plan: Apply, ready: Ready | None, err: DeployError) -> None:
-        """After a failed apply: roll back and hold, or back off; always raises."""
-        failed_phase = next((p.name for p in reversed(self.rec.phases) if not p.ok), "-")
-        lkg = plan.previous
-        step = recovery.after_failure(
-            revision=plan.revision,
-            code=err.code,
-            message=err.message,
-            failed_phase=failed_phase,
-            lkg=lkg.revision if lkg else None,
-            on_failure=ready.on_failure if ready else "rollback",
-            previous=self.held,
-            now=self.clock(),
-            base_s=self.cfg.backoff.base_s,
-            cap_s=self.cfg.backoff.cap_s,
-            jitter=self.cfg.backoff.jitter,
-            u=self.options.rand(),
-        )
-        if step.rollback_to is None or ready is None or lkg is None:
-            self.state.write_held(step.held)
-            if step.held.next_attempt_at is not None:
-                when = report.rfc3339(step.held.next_attempt_at, "seconds")
-                log.warning(
-                    f"revision {plan.revision} failed (attempt {step.held.attempts}); "
-                    f"next attempt at {when} unless the desired revision changes",
-                    extra={"event": "apply.backoff", "next_attempt_at": when},
-                )
-            raise err
-        log.warning(
-            f"revision {plan.revision} failed in {failed_phase} ({err.code}); "
-            f"rolling back to {lkg.revision} (pinned images, no pull)",
-            extra={"event": "rollback.start", "revision": plan.revision, "to": lkg.revision},
-        )
-        _fail_first(self.rec, err)  # the real fault's line comes before the rollback's
-        try:
-            steps.run(self.ctx, rollback_steps(ready, lkg), self.phase)
-        except DeployError as rb_err:
-            self.rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
-            self.state.write_held(recovery.after_rollback(step.held, ok=False))
-            raise DeployError(
-                f"revision {plan.revision} failed ({err.code}: {err.message}) and the rollback "
-                f"to {lkg.revision} failed too ({rb_err.code}: {rb_err.message}); the box is "
-                "stalled: no tick applies or rolls back on its own",
-                code=Code.ROLLBACK_FAILED,
-                hint="`docker ps -a` and `docker logs` for the project; publish a fixed "
-                "revision, or fix the box and run `monky-deployd apply --once --retry`",
-                detail="\n".join(d for d in (err.detail, rb_err.detail) if d),
-            ) from rb_err
-        self.rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=True)
-        self.state.write_held(recovery.after_rollback(step.held, ok=True))
-        raise DeployError(
-            f"{err.message}; rolled back to {lkg.revision} (verified) and holding {plan.revision}",
-            code=err.code,
-            hint=err.hint,
-            detail=err.detail,
-            outcome=err.outcome,
-        )
 
     def _check(self, plan: Apply) -> Ready:
         """Every check of an apply, each in its phase: nothing on the box changes."""
@@ -499,13 +343,15 @@ class _Tick:
         started = time.monotonic()
         self.rec.finished_at = self.clock()
         ok = True
+        body = report.body(self.rec)
         try:
             with logs.phase("report"):
-                self.tenancy.report(self.token.token, report.body(self.rec))
+                self.tenancy.report(self.token.token, body)
         except DeployError as err:
             ok = False
             log.warning(
-                f"report not delivered (the deploy outcome stands): {err}",
+                f"report not delivered (the deploy outcome stands); kept for a later tick: {err}",
                 extra={"event": "report.failed", "phase": "report", "code": err.code},
             )
+            recover.keep_report(self.state, self.rec, body)
         self.rec.phases.append(PhaseTiming("report", ok, int((time.monotonic() - started) * 1000)))

@@ -8,6 +8,8 @@ Layout::
     <state_dir>/host.json            cached host facts for the check-in (0600)
     <state_dir>/held.json            a failed revision: held, or its backoff (0600)
     <state_dir>/suspend.json         ``monky-deployd suspend``: why and until when (0600)
+    <state_dir>/outbox/<ts>-<tick>.json  reports tenancy did not take, oldest first (0600;
+                                     at most OUTBOX_MAX, the oldest dropped)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
     <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600); once
                                      verified also release.json (its images) and
@@ -51,6 +53,7 @@ __all__ = ["COMPOSE_FILE", "ENV_FILE", "PINS_FILE", "RELEASE_FILE", "Applied", "
 COMPOSE_FILE = "compose.yaml"
 ENV_FILE = ".env"
 RELEASE_FILE = "release.json"
+OUTBOX_MAX = 20
 PINS_FILE = "compose.pinned.yaml"
 
 
@@ -65,6 +68,7 @@ class StateDir:
         self.host_file = root / "host.json"
         self.held_file = root / "held.json"
         self.suspend_file = root / "suspend.json"
+        self.outbox_dir = root / "outbox"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root)
@@ -177,6 +181,30 @@ class StateDir:
         except OSError as exc:
             raise DeployError(
                 f"cannot remove {path}: {exc.strerror}",
+                code=Code.STATE_UNWRITABLE,
+                hint=f"ownership and permissions of {self.root}",
+            ) from exc
+
+    # -- report outbox -----------------------------------------------------------------------
+
+    def outbox_put(self, name: str, body: bytes) -> None:
+        """Keep an undelivered report (its body is already masked); drop the oldest beyond
+        OUTBOX_MAX. ``name`` sorts by age (``<ms>-<tick_id>``)."""
+        ensure_private_dir(self.outbox_dir)
+        atomic_write(self.outbox_dir / f"{name}.json", body, 0o600)
+        kept = self.outbox()
+        for stale in kept[: max(0, len(kept) - OUTBOX_MAX)]:
+            stale.unlink(missing_ok=True)
+
+    def outbox(self) -> list[Path]:
+        """The kept reports, oldest first; empty when there is no outbox."""
+        try:
+            return sorted(p for p in self.outbox_dir.iterdir() if p.name.endswith(".json"))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise DeployError(
+                f"cannot list the report outbox {self.outbox_dir}: {exc.strerror}",
                 code=Code.STATE_UNWRITABLE,
                 hint=f"ownership and permissions of {self.root}",
             ) from exc
