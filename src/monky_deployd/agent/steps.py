@@ -34,7 +34,7 @@ from monky_deployd.core.plan import (
     Verify,
     host_facts_usable,
 )
-from monky_deployd.core.records import Release, ReleaseImage
+from monky_deployd.core.records import Journal, Release, ReleaseImage
 from monky_deployd.core.report import TickRecord
 
 log = logging.getLogger("monky_deployd")
@@ -199,8 +199,10 @@ EXECUTORS: dict[type[Any], Callable[[Context, Any], None]] = {
 
 
 def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase) -> None:
-    """Perform ``steps`` in order, each inside its phase; the first failure ends the run."""
+    """Perform ``steps`` in order, each inside its phase; the first failure ends the run.
+    Each step is journaled (``journal.json``) before it runs: a killed tick leaves it behind."""
     for step in steps:
+        ctx.state.write_journal(Journal(step.revision, step.phase, ctx.rec.tick_id, ctx.clock()))
         with phase(step.phase):
             EXECUTORS[type(step)](ctx, step)
 

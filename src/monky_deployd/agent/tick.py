@@ -206,6 +206,13 @@ class _Tick:
                 running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
         self.held = recover.forget_preempted(self.state, self.held, answer.status, desired, applied)
         now = self.clock()
+        interrupted = self.state.read_journal()
+        if interrupted is not None:
+            log.warning(
+                f"the tick {interrupted.tick_id} was killed during {interrupted.phase} of "
+                f"revision {interrupted.revision}; this tick resumes or restores",
+                extra={"event": "journal.interrupted", "phase": "plan"},
+            )
         plan = decide(
             Facts(
                 answer.status,
@@ -218,8 +225,11 @@ class _Tick:
                 self.options.retry,
                 recover.valid_locks(self.cfg, now),
                 recover.active_suspend(self.state, now),
+                interrupted,
             )
         )
+        if interrupted is not None:
+            self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
             recover.skip(self.rec, plan)
             return
@@ -237,9 +247,11 @@ class _Tick:
                 self.rec.revision = plan.revision
                 self._apply(plan)
         except _Skipped:
+            self.state.clear_journal()
             return  # an update lock: pulled, nothing recreated, no report (tried next tick)
         except DeployError as err:
             _fail(self.rec, err)
+        self.state.clear_journal()  # the apply or restore ended (a killed tick leaves it)
         self._report()
 
     # -- check-in ----------------------------------------------------------------------------

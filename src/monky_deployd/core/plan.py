@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from monky_deployd.core.gates import Lock
-from monky_deployd.core.records import Held, Suspended
+from monky_deployd.core.records import Held, Journal, Suspended
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.services import Service
 
@@ -56,6 +56,7 @@ class Facts:
     retry: bool = False  # ``apply --once --retry``: the operator overrides a hold or a backoff
     locks: tuple[Lock, ...] = ()  # valid update locks (``core.gates``): pull, do not recreate
     suspended: Suspended | None = None  # an active ``monky-deployd suspend``
+    interrupted: Journal | None = None  # the step a killed tick left behind (journal.json)
 
 
 # -- what the tick is for ----------------------------------------------------------------------
@@ -133,6 +134,10 @@ class Paused:
 
 
 Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused
+
+
+# steps after which a killed tick may have left another revision's containers behind
+INTERRUPTING = frozenset({"down", "up", "verify", "rollback"})
 
 
 def needs_container_check(
@@ -219,6 +224,14 @@ def _decide(f: Facts) -> Plan:
         if held is not None and held.revision == desired:
             reason += " (operator retry)"
         return _apply(f, desired, reason)
+    cut = f.interrupted
+    if cut is not None and cut.revision != desired and cut.phase in INTERRUPTING:
+        return Restore(
+            applied,
+            applied.services,
+            f"a tick was killed during {cut.phase} of revision {cut.revision}: bringing the "
+            f"last-known-good {desired} back (pinned, no pull)",
+        )
     if f.running is None:
         return _apply(f, desired, f"revision {desired}: container state unknown")
     missing = down_services(applied.services, f.running)

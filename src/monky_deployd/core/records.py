@@ -6,6 +6,7 @@
     host.json     ``HostFacts``   the check-in's host facts (compact json.dumps, no newline)
     held.json     ``Held``        a revision that failed: held, or waiting for its backoff
     suspend.json  ``Suspended``   ``monky-deployd suspend``: applies stop until resume/until
+    journal.json  ``Journal``     the box step an apply is in, written before the step runs
     revisions/<rev>/release.json  ``Release``  a verified revision: the images it ran (pinned)
 
 Each ``to_json`` writes the bytes the hand-rolled writers before it wrote (tests/unit/core/
@@ -37,6 +38,7 @@ __all__ = [
     "Applied",
     "Held",
     "HostFacts",
+    "Journal",
     "Release",
     "ReleaseImage",
     "Stored",
@@ -279,3 +281,29 @@ class Suspended:
             except (ValidationError, TypeError):
                 pass
         raise ValueError("not a suspend record")
+
+
+# -- journal.json ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Journal:
+    """The box step a tick is about to run: left behind only when that tick was killed."""
+
+    revision: str  # the revision the step belongs to
+    phase: str  # stage | pull | down | up | verify | rollback | commit
+    tick_id: str = ""
+    at: float = 0.0
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> Journal:
+        data = _parse(raw)
+        if isinstance(data, dict):
+            try:
+                return Journal(**data)
+            except (ValidationError, TypeError):
+                pass
+        raise ValueError("not a journal record")

@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,7 +32,7 @@ from monky_deployd.core.plan import (
     restore_steps,
     rollback_steps,
 )
-from monky_deployd.core.records import Held
+from monky_deployd.core.records import Held, Journal
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.services import Service
 
@@ -330,3 +331,28 @@ def test_a_hold_never_blocks_another_revision_and_retry_always_applies(
     else:
         assert isinstance(plan, Backoff) == (now < next_at)
         assert isinstance(plan, Apply) == (now >= next_at)
+
+
+# -- a killed tick ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", ["down", "up", "verify", "rollback"])
+def test_a_tick_killed_after_the_box_changed_brings_the_lkg_back(phase: str) -> None:
+    cut = Journal("r2", phase, "t1", 0.0)
+    running = (svc("db"), svc("web"))  # r2's containers carry the same service names
+    plan = decide(Facts(200, "r1", applied("r1"), running, BUNDLE, interrupted=cut))
+    assert isinstance(plan, Restore) and plan.missing == ("db", "web")
+    assert "killed" in plan.reason
+
+
+@pytest.mark.parametrize("phase", ["stage", "pull", "commit"])
+def test_a_tick_killed_before_the_box_changed_is_a_noop(phase: str) -> None:
+    cut = Journal("r2", phase, "t1", 0.0)
+    running = (svc("db"), svc("web"))
+    assert isinstance(decide(Facts(304, None, applied("r1"), running, None, interrupted=cut)), Noop)
+
+
+def test_a_killed_apply_of_the_desired_revision_is_resumed() -> None:
+    cut = Journal("r2", "verify", "t1", 0.0)
+    plan = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, interrupted=cut))
+    assert isinstance(plan, Apply) and plan.revision == "r2"

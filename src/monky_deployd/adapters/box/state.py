@@ -8,6 +8,7 @@ Layout::
     <state_dir>/host.json            cached host facts for the check-in (0600)
     <state_dir>/held.json            a failed revision: held, or its backoff (0600)
     <state_dir>/suspend.json         ``monky-deployd suspend``: why and until when (0600)
+    <state_dir>/journal.json         the box step running now; left behind by a killed tick
     <state_dir>/outbox/<ts>-<tick>.json  reports tenancy did not take, oldest first (0600;
                                      at most OUTBOX_MAX, the oldest dropped)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
@@ -41,6 +42,7 @@ from monky_deployd.core.records import (
     Applied,
     Held,
     HostFacts,
+    Journal,
     Release,
     Suspended,
     TokenState,
@@ -69,6 +71,7 @@ class StateDir:
         self.held_file = root / "held.json"
         self.suspend_file = root / "suspend.json"
         self.outbox_dir = root / "outbox"
+        self.journal_file = root / "journal.json"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root)
@@ -184,6 +187,23 @@ class StateDir:
                 code=Code.STATE_UNWRITABLE,
                 hint=f"ownership and permissions of {self.root}",
             ) from exc
+
+    # -- step journal ------------------------------------------------------------------------
+
+    def read_journal(self) -> Journal | None:
+        raw = read_if_exists(self.journal_file)
+        if raw is None:
+            return None
+        try:
+            return Journal.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_journal(self, entry: Journal) -> None:
+        atomic_write(self.journal_file, entry.to_json(), 0o600)
+
+    def clear_journal(self) -> None:
+        self._remove(self.journal_file)
 
     # -- report outbox -----------------------------------------------------------------------
 

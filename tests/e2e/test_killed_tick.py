@@ -1,0 +1,92 @@
+"""End to end: a tick killed with SIGKILL in the middle of an apply, against real Docker. The
+next tick resumes the apply (the revision is still desired) or brings the last-known-good back
+(tenancy went back to it), and spends no extra lease."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.lab import CLI, Lab
+
+pytestmark = pytest.mark.docker
+
+SECRET = "s3cr3t-killed"
+
+
+@pytest.fixture(scope="module")
+def web_image(registry: Registry, busybox_image: str) -> str:
+    return registry.push(busybox_image, "env-e2e-01/web", "1.0")
+
+
+@pytest.fixture
+def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
+    lab = Lab(tmp_path, registry, web_image)
+    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": SECRET})
+    try:
+        yield lab
+    finally:
+        lab.cleanup()
+
+
+def kill_during(lab: Lab, phase: str) -> None:
+    """Start a tick and SIGKILL it once journal.json says it is in ``phase``."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
+    proc = subprocess.Popen(
+        (*CLI, "apply", "--once", "--config", str(lab.config_path)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    journal = lab.state_dir / "journal.json"
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if json.loads(journal.read_text())["phase"] == phase:
+                    break
+            except (FileNotFoundError, ValueError, KeyError):
+                pass
+            time.sleep(0.02)
+        assert proc.poll() is None, f"the tick ended before reaching {phase}"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert json.loads(journal.read_text())["phase"] == phase
+
+
+def template(level: str) -> str:
+    return "DB_PASSWORD=${DB_PASSWORD}\nLOG_LEVEL=" + level + "\n"
+
+
+@pytest.mark.parametrize("back_to_lkg", [False, True], ids=["resume", "lkg"])
+def test_a_tick_killed_during_verify(lab: Lab, back_to_lkg: bool) -> None:
+    lab.estate.tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
+    assert lab.tick().rc == 0
+    leases = lab.estate.tenancy.lease_requests
+    lab.write_config(verify={"stable_s": 20, "deadline_s": 60, "poll_s": 0.25})
+    lab.estate.tenancy.set_desired("r2", lab.bundle(env_template=template("debug")))
+    kill_during(lab, "verify")
+    assert lab.container_env()["LOG_LEVEL"] == "debug"  # r2's container, not yet verified
+    lab.write_config()  # short windows again
+    if back_to_lkg:
+        lab.estate.tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
+    run = lab.tick()
+    assert run.rc == 0, run.stdout
+    assert run.events("journal.interrupted")
+    want = "r1" if back_to_lkg else "r2"
+    assert run.summary["revision"] == want
+    assert lab.container_env()["LOG_LEVEL"] == ("info" if back_to_lkg else "debug")
+    assert json.loads((lab.state_dir / "applied.json").read_text())["revision"] == want
+    assert not (lab.state_dir / "journal.json").exists()
+    assert lab.estate.tenancy.lease_requests == leases, "no extra lease"
+    steady = lab.tick()
+    assert steady.summary["outcome"] == "noop", steady.stdout
