@@ -20,7 +20,7 @@ from monky_deployd.adapters.box import docker_api, docker_config, runner
 from monky_deployd.adapters.box.compose import Compose, docker_env
 from monky_deployd.adapters.box.state import Applied, StateDir
 from monky_deployd.config import Config
-from monky_deployd.core import report, wire
+from monky_deployd.core import prune, report, wire
 from monky_deployd.core import verify as verdict
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.plan import (
@@ -171,8 +171,35 @@ def commit(ctx: Context, step: Commit) -> None:
     ctx.state.write_applied(Applied(step.revision, step.project, running, now))
     ctx.state.clear_held()
     keep = {step.revision} | ({step.previous} if step.previous else set())
-    ctx.state.prune_revisions(keep=keep)
+    pruned = ctx.state.prune_revisions(keep=keep)
+    if pruned:
+        remove_images(ctx, pruned, keep)
     refresh_host_facts(ctx)
+
+
+def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
+    """``docker image rm <id>`` (never forced) for images only pruned releases ran
+    (``core.prune``); a refusal (a container uses it, several tags name it) is only logged."""
+    kept = [r for r in (ctx.state.read_release(rev) for rev in keep) if r is not None]
+    try:
+        in_use = docker_api.images_in_use(ctx.cfg.docker)
+    except DeployError as err:
+        log.warning(f"images not pruned: {err}", extra={"event": "prune.skipped"})
+        return
+    env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
+    for image_id in prune.images_to_remove(pruned, kept, in_use):
+        result = runner.run(
+            (ctx.cfg.docker.binary, "image", "rm", image_id),
+            env=env,
+            timeout=ctx.cfg.docker.command_timeout_s,
+            check=False,
+        )
+        ok = result.returncode == 0
+        log.info(
+            f"image {image_id[:19]} of a pruned release "
+            + ("removed" if ok else f"kept: {runner.last_line(result.stderr)}"),
+            extra={"event": "prune.image", "image": image_id, "removed": ok},
+        )
 
 
 def _digest(ctx: Context, c: verdict.ContainerObs) -> str:

@@ -69,3 +69,15 @@ def test_backoff_doubles_from_one_interval_capped_and_jittered_down(n: int, u: f
     plain = min(3600.0, 60.0 * 2 ** (n - 1))
     assert 0.8 * plain <= d <= plain <= 3600.0
     assert backoff_delay(n + 1, 60.0, 3600.0, 0.0, u) >= backoff_delay(n, 60.0, 3600.0, 0.0, u)
+
+
+def test_prune_removes_only_images_no_kept_release_or_container_uses() -> None:
+    from monky_deployd.core.prune import images_to_remove
+    from monky_deployd.core.records import Release, ReleaseImage
+
+    def rel(rev: str, *ids: str) -> Release:
+        return Release(rev, "p", [], {f"s{i}": ReleaseImage(x) for i, x in enumerate(ids)})
+
+    pruned = [rel("r1", "sha256:a", "sha256:b", "sha256:c"), rel("r0", "sha256:d", "")]
+    kept = [rel("r3", "sha256:b")]
+    assert images_to_remove(pruned, kept, {"sha256:c"}) == ("sha256:a", "sha256:d")

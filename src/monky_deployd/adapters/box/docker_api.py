@@ -173,3 +173,13 @@ def repo_digests(cfg: DockerCfg, image_id: str) -> list[str]:
     info = _get(cfg, f"/images/{image_id}/json", None, f"image {image_id[:19]}")
     digests = info.get("RepoDigests") if isinstance(info, dict) else None
     return [str(d) for d in digests] if isinstance(digests, list) else []
+
+
+def images_in_use(cfg: DockerCfg) -> set[str]:
+    """The image ID of every container on the engine, of any project, in any state."""
+    rows = _get(cfg, "/containers/json", {"all": "1"}, "every container")
+    return {
+        str(r.get("ImageID", ""))
+        for r in (rows if isinstance(rows, list) else [])
+        if isinstance(r, dict)
+    }

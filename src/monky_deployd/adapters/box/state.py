@@ -297,15 +297,21 @@ class StateDir:
             ) from exc
         return final
 
-    def prune_revisions(self, keep: set[str]) -> None:
-        """Remove every revision directory not in ``keep`` (and leftover staging dirs)."""
+    def prune_revisions(self, keep: set[str]) -> list[Release]:
+        """Remove every revision directory not in ``keep`` (and leftover staging dirs); the
+        releases of the removed ones (for their images)."""
         try:
             dirs = [p for p in self.revisions_dir.iterdir() if p.is_dir()]
         except OSError:
-            return
+            return []
+        removed: list[Release] = []
         for stale in dirs:
             if stale.name not in keep:
+                release = self.read_release(stale.name)
+                if release is not None:
+                    removed.append(release)
                 shutil.rmtree(stale, ignore_errors=True)
+        return removed
 
 
 def _read_holder(fd: int) -> str:
