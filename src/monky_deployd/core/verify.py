@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import yaml
+
 from monky_deployd.core.errors import Code
 
 
@@ -71,6 +73,29 @@ class Waiting:
 
 
 Verdict = Passed | Failed | Waiting
+
+
+def started_services(compose: str, services: tuple[str, ...]) -> tuple[str, ...]:
+    """The services ``docker compose up`` starts, so the ones to verify and to keep running:
+    not those behind a ``profiles`` list, nor those scaled to zero (``scale: 0``,
+    ``deploy.replicas: 0``). A compose file that does not parse keeps every service."""
+    try:
+        doc = yaml.safe_load(compose)
+        defs = doc["services"]
+    except (yaml.YAMLError, TypeError, KeyError):
+        return services
+    if not isinstance(defs, dict):
+        return services
+
+    def starts(name: str) -> bool:
+        d = defs.get(name)
+        if not isinstance(d, dict):
+            return True
+        deploy = d.get("deploy")
+        replicas = deploy.get("replicas") if isinstance(deploy, dict) else None
+        return not d.get("profiles") and d.get("scale") != 0 and replicas != 0
+
+    return tuple(name for name in services if starts(name))
 
 
 def start(now: float) -> Watch:

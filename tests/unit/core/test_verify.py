@@ -191,3 +191,15 @@ def test_a_steady_project_passes_exactly_when_the_window_is_over(times: list[flo
     verdicts = run(SERVICES, seq)
     for (now, _), verdict in zip(seq, verdicts, strict=False):
         assert isinstance(verdict, Passed) == (now - seq[0][0] >= WINDOW)
+
+
+def test_services_behind_a_profile_or_scaled_to_zero_are_not_expected() -> None:
+    from monky_deployd.core.verify import started_services
+
+    compose = (
+        "services:\n  web: {image: x}\n  debug: {image: x, profiles: [debug]}\n"
+        "  idle: {image: x, scale: 0}\n  gone: {image: x, deploy: {replicas: 0}}\n"
+    )
+    names = ("debug", "gone", "idle", "web")
+    assert started_services(compose, names) == ("web",)
+    assert started_services("[not, a, mapping]", names) == names
