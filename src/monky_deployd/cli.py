@@ -158,10 +158,17 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
             body = {
                 "applied": None if applied is None else dataclasses.asdict(applied),
                 "held": None if held is None else dataclasses.asdict(held),
+                "next_attempt_at": rfc3339(held.next_attempt_at, "seconds")
+                if held and held.next_attempt_at
+                else None,
                 "stalled": bool(held and held.stalled),
                 "suspended": None
                 if sus is None or not sus.active(now)
-                else dataclasses.asdict(sus),
+                else {
+                    "since": rfc3339(sus.since, "seconds"),
+                    "until": rfc3339(sus.until, "seconds") if sus.until else None,
+                    "reason": sus.reason,
+                },
                 "locks": rows,
                 "locked": bool(valid),
             }
