@@ -143,7 +143,8 @@ def test_a_healthcheck_that_never_passes_rolls_back(lab: Lab) -> None:
     apply_good(lab)
     sick = {
         "healthcheck": {
-            "test": ["CMD", "sh", "-c", "echo not-ready-yet; exit 1"],
+            # the output carries the secret: the report's detail must mask it
+            "test": ["CMD", "sh", "-c", "echo not-ready-yet $$DB_PASSWORD; exit 1"],
             "interval": "1s",
             "timeout": "1s",
             "retries": 1,
@@ -161,6 +162,21 @@ def test_a_healthcheck_that_never_passes_rolls_back(lab: Lab) -> None:
     assert back.rc == 0 and back.summary["revision"] == "r1", back.stdout
     assert lab.estate.tenancy.reports[-1]["message"].startswith("restored")
     assert lab.pulls() == pulls
+    assert_lkg_running(lab)
+    assert_held_then_newer_applies(lab)
+
+
+def test_an_up_that_fails_half_way_rolls_back(lab: Lab) -> None:
+    apply_good(lab)
+    # web is recreated with r2's .env, then the second service cannot be created
+    broken = {"network_mode": "container:no-such-container-" + lab.project}
+    lab.estate.tenancy.set_desired("r2", bundle(lab, log_level="debug", extra={"broken": broken}))
+    run = lab.tick()
+    assert run.rc == 1, run.stdout
+    assert run.errors[0]["code"] == "UP_FAILED" and run.errors[0]["phase"] == "up"
+    rep = lab.estate.tenancy.reports[-1]
+    assert rep["code"] == "UP_FAILED" and rep["rollback"] == {"to_revision": "r1", "ok": True}
+    assert [p["name"] for p in rep["phases"]][-3:] == ["up", "rollback", "verify"]
     assert_lkg_running(lab)
     assert_held_then_newer_applies(lab)
 
