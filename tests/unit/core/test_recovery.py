@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 from hypothesis import given
@@ -81,3 +83,66 @@ def test_prune_removes_only_images_no_kept_release_or_container_uses() -> None:
     pruned = [rel("r1", "sha256:a", "sha256:b", "sha256:c"), rel("r0", "sha256:d", "")]
     kept = [rel("r3", "sha256:b")]
     assert images_to_remove(pruned, kept, {"sha256:c"}) == ("sha256:a", "sha256:d")
+
+
+# -- no apply-rollback loop: ticks simulated through decide() and after_failure() ---------------
+
+
+@given(
+    desired=st.lists(st.sampled_from(["bad1", "bad2", "good"]), min_size=1, max_size=40),
+    failing_phase=st.sampled_from(["verify", "up", "pull", "bundle"]),
+    rollback_ok=st.booleans(),
+    on_failure=st.sampled_from(["rollback", "retry"]),
+)
+def test_a_failing_revision_is_applied_once_per_change_when_rolled_back(
+    desired: list[str], failing_phase: str, rollback_ok: bool, on_failure: str
+) -> None:
+    from monky_deployd.core.plan import AppliedFacts, Apply, Facts, decide
+    from monky_deployd.core.services import Service
+
+    bundle = {"project": "p"}
+    applied = AppliedFacts("lkg", "p", ("web",))
+    running = (Service("web", "running", "", "img"),)
+    held: Held | None = None
+    now = 0.0
+    applies: list[tuple[int, str]] = []
+    for tick, rev in enumerate(desired):
+        if held is not None and held.revision != rev:
+            held = None  # the tick forgets a hold the desired revision no longer names
+        facts = Facts(200, rev, applied, running if rev == applied.revision else None, bundle)
+        plan = decide(dataclasses.replace(facts, held=held, now=now))
+        if isinstance(plan, Apply):
+            applies.append((tick, rev))
+            if rev == "good":
+                applied, held = AppliedFacts("good", "p", ("web",)), None
+            else:
+                got = after_failure(
+                    revision=rev,
+                    code=Code.VERIFY_EXITED,
+                    message="m",
+                    failed_phase=failing_phase,
+                    lkg=applied.revision,
+                    on_failure=on_failure,
+                    previous=held,
+                    now=now,
+                    base_s=60.0,
+                    cap_s=3600.0,
+                    jitter=0.2,
+                    u=0.5,
+                )
+                held = got.held
+                if got.rollback_to is not None:
+                    held = after_rollback(held, rollback_ok)
+        now += 60.0
+    # per run of one unchanged bad desired revision: one apply when it is rolled back (then
+    # held), else attempts that back off exponentially
+    rolled_back = failing_phase in ("verify", "up") and on_failure == "rollback"
+    start = 0
+    for end in range(1, len(desired) + 1):
+        if end < len(desired) and desired[end] == desired[start]:
+            continue
+        rev, length = desired[start], end - start
+        count = sum(1 for t, r in applies if start <= t < end and r == rev)
+        if rev != "good":
+            assert count <= (1 if rolled_back else 2 + math.log2(length))
+        start = end
