@@ -1,4 +1,5 @@
-"""End to end: a tick killed with SIGKILL in the middle of an apply, against real Docker. The
+"""End to end: a tick killed with SIGKILL (its docker children too) during pull, up or verify,
+against real Docker. The
 next tick resumes the apply (the revision is still desired) or brings the last-known-good back
 (tenancy went back to it), and spends no extra lease."""
 
@@ -38,13 +39,15 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
 
 
 def kill_during(lab: Lab, phase: str) -> None:
-    """Start a tick and SIGKILL it once journal.json says it is in ``phase``."""
+    """Start a tick and SIGKILL it, with its docker children (as systemd kills the unit's
+    cgroup), once journal.json says it is in ``phase``."""
     env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
     proc = subprocess.Popen(
         (*CLI, "apply", "--once", "--config", str(lab.config_path)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=env,
+        start_new_session=True,
     )
     journal = lab.state_dir / "journal.json"
     deadline = time.monotonic() + 120
@@ -55,9 +58,9 @@ def kill_during(lab: Lab, phase: str) -> None:
                     break
             except (FileNotFoundError, ValueError, KeyError):
                 pass
-            time.sleep(0.02)
+            time.sleep(0.01)
         assert proc.poll() is None, f"the tick ended before reaching {phase}"
-        os.kill(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
     assert json.loads(journal.read_text())["phase"] == phase
@@ -67,15 +70,20 @@ def template(level: str) -> str:
     return "DB_PASSWORD=${DB_PASSWORD}\nLOG_LEVEL=" + level + "\n"
 
 
-@pytest.mark.parametrize("back_to_lkg", [False, True], ids=["resume", "lkg"])
-def test_a_tick_killed_during_verify(lab: Lab, back_to_lkg: bool) -> None:
+@pytest.mark.parametrize(
+    ("phase", "back_to_lkg"),
+    [("pull", False), ("up", False), ("up", True), ("verify", False), ("verify", True)],
+    ids=["pull-resume", "up-resume", "up-lkg", "verify-resume", "verify-lkg"],
+)
+def test_a_killed_tick(lab: Lab, phase: str, back_to_lkg: bool) -> None:
     lab.estate.tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
     assert lab.tick().rc == 0
     leases = lab.estate.tenancy.lease_requests
     lab.write_config(verify={"stable_s": 20, "deadline_s": 60, "poll_s": 0.25})
     lab.estate.tenancy.set_desired("r2", lab.bundle(env_template=template("debug")))
-    kill_during(lab, "verify")
-    assert lab.container_env()["LOG_LEVEL"] == "debug"  # r2's container, not yet verified
+    kill_during(lab, phase)
+    if phase == "verify":
+        assert lab.container_env()["LOG_LEVEL"] == "debug"  # r2's container, not yet verified
     lab.write_config()  # short windows again
     if back_to_lkg:
         lab.estate.tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
