@@ -1,7 +1,6 @@
 """End to end: a tick killed with SIGKILL (its docker children too) during pull, up or verify,
-against real Docker. The
-next tick resumes the apply (the revision is still desired) or brings the last-known-good back
-(tenancy went back to it), and spends no extra lease."""
+against real Docker. The next tick resumes the apply (the revision is still desired) or brings
+the last-known-good back (tenancy went back to it), and spends no extra lease."""
 
 from __future__ import annotations
 
