@@ -225,7 +225,12 @@ def _decide(f: Facts) -> Plan:
             reason += " (operator retry)"
         return _apply(f, desired, reason)
     cut = f.interrupted
-    if cut is not None and cut.revision != desired and cut.phase in INTERRUPTING:
+    # (a killed rollback names the revision it restores: its up may not have finished)
+    if (
+        cut is not None
+        and cut.phase in INTERRUPTING
+        and (cut.revision != desired or cut.phase == "rollback")
+    ):
         return Restore(
             applied,
             applied.services,

@@ -352,6 +352,13 @@ def test_a_tick_killed_before_the_box_changed_is_a_noop(phase: str) -> None:
     assert isinstance(decide(Facts(304, None, applied("r1"), running, None, interrupted=cut)), Noop)
 
 
+def test_a_killed_rollback_to_the_desired_revision_restores_it() -> None:
+    cut = Journal("r1", "rollback", "t1", 0.0)
+    running = (svc("db"), svc("web"))
+    plan = decide(Facts(304, None, applied("r1"), running, None, interrupted=cut))
+    assert isinstance(plan, Restore) and plan.missing == ("db", "web")
+
+
 def test_a_killed_apply_of_the_desired_revision_is_resumed() -> None:
     cut = Journal("r2", "verify", "t1", 0.0)
     plan = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, interrupted=cut))
