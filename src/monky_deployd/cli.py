@@ -171,6 +171,9 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
                 },
                 "locks": rows,
                 "locked": bool(valid),
+                "interrupted": None
+                if (cut := state.read_journal()) is None
+                else dataclasses.asdict(cut),
             }
             print(json.dumps(body, indent=2))
     return EXIT_OK

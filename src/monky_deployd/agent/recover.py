@@ -108,6 +108,11 @@ def active_suspend(state: StateDir, now: float) -> Suspended | None:
         )
         state.clear_suspend()
         return None
+    until = report.rfc3339(found.until, "seconds") if found.until else "resume"
+    log.info(
+        f"{found.describe()} until {until}",
+        extra={"event": "suspend.active", "phase": "plan"},
+    )
     return found
 
 
