@@ -228,7 +228,7 @@ class _Tick:
                 interrupted,
             )
         )
-        if interrupted is not None:
+        if interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
             recover.skip(self.rec, plan)
