@@ -7,6 +7,7 @@ revision applied on the next tick."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
-from monky_deployd_testkit.lab import Lab, Run
+from monky_deployd_testkit.lab import CLI, Lab, Run
 
 pytestmark = pytest.mark.docker
 
@@ -227,6 +228,14 @@ def test_a_failed_rollback_stalls_and_never_loops(lab: Lab) -> None:
     }
     hold = held(lab)
     assert hold is not None and hold["stalled"] is True
+    status = subprocess.run(
+        (*CLI, "status", "--config", str(lab.config_path)),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")},
+    )
+    assert json.loads(status.stdout)["stalled"] is True
     pulls, reports = lab.pulls(), len(lab.estate.tenancy.reports)
     again = lab.tick()
     assert again.rc == 1 and again.summary["code"] == "ROLLBACK_FAILED"
