@@ -608,7 +608,7 @@ def test_cli_superseded_grant_is_the_first_error_line_and_the_exit_code(
 ) -> None:
     import yaml
 
-    from monky_deployd.cli import EXIT_REFUSED
+    from monky_deployd.core.errors import EXIT_REFUSED
 
     grant = estate.write_grant(tmp_path / "grant.jwt")
     path = tmp_path / "config.yaml"
