@@ -95,7 +95,9 @@ def assert_failed_with_rollback(lab: Lab, run: Run, code: str) -> dict[str, Any]
     return rep
 
 
-def assert_held_then_newer_applies(lab: Lab, outcome: str = "rolled_back") -> None:
+def assert_held_then_newer_applies(
+    lab: Lab, outcome: str = "rolled_back", lkg_running: bool = True
+) -> None:
     pulls, reports = lab.pulls(), len(lab.estate.tenancy.reports)
     again = lab.tick()
     assert again.rc == 6, again.stdout
@@ -104,7 +106,10 @@ def assert_held_then_newer_applies(lab: Lab, outcome: str = "rolled_back") -> No
     assert lab.pulls() == pulls, "a held revision is not pulled again"
     assert len(lab.estate.tenancy.reports) == reports, "a held tick does not report"
     assert lab.estate.tenancy.checkins[-1]["applied"] == {"revision": "r1", "outcome": outcome}
-    assert_lkg_running(lab)
+    if lkg_running:
+        assert_lkg_running(lab)
+    else:  # fixing forward: the failed revision's containers stay, the LKG is not restored
+        assert lab.containers() == {}
     # a newer good revision pre-empts the hold on the very next tick
     lab.estate.tenancy.set_desired("r3", bundle(lab, log_level="warn"))
     third = lab.tick()
@@ -245,3 +250,19 @@ def test_a_failed_rollback_stalls_and_never_loops(lab: Lab) -> None:
     retry = lab.tick("--retry")
     assert lab.pulls() > pulls and len(lab.estate.tenancy.reports) == reports + 1
     assert retry.summary["code"] == "ROLLBACK_FAILED"
+
+
+def test_on_failure_retry_fixes_forward_without_a_rollback(lab: Lab) -> None:
+    apply_good(lab)
+    crash = {"command": ["sh", "-c", "sleep 1; exit 1"]}
+    lab.estate.tenancy.set_desired("r2", bundle(lab, web=crash, on_failure="retry"))
+    run = lab.tick()
+    assert run.rc == 1 and run.errors[0]["code"] == "VERIFY_EXITED", run.stdout
+    assert not run.events("rollback.start") and run.events("apply.backoff")
+    rep = lab.estate.tenancy.reports[-1]
+    assert rep["code"] == "VERIFY_EXITED" and "rollback" not in rep
+    assert lab.containers() == {}, "no rollback: r2's exited container stays"
+    hold = held(lab)
+    assert hold is not None and hold["next_attempt_at"] is not None
+    assert json.loads((lab.state_dir / "applied.json").read_text())["revision"] == "r1"
+    assert_held_then_newer_applies(lab, outcome="held", lkg_running=False)

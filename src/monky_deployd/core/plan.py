@@ -187,7 +187,7 @@ def _decide(f: Facts) -> Plan:
                 if applied is not None and f.running is not None
                 else ()
             )
-            if applied is not None and missing and not held.stalled:
+            if applied is not None and missing and not (held.stalled or held.box_changed):
                 return Restore(
                     applied,
                     missing,

@@ -186,6 +186,9 @@ class Held:
     rolled_back_to: str | None = None
     rollback_ok: bool | None = None
     stalled: bool = False
+    # the failed revision's containers replaced the last-known-good's and stay (no rollback:
+    # on_failure retry, or no LKG): a held tick must not bring the LKG back behind its back
+    box_changed: bool = False
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2, sort_keys=True).encode()

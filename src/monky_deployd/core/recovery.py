@@ -69,7 +69,9 @@ def after_failure(
         held = Held(revision, code.value, message, attempts, now, None, lkg, None, False)
         return Recovery(lkg, held)
     next_at = now + backoff_delay(attempts, base_s, cap_s, jitter, u)
-    return Recovery(None, Held(revision, code.value, message, attempts, now, next_at))
+    changed = failed_phase in CHANGING_PHASES
+    held = Held(revision, code.value, message, attempts, now, next_at, box_changed=changed)
+    return Recovery(None, held)
 
 
 def after_rollback(held: Held, ok: bool) -> Held:

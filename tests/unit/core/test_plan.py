@@ -260,6 +260,9 @@ def test_a_held_revision_still_restores_the_lkg_when_its_containers_are_gone() -
     assert isinstance(gone, Restore) and gone.missing == ("db", "web")
     stalled = decide(Facts(200, "r2", applied("r1"), (), BUNDLE, held(stalled=True), 5000.0))
     assert isinstance(stalled, Hold), "a stalled box is not brought up again on its own"
+    forward = Held("r2", "VERIFY_EXITED", "m", 1, 0.0, 9e9, box_changed=True)
+    fixing = decide(Facts(200, "r2", applied("r1"), (), BUNDLE, forward, 5000.0))
+    assert isinstance(fixing, Backoff), "on_failure retry: no rollback behind its back"
     assert needs_container_check(200, "r2", "r1", "r2")
     assert not needs_container_check(200, "r2", None, "r2")
 

@@ -51,6 +51,7 @@ def test_no_rollback_before_the_box_changed_without_lkg_or_with_retry() -> None:
     for kw in ({"failed_phase": "pull"}, {"lkg": None}, {"on_failure": "retry"}):
         got = fail(**kw)
         assert got.rollback_to is None and got.held.next_attempt_at == 1060.0
+        assert got.held.box_changed == (kw.get("failed_phase", "verify") != "pull")
 
 
 def test_attempts_count_per_revision() -> None:
