@@ -1,6 +1,8 @@
-"""End to end: a tick killed with SIGKILL (its docker children too) during pull, up or verify,
-against real Docker. The next tick resumes the apply (the revision is still desired) or brings
-the last-known-good back (tenancy went back to it), and spends no extra lease."""
+"""End to end: a tick killed with SIGKILL (its docker children too) during pull, up, verify,
+commit or a rollback, against real Docker. The next tick resumes the apply (the revision is still
+desired) or brings the last-known-good back (tenancy went back to it), and spends no extra
+lease. (stage and down are not killed here: stage writes files atomically, down runs only on a
+project rename; core.plan's unit tests cover every phase's decision.)"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import CLI, Lab
@@ -71,15 +74,36 @@ def template(level: str) -> str:
 
 @pytest.mark.parametrize(
     ("phase", "back_to_lkg"),
-    [("pull", False), ("up", False), ("up", True), ("verify", False), ("verify", True)],
-    ids=["pull-resume", "up-resume", "up-lkg", "verify-resume", "verify-lkg"],
+    [
+        ("pull", False),
+        ("up", False),
+        ("up", True),
+        ("verify", False),
+        ("verify", True),
+        ("commit", False),
+        ("rollback", True),
+    ],
+    ids=[
+        "pull-resume",
+        "up-resume",
+        "up-lkg",
+        "verify-resume",
+        "verify-lkg",
+        "commit-resume",
+        "rollback-lkg",
+    ],
 )
 def test_a_killed_tick(lab: Lab, phase: str, back_to_lkg: bool) -> None:
     lab.estate.tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
     assert lab.tick().rc == 0
     leases = lab.estate.tenancy.lease_requests
     lab.write_config(verify={"stable_s": 20, "deadline_s": 60, "poll_s": 0.25})
-    lab.estate.tenancy.set_desired("r2", lab.bundle(env_template=template("debug")))
+    r2 = lab.bundle(env_template=template("debug"))
+    if phase == "rollback":  # r2 crashes, so its verify fails and the tick rolls back
+        doc = yaml.safe_load(r2["compose"])
+        doc["services"]["web"]["command"] = ["sh", "-c", "sleep 1; exit 1"]
+        r2["compose"] = yaml.safe_dump(doc)
+    lab.estate.tenancy.set_desired("r2", r2)
     kill_during(lab, phase)
     if phase == "verify":
         assert lab.container_env()["LOG_LEVEL"] == "debug"  # r2's container, not yet verified
