@@ -147,3 +147,27 @@ def test_a_failing_revision_is_applied_once_per_change_when_rolled_back(
         if rev != "good":
             assert count <= (1 if rolled_back else 2 + math.log2(length))
         start = end
+
+
+def test_the_bundle_names_on_failure_rollback_by_default_or_retry() -> None:
+    import pytest
+
+    from monky_deployd.core.bundle import validate
+    from monky_deployd.core.errors import DeployError
+
+    raw: dict[str, Any] = {"project": "shop", "compose": "services:\n  web: {image: x}\n"}
+    assert validate("r1", raw).on_failure == "rollback"
+    assert validate("r1", {**raw, "on_failure": "retry"}).on_failure == "retry"
+    with pytest.raises(DeployError) as info:
+        validate("r1", {**raw, "on_failure": "pray"})
+    assert info.value.code is Code.BUNDLE_INVALID and "'on_failure'" in info.value.message
+
+
+def test_the_report_carries_rollback_only_after_one() -> None:
+    from monky_deployd.core.report import TickRecord, body
+    from monky_deployd.core.wire import RollbackRow
+
+    rec = TickRecord(tick_id="t", started_at=0.0)
+    assert "rollback" not in body(rec)
+    rec.rollback = RollbackRow(to_revision="r1", ok=False)
+    assert body(rec)["rollback"] == {"to_revision": "r1", "ok": False}
