@@ -9,9 +9,9 @@ tenancy requests and all OpenBao requests.
 
 Scenarios (no Docker needed: none of them reaches a container):
   steady        tenancy has no desired state: every tick is token + check-in (idle)
-  failing       the desired bundle names a secret OpenBao lacks: every tick is refused
-                (ENV_INCOMPLETE: its secret is absent) and reports, like a deploy failing every
-                60 s
+  failing       the desired bundle names a secret OpenBao lacks: every attempt is refused
+                (ENV_INCOMPLETE: its secret is absent) and reports; between attempts the
+                revision backs off (APPLY_BACKOFF: check-in only, no report)
   rate-limited  other boxes spent the environment's 5 leases just before the first tick
   box-off       like steady, but the box is off for 25 h after the first tick (lease expired)
   rotating      tenancy mints leases that cannot be renewed and the box is off for 19 h after

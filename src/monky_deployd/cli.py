@@ -1,5 +1,11 @@
 """``monky-deployd``: the command line.
 
+    apply --once [--retry]              one tick (what the timer runs)
+    status                              applied revision, held revision, suspend, update locks
+    suspend [--reason R] [--for D]      stop applies (check-ins continue) until resume / D
+    resume
+    lock list | take NAME | release NAME   the update-lock directory (locks.dir)
+
 Exit codes (documented in OPERATIONS.md):
 
     0  the box is at the desired revision (applied now or already), or no desired state exists
@@ -9,11 +15,16 @@ Exit codes (documented in OPERATIONS.md):
     4  another tick holds the lock
     5  the deploy was refused before touching containers (bad bundle, missing secret, disk,
        credential, token)
+    6  the apply was skipped: the desired revision failed here before and is held (rolled
+       back) or waits for its backoff; the box runs its last-known-good revision
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import getpass
+import json
 import logging
 import sys
 import time
@@ -21,16 +32,21 @@ from pathlib import Path
 
 from monky_deployd import __version__
 from monky_deployd.agent import logs
-from monky_deployd.config import DEFAULT_CONFIG_PATH, load
+from monky_deployd.config import DEFAULT_CONFIG_PATH, Config, load
+from monky_deployd.core import gates
 from monky_deployd.core.errors import (
     EXIT_CONFIG,
     EXIT_FAILED,
+    EXIT_HELD,
     EXIT_OK,
     EXIT_REFUSED,
+    EXIT_USAGE,
     Code,
     ConfigError,
+    DeployError,
 )
-from monky_deployd.core.report import TickRecord
+from monky_deployd.core.records import Suspended
+from monky_deployd.core.report import TickRecord, rfc3339
 
 log = logging.getLogger("monky_deployd")
 
@@ -39,9 +55,24 @@ def exit_code(rec: TickRecord) -> int:
     if rec.outcome in ("applied", "noop", "idle"):
         return EXIT_OK
     code = rec.code if isinstance(rec.code, Code) else Code.INTERNAL
+    if rec.outcome == "held":
+        return EXIT_HELD
     if rec.outcome != code.outcome:  # the raise site knew better than the catalogue
         return EXIT_REFUSED if rec.outcome == "refused" else EXIT_FAILED
     return code.exit_status
+
+
+def exit_code_of(err: DeployError) -> int:
+    return EXIT_REFUSED if err.outcome == "refused" else EXIT_FAILED
+
+
+def _config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG_PATH,
+        help=f"config file (default {DEFAULT_CONFIG_PATH})",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,12 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     apply.add_argument(
         "--once", action="store_true", required=True, help="run one tick and exit (required)"
     )
-    apply.add_argument(
-        "--config",
-        type=Path,
-        default=DEFAULT_CONFIG_PATH,
-        help=f"config file (default {DEFAULT_CONFIG_PATH})",
-    )
+    _config_arg(apply)
     apply.add_argument(
         "--log-format",
         choices=("auto", "json", "text"),
@@ -69,12 +95,95 @@ def _parser() -> argparse.ArgumentParser:
         "(JOURNAL_STREAM) each line starts with its syslog priority <N>",
     )
     apply.add_argument("--debug", action="store_true", help="also log debug lines")
+    apply.add_argument(
+        "--retry",
+        action="store_true",
+        help="apply the desired revision now even if it is held (failed and rolled back, or "
+        "stalled) or waiting for its backoff",
+    )
+    status = sub.add_parser("status", help="what is applied, held, suspended and locked (JSON)")
+    _config_arg(status)
+    suspend = sub.add_parser("suspend", help="stop applies (check-ins continue)")
+    _config_arg(suspend)
+    suspend.add_argument("--reason", default="", help="why (shown in status and the journal)")
+    suspend.add_argument("--for", dest="duration", help="resume by itself after 90s, 30m, 2h, 1d")
+    resume = sub.add_parser("resume", help="undo suspend")
+    _config_arg(resume)
+    lock = sub.add_parser("lock", help="update locks: pull but do not recreate containers")
+    _config_arg(lock)
+    lock.add_argument("action", choices=("list", "take", "release"))
+    lock.add_argument("name", nargs="?", default="operator", help="the lock's name")
+    lock.add_argument("--reason", default="", help="why (take)")
+    lock.add_argument("--ttl", help="ignore the lock after 90s, 30m, 2h, 1d (take)")
     return parser
+
+
+def _operator(args: argparse.Namespace, cfg: Config) -> int:
+    """status, suspend, resume and lock: small reads and writes of the state and lock dirs."""
+    from monky_deployd.adapters.box import locks
+    from monky_deployd.adapters.box.state import StateDir
+
+    now = time.time()
+    state = StateDir(cfg.state_dir)
+    if args.command == "suspend":
+        until = now + gates.parse_duration(args.duration) if args.duration else None
+        state.ensure().write_suspend(Suspended(now, until, args.reason))
+        print(f"suspended{' until ' + rfc3339(until, 'seconds') if until else ''}")
+    elif args.command == "resume":
+        state.clear_suspend()
+        print("resumed")
+    elif args.command == "lock" and args.action == "take":
+        ttl = gates.parse_duration(args.ttl) if args.ttl else None
+        holder = f"{getpass.getuser()} (monky-deployd lock take)"
+        print(locks.take(cfg.locks.dir, args.name, holder, args.reason, ttl))
+    elif args.command == "lock" and args.action == "release":
+        print("released" if locks.release(cfg.locks.dir, args.name) else "not held")
+    else:
+        found = locks.read_locks(cfg.locks.dir)
+        valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
+        rows = [
+            {
+                "name": lk.name,
+                "holder": lk.holder,
+                "reason": lk.reason,
+                "since": rfc3339(lk.since, "seconds"),
+                "expires": rfc3339(lk.expires_at(cfg.locks.default_ttl_s), "seconds"),
+                "stale": lk in stale,
+            }
+            for lk in found
+        ]
+        if args.command == "lock":
+            print(json.dumps(rows, indent=2))
+        else:
+            applied, held, sus = state.read_applied(), state.read_held(), state.read_suspend()
+            body = {
+                "applied": None if applied is None else dataclasses.asdict(applied),
+                "held": None if held is None else dataclasses.asdict(held),
+                "next_attempt_at": rfc3339(held.next_attempt_at, "seconds")
+                if held and held.next_attempt_at
+                else None,
+                "stalled": bool(held and held.stalled),
+                "suspended": None
+                if sus is None or not sus.active(now)
+                else {
+                    "since": rfc3339(sus.since, "seconds"),
+                    "until": rfc3339(sus.until, "seconds") if sus.until else None,
+                    "reason": sus.reason,
+                },
+                "locks": rows,
+                "locked": bool(valid),
+                "interrupted": None
+                if (cut := state.read_journal()) is None
+                else dataclasses.asdict(cut),
+            }
+            print(json.dumps(body, indent=2))
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits 2 on usage errors
-    logs.setup(args.log_format, logging.DEBUG if args.debug else logging.INFO)
+    debug = getattr(args, "debug", False)
+    logs.setup(getattr(args, "log_format", "auto"), logging.DEBUG if debug else logging.INFO)
     started = time.monotonic()
     try:
         with logs.phase("config"):
@@ -96,12 +205,22 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         return EXIT_CONFIG
+    if args.command != "apply":
+        try:
+            return _operator(args, cfg)
+        except ValueError as exc:  # a duration that does not parse
+            print(f"monky-deployd {args.command}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except DeployError as err:
+            print(str(err), file=sys.stderr)
+            return exit_code_of(err)
     config_ms = int((time.monotonic() - started) * 1000)
     from monky_deployd.agent.tick import (
+        Options,
         run_tick,  # imported after config so a bad config fails fast
     )
 
-    return exit_code(run_tick(cfg, config_ms=config_ms))
+    return exit_code(run_tick(cfg, config_ms=config_ms, options=Options(retry=args.retry)))
 
 
 if __name__ == "__main__":  # pragma: no cover

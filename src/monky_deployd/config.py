@@ -98,6 +98,38 @@ class DiskCfg(_Strict):
     headroom_bytes: Annotated[int, Field(ge=0)] = 4 * GIB
 
 
+class VerifyCfg(_Strict):
+    # A long-running service must run (and be healthy, with a healthcheck) this long without a
+    # restart; 30 s outlasts docker's first restart back-offs and most crash-on-first-request
+    # bugs while keeping an apply under a minute (OPERATIONS.md, "Verify, rollback, hold").
+    stable_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    # Give up (and roll back) when the project has not settled this long after `up`: 180 s
+    # covers slow healthchecks (start_period) and JVM starts; the timer's next start waits.
+    deadline_s: Annotated[float, Field(gt=0, le=3600)] = 180.0
+    poll_s: Annotated[float, Field(gt=0, le=60)] = 1.0
+
+    @model_validator(mode="after")
+    def _window_fits(self) -> VerifyCfg:
+        if self.stable_s > self.deadline_s:
+            raise ValueError("verify.stable_s must not exceed verify.deadline_s")
+        return self
+
+
+class BackoffCfg(_Strict):
+    # A failed or refused revision's next attempt: base_s (one timer interval), doubling per
+    # attempt, capped at cap_s, shortened by up to `jitter` of itself so boxes spread out.
+    base_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
+    cap_s: Annotated[float, Field(gt=0, le=86400)] = 3600.0
+    jitter: Annotated[float, Field(ge=0, le=0.5)] = 0.2
+
+
+class LocksCfg(_Strict):
+    # The update-lock directory an app can bind-mount (a runtime dir: locks die with a reboot).
+    dir: Path = Path("/run/monky-deployd/locks")
+    # A lock without its own ttl_s is ignored (with a warning) this long after it was written.
+    default_ttl_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 3600.0
+
+
 class Config(_Strict):
     env: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
     transport: Literal["ziti", "plain"] = "ziti"
@@ -109,6 +141,9 @@ class Config(_Strict):
     token: TokenCfg = TokenCfg()
     docker: DockerCfg = DockerCfg()
     disk: DiskCfg = DiskCfg()
+    verify: VerifyCfg = VerifyCfg()
+    backoff: BackoffCfg = BackoffCfg()
+    locks: LocksCfg = LocksCfg()
     lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
     # The whole tick, overall: past it the tick ends with TICK_DEADLINE at the next phase, and
     # every request and child gets at most the time left. Covers a full pull + up by default.

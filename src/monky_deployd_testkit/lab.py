@@ -70,6 +70,8 @@ class Lab:
         cfg = self.estate.config(state_dir=self.state_dir, grant_file=self.grant_file)
         cfg["disk"] = {"headroom_bytes": 64 * 1024 * 1024}
         cfg["lock_wait_s"] = 1
+        # short verify windows: tests count what happened, never how long it took
+        cfg["verify"] = {"stable_s": 2, "deadline_s": 30, "poll_s": 0.25}
         cfg.update(overrides)
         self.config_path.write_text(yaml.safe_dump(cfg))
 

@@ -8,10 +8,12 @@ it happened in.
 
 from __future__ import annotations
 
+import logging
 import socket
+import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +23,27 @@ from monky_deployd.adapters.box.state import ENV_FILE, Applied, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.agent import logs
 from monky_deployd.config import Config
-from monky_deployd.core import mask, report, wire
+from monky_deployd.core import mask, prune, report, wire
+from monky_deployd.core import verify as verdict
 from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.plan import BoxStep, Commit, Down, Pull, Stage, Up, host_facts_usable
+from monky_deployd.core.plan import (
+    BoxStep,
+    Commit,
+    Down,
+    Pull,
+    Rollback,
+    Stage,
+    Up,
+    Verify,
+    host_facts_usable,
+)
+from monky_deployd.core.records import Journal, Release, ReleaseImage
 from monky_deployd.core.report import TickRecord
 
+log = logging.getLogger("monky_deployd")
+
 Clock = Callable[[], float]
+Sleep = Callable[[float], None]
 Phase = Callable[[str], AbstractContextManager[None]]
 
 
@@ -40,13 +57,20 @@ class Context:
     clock: Clock
     masker: mask.Masker = mask.NO_SECRETS  # every secret of the tick so far
     staged: str | None = None  # the revision this tick wrote (its secrets came from OpenBao)
+    # the verify phase's own clock and sleep (real time by default: it watches real containers)
+    watch_clock: Clock = time.monotonic
+    sleep: Sleep = time.sleep
+    # what the last passed verify saw, per project (Commit records its images and services)
+    verified: dict[str, tuple[verdict.Passed, tuple[verdict.ContainerObs, ...]]] = field(
+        default_factory=dict
+    )
 
     def learn(self, secrets: Iterable[str]) -> None:
         """Add secrets to the tick's masker (children's output, errors, report, log lines)."""
         self.masker = self.masker.extend(secrets)
         logs.set_masker(self.masker)
 
-    def compose(self, project: str, revision: str) -> Compose:
+    def compose(self, project: str, revision: str, *, pinned: bool = False) -> Compose:
         """``docker compose`` for a revision; one this tick did not write (a restore, the
         previous project's ``down``) first teaches the masker the secrets it holds at rest."""
         if revision != self.staged:
@@ -57,6 +81,7 @@ class Context:
             project,
             self.state.revision_dir(revision),
             self.masker,
+            pinned=pinned,
         )
 
     def secrets_at_rest(self, revision: str) -> tuple[str, ...]:
@@ -93,18 +118,130 @@ def down(ctx: Context, step: Down) -> None:
 
 
 def up(ctx: Context, step: Up) -> None:
-    ctx.compose(step.project, step.revision).up()
+    ctx.compose(step.project, step.revision, pinned=step.pinned).up()
+    note_services(ctx, step.project)
+
+
+def note_services(ctx: Context, project: str) -> None:
+    """The project's containers as the report lists them."""
     ctx.rec.services = [
-        s.as_report() for s in docker_api.project_containers(ctx.cfg.docker, step.project)
+        s.as_report() for s in docker_api.project_containers(ctx.cfg.docker, project)
     ]
 
 
+def verify(ctx: Context, step: Verify) -> None:
+    """Poll the engine until ``core.verify.judge`` passes or fails the revision."""
+    cfg = ctx.cfg.verify
+    watch = verdict.start(ctx.watch_clock())
+    last_why = ""
+    while True:
+        observed = tuple(docker_api.inspect_project(ctx.cfg.docker, step.project))
+        got = verdict.judge(
+            watch,
+            step.services,
+            observed,
+            ctx.watch_clock(),
+            window_s=cfg.stable_s,
+            deadline_s=cfg.deadline_s,
+        )
+        if isinstance(got, verdict.Passed):
+            ctx.verified[step.project] = (got, observed)
+            note_services(ctx, step.project)
+            done = f"; finished jobs: {', '.join(got.done)}" if got.done else ""
+            log.info(
+                f"revision {step.revision} verified: {', '.join(got.services) or 'no service'} "
+                f"stable for {cfg.stable_s:.0f} s{done}",
+                extra={"event": "verify.passed", "revision": step.revision},
+            )
+            return
+        if isinstance(got, verdict.Failed):
+            note_services(ctx, step.project)
+            raise DeployError(
+                f"revision {step.revision} did not prove itself: {got.message}",
+                code=got.code,
+                hint=f"`docker logs` of {step.project}'s {got.service} container and its "
+                "healthcheck; the compose file and .env of this revision",
+                detail=ctx.masker(got.detail),
+            )
+        watch = got.watch
+        if got.why != last_why:
+            log.info(
+                f"verify waiting: {got.why}",
+                extra={"event": "verify.waiting", "revision": step.revision},
+            )
+            last_why = got.why
+        ctx.sleep(cfg.poll_s)
+
+
+def rollback(ctx: Context, step: Rollback) -> None:
+    """Down the failed project when it is another one, then ``up`` the LKG pinned, no pull."""
+    if step.failed_project != step.project:
+        ctx.compose(step.failed_project, step.failed_revision).down()
+    pinned = ctx.state.has_pins(step.revision)
+    ctx.compose(step.project, step.revision, pinned=pinned).up()
+
+
 def commit(ctx: Context, step: Commit) -> None:
-    ctx.state.write_applied(
-        Applied(step.revision, step.project, list(step.services), report.rfc3339(ctx.clock()))
+    now = report.rfc3339(ctx.clock())
+    passed, observed = ctx.verified.get(step.project, (None, ()))
+    images = {c.service: ReleaseImage(c.image_id, c.image_ref, _digest(ctx, c)) for c in observed}
+    # the long-running services: a finished job (exit 0, restart "no") is not expected to run
+    running = list(passed.services) if passed is not None else list(step.services)
+    ctx.state.write_release(
+        Release(
+            step.revision,
+            step.project,
+            list(step.services),
+            images,
+            step.compose_sha256,
+            step.env_sha256,
+            now,
+        )
     )
-    ctx.state.prune_revisions(keep={step.revision})
+    ctx.state.write_applied(Applied(step.revision, step.project, running, now))
+    ctx.state.clear_held()
+    keep = {step.revision} | ({step.previous} if step.previous else set())
+    pruned = ctx.state.prune_revisions(keep=keep)
+    if pruned:
+        remove_images(ctx, pruned, keep)
     refresh_host_facts(ctx)
+
+
+def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
+    """``docker image rm <id>`` (never forced) for images only pruned releases ran
+    (``core.prune``); a refusal (a container uses it, several tags name it) is only logged."""
+    kept = [r for r in (ctx.state.read_release(rev) for rev in keep) if r is not None]
+    try:
+        in_use = docker_api.images_in_use(ctx.cfg.docker)
+    except DeployError as err:
+        log.warning(f"images not pruned: {err}", extra={"event": "prune.skipped"})
+        return
+    env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
+    for image_id in prune.images_to_remove(pruned, kept, in_use):
+        result = runner.run(
+            (ctx.cfg.docker.binary, "image", "rm", image_id),
+            env=env,
+            timeout=ctx.cfg.docker.command_timeout_s,
+            check=False,
+        )
+        ok = result.returncode == 0
+        log.info(
+            f"image {image_id[:19]} of a pruned release "
+            + ("removed" if ok else f"kept: {runner.last_line(result.stderr)}"),
+            extra={"event": "prune.image", "image": image_id, "removed": ok},
+        )
+
+
+def _digest(ctx: Context, c: verdict.ContainerObs) -> str:
+    """The RepoDigest of the container's image in the repository its compose reference names."""
+    if not c.image_id:
+        return ""
+    digests = docker_api.repo_digests(ctx.cfg.docker, c.image_id)
+    repo = c.image_ref.split("@")[0]
+    if ":" in repo.rsplit("/", 1)[-1]:
+        repo = repo.rsplit(":", 1)[0]
+    same = [d for d in digests if d.split("@")[0] == repo]
+    return (same or digests or [""])[0]
 
 
 EXECUTORS: dict[type[Any], Callable[[Context, Any], None]] = {
@@ -112,13 +249,17 @@ EXECUTORS: dict[type[Any], Callable[[Context, Any], None]] = {
     Pull: pull,
     Down: down,
     Up: up,
+    Verify: verify,
+    Rollback: rollback,
     Commit: commit,
 }
 
 
 def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase) -> None:
-    """Perform ``steps`` in order, each inside its phase; the first failure ends the run."""
+    """Perform ``steps`` in order, each inside its phase; the first failure ends the run.
+    Each step is journaled (``journal.json``) before it runs: a killed tick leaves it behind."""
     for step in steps:
+        ctx.state.write_journal(Journal(step.revision, step.phase, ctx.rec.tick_id, ctx.clock()))
         with phase(step.phase):
             EXECUTORS[type(step)](ctx, step)
 

@@ -2,12 +2,15 @@
 
     transport -> token -> checkin -> [inspect] -> plan
       apply:   bundle -> secrets -> render -> registry -> preflight      (checks: nothing changes)
-               -> stage -> pull -> [down] -> up -> commit                  (the box steps)
+               -> stage -> pull -> [down] -> up -> verify -> commit        (the box steps)
+               on failure: [rollback -> verify] (core.recovery), then hold or back off
       restore: up
+      hold / backoff: nothing (the desired revision failed here before)
     -> report
 
-``core.plan.decide`` turns the facts (check-in answer, applied record, containers) into
-``Idle | Noop | Restore | Apply``; an apply's checks are ``core.prepare``'s pure functions around
+``core.plan.decide`` turns the facts (check-in answer, applied record, held record,
+containers, the clock) into ``Idle | Noop | Restore | Apply | Hold | Backoff``; an apply's
+checks are ``core.prepare``'s pure functions around
 two reads (OpenBao, ``docker info``); ``core.plan`` then lists the box steps and
 ``agent.steps`` performs them, each inside its phase. Any ``DeployError`` ends the tick: it is
 logged once as the first error line (code, the real fault, what to check), reported to tenancy
@@ -21,10 +24,12 @@ next phase boundary (the report still goes out, within its own request deadline)
 from __future__ import annotations
 
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 
 import httpx
 
@@ -35,24 +40,29 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao, read_grant
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import logs, steps
+from monky_deployd.agent import logs, recover, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import mask, prepare, report, wire
+from monky_deployd.core import mask, prepare, recovery, report, wire
 from monky_deployd.core.bundle import Bundle, ManifestEntry
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
     AppliedFacts,
     Apply,
+    Backoff,
     Facts,
+    Hold,
     Idle,
     Noop,
+    Paused,
+    Ready,
     Restore,
     apply_steps,
     decide,
     needs_container_check,
     restore_steps,
 )
+from monky_deployd.core.records import Held
 from monky_deployd.core.report import PhaseTiming, TickRecord
 from monky_deployd.core.services import Service
 
@@ -61,12 +71,24 @@ log = logging.getLogger("monky_deployd")
 Clock = Callable[[], float]
 
 
+@dataclass(frozen=True)
+class Options:
+    """How this tick runs beyond the config: the operator's ``--retry``; for tests, the verify
+    phase's clock and sleep and the backoff's random source."""
+
+    retry: bool = False
+    watch_clock: Clock = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random
+
+
 def run_tick(
     cfg: Config,
     *,
     clock: Clock = time.time,
     config_ms: int = 0,
     wire: httpx.BaseTransport | None = None,
+    options: Options = Options(),
 ) -> TickRecord:
     """Run one tick and return its record; never raises a ``DeployError``. ``clock`` and
     ``wire`` (``transport.open_client``'s) are for tests: the fakes' clock, an in-process wire."""
@@ -79,7 +101,7 @@ def run_tick(
         with deadline.tick(cfg.tick_deadline_s):
             state = StateDir(cfg.state_dir).ensure()
             with state.lock(cfg.lock_wait_s):
-                _Tick(cfg, state, rec, clock, wire).run()
+                _Tick(cfg, state, rec, clock, wire, options).run()
     except DeployError as err:
         _fail(rec, err)
     except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
@@ -93,7 +115,9 @@ def run_tick(
             ),
         )
     rec.finished_at = clock()
-    level = logging.INFO if rec.outcome in ("applied", "noop", "idle") else logging.ERROR
+    level = {"applied": logging.INFO, "noop": logging.INFO, "idle": logging.INFO}.get(
+        rec.outcome, logging.WARNING if rec.outcome == "held" else logging.ERROR
+    )
     log.log(
         level,
         f"tick {rec.outcome}: {rec.message}",
@@ -109,21 +133,11 @@ def run_tick(
     return rec
 
 
-def _fail(rec: TickRecord, err: DeployError) -> None:
-    masked = logs.masker()  # the tick's: every secret it has learnt so far
-    rec.outcome, rec.code = err.outcome, err.code
-    rec.message, rec.detail = masked(err.message), masked(err.detail)
-    failed_phase = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
-    log.error(
-        masked(str(err)),
-        extra=logs.fields(
-            event="tick.error",
-            phase=failed_phase,
-            code=err.code,
-            hint=masked(err.hint) or None,
-            detail=rec.detail or None,
-        ),
-    )
+_fail = recover.fail
+
+
+class _Skipped(Exception):
+    """An apply stopped on purpose (an update lock): no report, the record says why."""
 
 
 class _Tick:
@@ -134,12 +148,17 @@ class _Tick:
         rec: TickRecord,
         clock: Clock,
         wire: httpx.BaseTransport | None = None,
+        options: Options = Options(),
     ) -> None:
         self.cfg, self.state, self.rec, self.clock, self.wire = cfg, state, rec, clock, wire
-        self.ctx = steps.Context(cfg, state, rec, clock)
+        self.options = options
+        self.ctx = steps.Context(
+            cfg, state, rec, clock, watch_clock=options.watch_clock, sleep=options.sleep
+        )
+        self.held: Held | None = None
         self.tenancy: Tenancy | None = None
         self.keeper: TokenKeeper | None = None
-        self.held: HeldToken | None = None
+        self.token: HeldToken | None = None
         self.bao: Bao | None = None
 
     @contextmanager
@@ -174,10 +193,11 @@ class _Tick:
         self.ctx.learn(self._tokens_at_rest())  # before any request or child: the log filter too
         with self.phase("token"):
             self.keeper = TokenKeeper(cfg, self.bao, self.tenancy, self.clock, state=self.state)
-            self.held = self.keeper.acquire()
-        self.ctx.learn((*self._tokens_at_rest(), self.held.token))
+            self.token = self.keeper.acquire()
+        self.ctx.learn((*self._tokens_at_rest(), self.token.token))
 
         record = self.state.read_applied()
+        self.held = self.state.read_held()
         applied = (
             AppliedFacts(record.revision, record.project, tuple(record.services))
             if record
@@ -185,13 +205,44 @@ class _Tick:
         )
         with self.phase("checkin"):
             answer = self._checkin(applied)
+        assert self.token is not None
+        recover.deliver_outbox(self.state, self.tenancy, self.token.token)
 
         desired = answer.revision if answer.status == 200 else None
         running: tuple[Service, ...] | None = None
-        if applied and needs_container_check(answer.status, desired, applied.revision):
+        held_rev = self.held.revision if self.held else None
+        if applied and needs_container_check(answer.status, desired, applied.revision, held_rev):
             with self.phase("inspect"):
                 running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
-        plan = decide(Facts(answer.status, desired, applied, running, answer.bundle))
+        self.held = recover.forget_preempted(self.state, self.held, answer.status, desired, applied)
+        now = self.clock()
+        interrupted = self.state.read_journal()
+        if interrupted is not None:
+            log.warning(
+                f"the tick {interrupted.tick_id} was killed during {interrupted.phase} of "
+                f"revision {interrupted.revision}; this tick resumes or restores",
+                extra={"event": "journal.interrupted", "phase": "plan"},
+            )
+        plan = decide(
+            Facts(
+                answer.status,
+                desired,
+                applied,
+                running,
+                answer.bundle,
+                self.held,
+                now,
+                self.options.retry,
+                recover.valid_locks(self.cfg, now),
+                recover.active_suspend(self.state, now),
+                interrupted,
+            )
+        )
+        if interrupted is not None and not isinstance(plan, Paused):
+            self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
+        if isinstance(plan, Hold | Backoff | Paused):
+            recover.skip(self.rec, plan)
+            return
         log.info(plan.reason, extra={"event": f"plan.{plan.kind}", "phase": "plan"})
         if isinstance(plan, Idle | Noop):
             self.rec.outcome, self.rec.message = plan.kind, plan.reason
@@ -205,8 +256,12 @@ class _Tick:
             else:
                 self.rec.revision = plan.revision
                 self._apply(plan)
+        except _Skipped:
+            self.state.clear_journal()
+            return  # an update lock: pulled, nothing recreated, no report (tried next tick)
         except DeployError as err:
             _fail(self.rec, err)
+        self.state.clear_journal()  # the apply or restore ended (a killed tick leaves it)
         self._report()
 
     def _tokens_at_rest(self) -> tuple[str, ...]:
@@ -225,23 +280,25 @@ class _Tick:
     # -- check-in ----------------------------------------------------------------------------
 
     def _checkin(self, applied: AppliedFacts | None) -> Checkin:
-        assert self.tenancy and self.keeper and self.held
+        assert self.tenancy and self.keeper and self.token
         body = wire.CheckinRequest.of(
-            steps.host_facts(self.ctx), applied.revision if applied else None
+            steps.host_facts(self.ctx),
+            applied.revision if applied else None,
+            recovery.checkin_outcome(self.held),
         )
         etag = applied.revision if applied else None
         try:
-            return self.tenancy.checkin(self.held.token, body, etag)
+            return self.tenancy.checkin(self.token.token, body, etag)
         except TokenError as err:
             if err.code is not Code.TOKEN_INVALID:
                 raise
             log.warning(
                 "tenancy rejected the held token; obtaining a new one once",
-                extra={"event": "token.rejected", "kind": self.held.kind},
+                extra={"event": "token.rejected", "kind": self.token.kind},
             )
-            self.held = self.keeper.invalidate(self.held)
-            self.ctx.learn((self.held.token,))
-            return self.tenancy.checkin(self.held.token, body, etag)
+            self.token = self.keeper.invalidate(self.token)
+            self.ctx.learn((self.token.token,))
+            return self.tenancy.checkin(self.token.token, body, etag)
 
     # -- restore and apply -------------------------------------------------------------------
 
@@ -253,14 +310,42 @@ class _Tick:
     def _restore(self, plan: Restore) -> None:
         with self.phase("preflight"):
             self._check_owned(plan.applied.project)
-        steps.run(self.ctx, restore_steps(plan), self.phase)
+        pinned = self.state.has_pins(plan.applied.revision)
+        steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
         self.rec.outcome = "applied"
         self.rec.message = (
             f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} (no pull)"
         )
 
     def _apply(self, plan: Apply) -> None:
-        """Every check first (nothing on the box changes), then the box steps."""
+        """Every check first (nothing on the box changes), then the box steps; a failure rolls
+        back to the last-known-good release or backs off (``core.recovery``)."""
+        ready: Ready | None = None
+        try:
+            ready = self._check(plan)
+            steps.run(self.ctx, apply_steps(plan, ready), self.phase)
+        except DeployError as err:
+            recover.recover(
+                recover.Failure(plan, ready, err, self.held),
+                self.ctx,
+                self.phase,
+                self.options.rand(),
+            )
+        if plan.locks:
+            self.rec.outcome, self.rec.code = "held", Code.UPDATE_LOCKED
+            self.rec.message = (
+                f"revision {plan.revision} is pulled but not applied: update locked by "
+                + "; ".join(lk.describe(self.clock()) for lk in plan.locks)
+                + "; trying again next tick"
+            )
+            log.warning(self.rec.message, extra={"event": "apply.locked", "phase": "plan"})
+            raise _Skipped
+        running = sum(1 for s in self.rec.services if s["state"] == "running")
+        self.rec.outcome = "applied"
+        self.rec.message = f"applied {plan.revision}: {running} services running (verified)"
+
+    def _check(self, plan: Apply) -> Ready:
+        """Every check of an apply, each in its phase: nothing on the box changes."""
         with self.phase("bundle"):
             bundle = prepare.check_bundle(plan.revision, plan.bundle)
         with self.phase("secrets"):
@@ -282,20 +367,17 @@ class _Tick:
             for project in dict.fromkeys(p for p in (bundle.project, prev) if p):  # up, down
                 self._check_owned(project)
         # Everything is checked: only now does anything on the box change.
-        steps.run(self.ctx, apply_steps(plan, prepare.ready(bundle, env_text, cred)), self.phase)
-        running = sum(1 for s in self.rec.services if s["state"] == "running")
-        self.rec.outcome = "applied"
-        self.rec.message = f"applied {plan.revision}: {running} services running"
+        return prepare.ready(bundle, env_text, cred)
 
     def _read_secrets(self, bundle: Bundle) -> prepare.SecretReads:
         """Every manifest entry from OpenBao. A variable's secret that OpenBao lacks is noted
         (ENV_INCOMPLETE names them all at render); a missing registry credential ends the tick."""
-        assert self.held is not None and self.bao is not None
+        assert self.token is not None and self.bao is not None
         found: dict[ManifestEntry, object] = {}
         absent: dict[str, str] = {}
         for entry in bundle.manifest:
             try:
-                found[entry] = self.bao.read_secret(self.held.token, entry.path, entry.key)
+                found[entry] = self.bao.read_secret(self.token.token, entry.path, entry.key)
             except BaoError as err:
                 if err.code is not Code.SECRET_MISSING or entry.use is not None:
                     raise
@@ -305,20 +387,20 @@ class _Tick:
     # -- report ------------------------------------------------------------------------------
 
     def _report(self) -> None:
-        assert self.tenancy is not None and self.held is not None
+        assert self.tenancy is not None and self.token is not None
         started = time.monotonic()
         self.rec.finished_at = self.clock()
         ok = True
+        body = self.ctx.masker.mask_obj(report.body(self.rec))
         try:
             # a tick past its deadline still tells tenancy, within one request's deadline
             with logs.phase("report"), deadline.without_tick():
-                self.tenancy.report(
-                    self.held.token, self.ctx.masker.mask_obj(report.body(self.rec))
-                )
+                self.tenancy.report(self.token.token, body)
         except DeployError as err:
             ok = False
             log.warning(
-                f"report not delivered (the deploy outcome stands): {err}",
+                f"report not delivered (the deploy outcome stands); kept for a later tick: {err}",
                 extra={"event": "report.failed", "phase": "report", "code": err.code},
             )
+            recover.keep_report(self.state, self.rec, body)
         self.rec.phases.append(PhaseTiming("report", ok, int((time.monotonic() - started) * 1000)))

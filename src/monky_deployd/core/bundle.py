@@ -35,7 +35,9 @@ KNOWN_KEYS = {
     "manifest",
     "registry_host",
     "disk_need_bytes",
+    "on_failure",
 }
+ON_FAILURE = ("rollback", "retry")  # "rollback" when absent (core.recovery)
 REGISTRY_AUTH = "registry-auth"
 
 
@@ -57,6 +59,7 @@ class Bundle:
     registry_host: str | None
     disk_need_bytes: int | None
     services: tuple[str, ...]
+    on_failure: str = "rollback"
 
     @property
     def env_entries(self) -> tuple[ManifestEntry, ...]:
@@ -117,6 +120,10 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
     if need is not None and (isinstance(need, bool) or not isinstance(need, int) or need < 0):
         bad("disk_need_bytes", "must be a non-negative integer number of bytes")
 
+    on_failure = raw.get("on_failure", "rollback")
+    if on_failure not in ON_FAILURE:
+        bad("on_failure", "must be 'rollback' or 'retry'")
+
     if problems:
         raise _invalid(revision, problems)
     binds = composefile.relative_binds(doc)
@@ -140,6 +147,7 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
         registry_host=registry_host if isinstance(registry_host, str) else None,
         disk_need_bytes=need if isinstance(need, int) else None,
         services=services,
+        on_failure=str(on_failure),
     )
 
 

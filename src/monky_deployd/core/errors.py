@@ -3,7 +3,8 @@
 A fault has one identity: its ``Code``. The catalogue (``CATALOGUE``) gives every code its family
 (where the fault comes from), its outcome (``refused``: stopped before touching containers;
 ``failed``: tried and failed) and so its exit status (``Code.exit_status``: 3 config, 4 lock,
-5 refused, 1 failed). OPERATIONS.md has a row per code (tests/repo/test_docs.py holds the two
+6 held or backing off, 5 refused, 1 failed).
+OPERATIONS.md has a row per code (tests/repo/test_docs.py holds the two
 together), and control flow compares codes by identity (``err.code is Code.TOKEN_INVALID``),
 never by spelling. ``Code`` is a ``StrEnum``: on the wire and in the journal a code is its name.
 
@@ -44,7 +45,7 @@ from typing import Literal
 Outcome = Literal["refused", "failed"]
 Family = Literal[
     "config", "state", "agent", "transport", "ziti", "identity", "tenancy", "token", "openbao",
-    "secrets", "bundle", "env", "registry", "disk", "docker",
+    "secrets", "bundle", "env", "registry", "disk", "docker", "verify", "hold",
 ]  # fmt: skip
 
 
@@ -55,6 +56,7 @@ EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_LOCKED = 4
 EXIT_REFUSED = 5
+EXIT_HELD = 6  # the apply was skipped: the desired revision is held or waits for its backoff
 
 
 class Code(StrEnum):
@@ -155,6 +157,16 @@ class Code(StrEnum):
     PROJECT_NOT_OWNED = "PROJECT_NOT_OWNED"
     PULL_FAILED = "PULL_FAILED"
     UP_FAILED = "UP_FAILED"
+    # verify
+    ROLLBACK_FAILED = "ROLLBACK_FAILED"
+    VERIFY_EXITED = "VERIFY_EXITED"
+    VERIFY_TIMEOUT = "VERIFY_TIMEOUT"
+    VERIFY_UNHEALTHY = "VERIFY_UNHEALTHY"
+    # hold
+    APPLY_BACKOFF = "APPLY_BACKOFF"
+    REVISION_HELD = "REVISION_HELD"
+    SUSPENDED = "SUSPENDED"
+    UPDATE_LOCKED = "UPDATE_LOCKED"
 
     @property
     def family(self) -> Family:
@@ -171,6 +183,8 @@ class Code(StrEnum):
             return EXIT_CONFIG
         if self is Code.LOCK_BUSY:
             return EXIT_LOCKED
+        if self.family == "hold":
+            return EXIT_HELD
         return EXIT_REFUSED if self.outcome == "refused" else EXIT_FAILED
 
 
@@ -272,6 +286,16 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.PROJECT_NOT_OWNED: ("docker", "refused"),
     Code.PULL_FAILED: ("docker", "failed"),
     Code.UP_FAILED: ("docker", "failed"),
+    # verify
+    Code.ROLLBACK_FAILED: ("verify", "failed"),
+    Code.VERIFY_EXITED: ("verify", "failed"),
+    Code.VERIFY_TIMEOUT: ("verify", "failed"),
+    Code.VERIFY_UNHEALTHY: ("verify", "failed"),
+    # hold
+    Code.APPLY_BACKOFF: ("hold", "refused"),
+    Code.REVISION_HELD: ("hold", "refused"),
+    Code.SUSPENDED: ("hold", "refused"),
+    Code.UPDATE_LOCKED: ("hold", "refused"),
 }
 
 

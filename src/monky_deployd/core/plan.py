@@ -2,14 +2,17 @@
 
 Two decisions, both frozen dataclasses that carry their data (balena-supervisor's manner):
 
-1. ``decide(Facts) -> Idle | Noop | Restore | Apply``: what the tick is for, from the check-in
-   answer, the applied record and (when the desired revision is the applied one) the project's
-   containers.
-2. ``box_steps(...)``: once every check of an apply or a restore has passed (``core.prepare``),
-   the steps that change the box, in order, each naming its phase:
+1. ``decide(Facts) -> Idle | Noop | Restore | Apply | Hold | Backoff``: what the tick is for,
+   from the check-in answer, the applied record (= the last-known-good revision, LKG), a held
+   failed revision and its backoff, and (when the desired revision is the applied one) the
+   project's containers.
+2. ``apply_steps(...)`` etc.: once every check of an apply or a restore has passed
+   (``core.prepare``), the steps that change the box, in order, each naming its phase:
 
-       Apply:   Stage -> Pull -> [Down the previous project] -> Up -> Commit
-       Restore: Up (no pull: the images are on the box; the applied record stands)
+       Apply:    Stage -> Pull -> [Down the previous project] -> Up -> Verify -> Commit
+       Restore:  Up (pinned images when the release has them; no pull)
+       Rollback: [Down the failed project] -> Up the LKG pinned (no pull) -> Verify
+                 (after a failed Down, Up or Verify; ``core.recovery`` decides)
 
 ``agent.steps`` holds one executor per step type; ``agent.tick`` runs them, each inside its
 phase. Nothing here knows how a step is carried out.
@@ -17,10 +20,13 @@ phase. Nothing here knows how a step is carried out.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from monky_deployd.core.gates import Lock
+from monky_deployd.core.records import Held, Journal, Suspended
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.services import Service
 
@@ -45,6 +51,12 @@ class Facts:
         None  # the applied project's containers; None = not looked
     )
     bundle: Mapping[str, Any] | None = field(default=None, repr=False)  # the 200 answer's bundle
+    held: Held | None = None  # a failed revision held or backing off (held.json)
+    now: float = 0.0  # the tick's clock, for the backoff
+    retry: bool = False  # ``apply --once --retry``: the operator overrides a hold or a backoff
+    locks: tuple[Lock, ...] = ()  # valid update locks (``core.gates``): pull, do not recreate
+    suspended: Suspended | None = None  # an active ``monky-deployd suspend``
+    interrupted: Journal | None = None  # the step a killed tick left behind (journal.json)
 
 
 # -- what the tick is for ----------------------------------------------------------------------
@@ -85,17 +97,59 @@ class Apply:
     bundle: Mapping[str, Any] = field(repr=False)
     previous: AppliedFacts | None
     reason: str
+    locks: tuple[Lock, ...] = ()  # update locks: stage and pull only, recreate nothing
     kind: ClassVar[str] = "apply"
 
 
-Plan = Idle | Noop | Restore | Apply
+@dataclass(frozen=True)
+class Hold:
+    """The desired revision failed here before and is held (rolled back, or the rollback
+    stalled): check in, apply nothing, until the desired revision changes or ``--retry``."""
+
+    revision: str
+    held: Held
+    reason: str
+    kind: ClassVar[str] = "hold"
 
 
-def needs_container_check(checkin_status: int, desired: str | None, applied: str | None) -> bool:
-    """Whether the tick must look at the containers before deciding (the desired = applied case)."""
+@dataclass(frozen=True)
+class Backoff:
+    """The desired revision failed here before; its next attempt is not due yet."""
+
+    revision: str
+    held: Held
+    next_at: float
+    reason: str
+    kind: ClassVar[str] = "backoff"
+
+
+@dataclass(frozen=True)
+class Paused:
+    """Applies are suspended (``monky-deployd suspend``): check in, change nothing."""
+
+    revision: str
+    suspended: Suspended
+    reason: str
+    kind: ClassVar[str] = "suspended"
+
+
+Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused
+
+
+# steps after which a killed tick may have left another revision's containers behind
+INTERRUPTING = frozenset({"down", "up", "verify", "rollback"})
+
+
+def needs_container_check(
+    checkin_status: int, desired: str | None, applied: str | None, held: str | None = None
+) -> bool:
+    """Whether the tick must look at the containers before deciding: the desired revision is
+    the applied one, or it is held (then the last-known-good must still run)."""
     if checkin_status == 304:
         return applied is not None
-    return checkin_status == 200 and desired is not None and desired == applied
+    if checkin_status != 200 or desired is None:
+        return False
+    return desired == applied or (applied is not None and desired == held)
 
 
 def down_services(expected: tuple[str, ...], running: tuple[Service, ...]) -> tuple[str, ...]:
@@ -105,6 +159,15 @@ def down_services(expected: tuple[str, ...], running: tuple[Service, ...]) -> tu
 
 
 def decide(f: Facts) -> Plan:
+    plan = _decide(f)
+    if f.suspended is not None and isinstance(plan, Apply | Restore):
+        what = "apply" if isinstance(plan, Apply) else "restore"
+        rev = plan.revision if isinstance(plan, Apply) else plan.applied.revision
+        return Paused(rev, f.suspended, f"{f.suspended.describe()}: not {what}ing {rev}")
+    return plan
+
+
+def _decide(f: Facts) -> Plan:
     if f.checkin_status == 204:
         return Idle("tenancy has no desired state for this environment yet")
     applied = f.applied
@@ -116,7 +179,64 @@ def decide(f: Facts) -> Plan:
         return Idle("tenancy named no desired revision")
     if applied is None or desired != applied.revision:
         was = applied.revision if applied else "(none)"
-        return _apply(f, desired, f"desired revision {desired} differs from applied {was}")
+        held = f.held
+        if held is not None and held.revision == desired and not f.retry:
+            lkg = f"the box runs {was}" if applied else "nothing was applied before"
+            missing = (
+                down_services(applied.services, f.running)
+                if applied is not None and f.running is not None
+                else ()
+            )
+            if applied is not None and missing and not (held.stalled or held.box_changed):
+                return Restore(
+                    applied,
+                    missing,
+                    f"revision {desired} is held and the last-known-good {was} is not fully "
+                    f"running ({', '.join(missing)}): restoring {was}",
+                )
+            if held.stalled:
+                return Hold(
+                    desired,
+                    held,
+                    f"revision {desired} failed ({held.code}) and the rollback to "
+                    f"{held.rolled_back_to} failed too: stalled until the desired revision "
+                    "changes or `apply --once --retry`",
+                )
+            if held.next_attempt_at is None:
+                return Hold(
+                    desired,
+                    held,
+                    f"revision {desired} is held: it failed ({held.code}) and was rolled back; "
+                    f"{lkg}; it is applied again when the desired revision changes or on "
+                    "`apply --once --retry`",
+                )
+            if f.now < held.next_attempt_at:
+                return Backoff(
+                    desired,
+                    held,
+                    held.next_attempt_at,
+                    f"revision {desired} failed {held.attempts} time(s) ({held.code}); "
+                    f"next attempt in {held.next_attempt_at - f.now:.0f} s; {lkg}",
+                )
+            reason = f"revision {desired}: attempt {held.attempts + 1} after {held.code}"
+            return _apply(f, desired, reason)
+        reason = f"desired revision {desired} differs from applied {was}"
+        if held is not None and held.revision == desired:
+            reason += " (operator retry)"
+        return _apply(f, desired, reason)
+    cut = f.interrupted
+    # (a killed rollback names the revision it restores: its up may not have finished)
+    if (
+        cut is not None
+        and cut.phase in INTERRUPTING
+        and (cut.revision != desired or cut.phase == "rollback")
+    ):
+        return Restore(
+            applied,
+            applied.services,
+            f"a tick was killed during {cut.phase} of revision {cut.revision}: bringing the "
+            f"last-known-good {desired} back (pinned, no pull)",
+        )
     if f.running is None:
         return _apply(f, desired, f"revision {desired}: container state unknown")
     missing = down_services(applied.services, f.running)
@@ -130,7 +250,9 @@ def decide(f: Facts) -> Plan:
 def _apply(f: Facts, revision: str, reason: str) -> Plan:
     if f.bundle is None:  # a 304 names the applied revision but carries no bundle to apply
         return Idle(f"{reason}, but tenancy sent no bundle to apply")
-    return Apply(revision, f.bundle, f.applied, reason)
+    if f.locks:
+        reason += f"; update locked ({'; '.join(lk.name for lk in f.locks)}): pull only"
+    return Apply(revision, f.bundle, f.applied, reason, f.locks)
 
 
 # -- the steps that change the box -------------------------------------------------------------
@@ -168,22 +290,51 @@ class Down:
 
 @dataclass(frozen=True)
 class Up:
+    """``docker compose up``; ``pinned``: with the release's image pins and ``--pull never``."""
+
     project: str
     revision: str
+    pinned: bool = False
     phase: ClassVar[str] = "up"
 
 
 @dataclass(frozen=True)
+class Verify:
+    """Watch the project's containers until they prove themselves (``core.verify``)."""
+
+    project: str
+    revision: str
+    services: tuple[str, ...]
+    phase: ClassVar[str] = "verify"
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """Bring the last-known-good release back from its pinned images (no pull): down the failed
+    project first when it is another one, then ``up`` the LKG's compose file with its pins."""
+
+    failed_project: str
+    failed_revision: str
+    project: str
+    revision: str
+    phase: ClassVar[str] = "rollback"
+
+
+@dataclass(frozen=True)
 class Commit:
-    """Record what is applied, prune old revision directories, refresh the cached host facts."""
+    """Record the verified revision: its release (the images it runs, pinned), applied.json
+    (it is now the LKG), forget a hold, prune other revision directories, refresh host facts."""
 
     revision: str
     project: str
     services: tuple[str, ...]
+    compose_sha256: str = ""
+    env_sha256: str = ""
+    previous: str | None = None  # the LKG before it (kept on disk one apply longer)
     phase: ClassVar[str] = "commit"
 
 
-BoxStep = Stage | Pull | Down | Up | Commit
+BoxStep = Stage | Pull | Down | Up | Verify | Rollback | Commit
 
 
 @dataclass(frozen=True)
@@ -197,6 +348,7 @@ class Ready:
     services: tuple[str, ...]
     registry_host: str | None
     credential: Credential | None
+    on_failure: str = "rollback"
 
 
 def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
@@ -205,19 +357,42 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
         Stage(ready.revision, ready.compose, ready.env_text, ready.registry_host, ready.credential),
         Pull(ready.project, ready.revision, ready.registry_host),
     ]
+    if plan.locks:  # an update lock: have the images ready, recreate nothing
+        return tuple(steps)
     prev = plan.previous
     if prev is not None and prev.project != ready.project:
         steps.append(Down(prev.project, prev.revision))
     steps += [
         Up(ready.project, ready.revision),
-        Commit(ready.revision, ready.project, ready.services),
+        Verify(ready.project, ready.revision, ready.services),
+        Commit(
+            ready.revision,
+            ready.project,
+            ready.services,
+            _sha256(ready.compose),
+            _sha256(ready.env_text),
+            prev.revision if prev is not None else None,
+        ),
     ]
     return tuple(steps)
 
 
-def restore_steps(plan: Restore) -> tuple[BoxStep, ...]:
-    """The box steps of a restore: ``up`` the applied revision again, no pull."""
-    return (Up(plan.applied.project, plan.applied.revision),)
+def restore_steps(plan: Restore, pinned: bool = False) -> tuple[BoxStep, ...]:
+    """The box steps of a restore: ``up`` the applied revision again, no pull (pinned to the
+    images its release recorded, when it has a release)."""
+    return (Up(plan.applied.project, plan.applied.revision, pinned),)
+
+
+def rollback_steps(failed: Ready, lkg: AppliedFacts) -> tuple[BoxStep, ...]:
+    """The box steps that bring the LKG back after ``failed`` changed the box, then verify it."""
+    return (
+        Rollback(failed.project, failed.revision, lkg.project, lkg.revision),
+        Verify(lkg.project, lkg.revision, lkg.services),
+    )
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # -- the cached host facts ---------------------------------------------------------------------

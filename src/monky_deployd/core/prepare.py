@@ -24,6 +24,7 @@ from monky_deployd.core.bundle import Bundle, ManifestEntry, validate
 from monky_deployd.core.errors import Code, DeployError, EnvError
 from monky_deployd.core.plan import Ready
 from monky_deployd.core.registry_cred import Credential
+from monky_deployd.core.verify import started_services
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,10 @@ def ready(bundle: Bundle, env_text: str, cred: Credential | None) -> Ready:
         project=bundle.project,
         compose=bundle.compose,
         env_text=env_text,
-        services=bundle.services,
+        services=started_services(bundle.compose, bundle.services),
         registry_host=bundle.registry_host,
         credential=cred,
+        on_failure=bundle.on_failure,
     )
 
 

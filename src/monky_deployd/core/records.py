@@ -4,6 +4,10 @@
     token.json    ``TokenState``  the token bookkeeping, version 1 (indent=1, fixed key order,
                                   trailing newline); holds a secret, never in a repr or a reason
     host.json     ``HostFacts``   the check-in's host facts (compact json.dumps, no newline)
+    held.json     ``Held``        a revision that failed: held, or waiting for its backoff
+    suspend.json  ``Suspended``   ``monky-deployd suspend``: applies stop until resume/until
+    journal.json  ``Journal``     the box step an apply is in, written before the step runs
+    revisions/<rev>/release.json  ``Release``  a verified revision: the images it ran (pinned)
 
 Each ``to_json`` writes the bytes the hand-rolled writers before it wrote (tests/unit/core/
 test_records.py holds them to those writers), and each ``from_json`` loads what they wrote
@@ -32,8 +36,13 @@ TOKEN_RECORD_VERSION = 1
 __all__ = [
     "TOKEN_RECORD_VERSION",
     "Applied",
+    "Held",
     "HostFacts",
+    "Journal",
+    "Release",
+    "ReleaseImage",
     "Stored",
+    "Suspended",
     "TokenState",
     "host_facts_from_json",
     "host_facts_to_json",
@@ -154,3 +163,150 @@ def host_facts_from_json(raw: bytes) -> HostFacts | None:
 
 def host_facts_to_json(facts: HostFacts) -> bytes:
     return json.dumps(facts.model_dump()).encode()
+
+
+# -- held.json ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Held:
+    """A desired revision that failed on this box (``core.recovery`` decides what it holds).
+
+    ``next_attempt_at`` None: held until tenancy's desired revision changes or an operator runs
+    ``apply --once --retry``; a time: the backoff's next attempt. ``stalled``: the rollback to
+    the last-known-good revision failed too (ROLLBACK_FAILED); no tick applies or rolls back
+    again on its own."""
+
+    revision: str
+    code: str
+    message: str
+    attempts: int = 1
+    failed_at: float = 0.0
+    next_attempt_at: float | None = None
+    rolled_back_to: str | None = None
+    rollback_ok: bool | None = None
+    stalled: bool = False
+    # the failed revision's containers replaced the last-known-good's and stay (no rollback:
+    # on_failure retry, or no LKG): a held tick must not bring the LKG back behind its back
+    box_changed: bool = False
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> Held:
+        data = _parse(raw)
+        if isinstance(data, dict):
+            try:
+                return Held(**data)
+            except (ValidationError, TypeError):
+                pass
+        raise ValueError("not a held record")
+
+
+# -- revisions/<rev>/release.json --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReleaseImage:
+    """The image a service's container actually ran when its revision was verified."""
+
+    id: str  # sha256:... (what the rollback pins: it needs no registry)
+    ref: str = ""  # the compose file's image reference (a tag)
+    digest: str = ""  # a RepoDigest (repo@sha256:...) when the engine knows one
+
+
+def _no_images() -> dict[str, ReleaseImage]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Release:
+    """A verified revision kept on disk next to its compose.yaml and .env."""
+
+    revision: str
+    project: str
+    services: list[str] = field(default_factory=_no_services)
+    images: dict[str, ReleaseImage] = field(default_factory=_no_images)
+    compose_sha256: str = ""  # what it was rendered from: the bundle's compose file
+    env_sha256: str = ""  # and the rendered .env (a hash: never the values)
+    verified_at: str = ""
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> Release:
+        data = _parse(raw)
+        if isinstance(data, dict):
+            try:
+                return Release(**data)
+            except (ValidationError, TypeError):
+                pass
+        raise ValueError("not a release record")
+
+    def pins(self) -> str:
+        """A compose override that pins every recorded service to its image ID (no pull)."""
+        lines = ["# written by monky-deployd: the images this revision ran when verified", ""]
+        lines.append("services:")
+        for name, image in sorted(self.images.items()):
+            lines += [f"  {json.dumps(name)}:", f"    image: {json.dumps(image.id)}"]
+        return "\n".join(lines) + "\n"
+
+
+# -- suspend.json ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Suspended:
+    """``monky-deployd suspend [--reason] [--for]``: no apply while ``active``."""
+
+    since: float
+    until: float | None = None  # None: until ``monky-deployd resume``
+    reason: str = ""
+
+    def active(self, now: float) -> bool:
+        return self.until is None or now < self.until
+
+    def describe(self) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        return f"applies are suspended{why}"
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> Suspended:
+        data = _parse(raw)
+        if isinstance(data, dict):
+            try:
+                return Suspended(**data)
+            except (ValidationError, TypeError):
+                pass
+        raise ValueError("not a suspend record")
+
+
+# -- journal.json ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Journal:
+    """The box step a tick is about to run: left behind only when that tick was killed."""
+
+    revision: str  # the revision the step belongs to
+    phase: str  # stage | pull | down | up | verify | rollback | commit
+    tick_id: str = ""
+    at: float = 0.0
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> Journal:
+        data = _parse(raw)
+        if isinstance(data, dict):
+            try:
+                return Journal(**data)
+            except (ValidationError, TypeError):
+                pass
+        raise ValueError("not a journal record")

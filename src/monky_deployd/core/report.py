@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from monky_deployd import __version__
 from monky_deployd.core.errors import Code
-from monky_deployd.core.wire import AgentInfo, PhaseRow, ReportBody, ServiceRow
+from monky_deployd.core.wire import AgentInfo, PhaseRow, ReportBody, RollbackRow, ServiceRow
 
 
 @dataclass
@@ -24,7 +24,7 @@ class TickRecord:
 
     tick_id: str
     started_at: float
-    outcome: str = "failed"  # applied | noop | idle | failed | refused
+    outcome: str = "failed"  # applied | noop | idle | held | failed | refused
     code: Code | Literal["OK"] = "OK"
     message: str = ""
     detail: str = ""
@@ -32,6 +32,7 @@ class TickRecord:
     phases: list[PhaseTiming] = field(default_factory=list)
     services: list[dict[str, str]] = field(default_factory=list)
     finished_at: float | None = None
+    rollback: RollbackRow | None = None  # after a failed apply: the LKG restored, and whether
 
 
 def rfc3339(ts: float, timespec: str = "milliseconds") -> str:
@@ -52,6 +53,7 @@ def report_body(rec: TickRecord) -> ReportBody:
         agent=AgentInfo(version=__version__),
         started_at=rfc3339(rec.started_at),
         finished_at=rfc3339(rec.finished_at or rec.started_at),
+        rollback=rec.rollback,
     )
 
 

@@ -55,12 +55,18 @@ class CheckinRequest(BaseModel):
     applied: AppliedRef | None  # null before the first apply
 
     @classmethod
-    def of(cls, host: HostFacts, applied_revision: str | None) -> CheckinRequest:
-        """This agent's check-in: its version, ``host``, and the revision it applied last."""
+    def of(
+        cls, host: HostFacts, applied_revision: str | None, outcome: str = "applied"
+    ) -> CheckinRequest:
+        """This agent's check-in: its version, ``host``, and the revision it runs (the
+        last-known-good: after a rollback, the restored one) with ``outcome`` ``applied``,
+        ``rolled_back`` or ``held`` (contract v1.1)."""
         return cls(
             agent=AgentInfo(version=__version__),
             host=host,
-            applied=AppliedRef(revision=applied_revision) if applied_revision is not None else None,
+            applied=AppliedRef(revision=applied_revision, outcome=outcome)
+            if applied_revision is not None
+            else None,
         )
 
     def body(self) -> dict[str, Any]:
@@ -142,6 +148,15 @@ class ServiceRow(BaseModel):
     image: str
 
 
+class RollbackRow(BaseModel):
+    """``rollback`` (contract v1.1): the last-known-good revision restored after a failed apply."""
+
+    model_config = _LAZY
+
+    to_revision: str
+    ok: bool
+
+
 class ReportBody(BaseModel):
     model_config = _LAZY
 
@@ -156,6 +171,10 @@ class ReportBody(BaseModel):
     agent: AgentInfo
     started_at: str
     finished_at: str
+    rollback: RollbackRow | None = None  # only in the body after a rollback
 
     def body(self) -> dict[str, Any]:
-        return self.model_dump()
+        body = self.model_dump()
+        if body["rollback"] is None:
+            del body["rollback"]
+        return body

@@ -30,12 +30,14 @@ def test_exit_status_comes_from_the_code(code: Code, status: int) -> None:
     assert code.exit_status == status
 
 
-def test_every_refused_code_exits_5_and_every_failed_one_1_but_config_and_lock() -> None:
+def test_every_refused_code_exits_5_and_every_failed_one_1_but_config_lock_and_hold() -> None:
     for code in Code:
         if code.family == "config":
             assert code.exit_status == 3
         elif code is Code.LOCK_BUSY:
             assert code.exit_status == 4
+        elif code.family == "hold":
+            assert code.exit_status == 6
         else:
             assert code.exit_status == {"refused": 5, "failed": 1}[code.outcome]
 

@@ -1,30 +1,38 @@
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.plan import (
     AppliedFacts,
     Apply,
+    Backoff,
     Commit,
     Down,
     Facts,
+    Hold,
     Idle,
     Noop,
     Pull,
     Ready,
     Restore,
+    Rollback,
     Stage,
     Up,
+    Verify,
     apply_steps,
     decide,
     down_services,
     host_facts_usable,
     needs_container_check,
     restore_steps,
+    rollback_steps,
 )
+from monky_deployd.core.records import Held, Journal
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.services import Service
 
@@ -111,7 +119,14 @@ def test_down_services_keeps_declared_order() -> None:
 
 
 def test_plan_kinds_name_the_journal_events() -> None:
-    assert [k.kind for k in (Idle, Noop, Restore, Apply)] == ["idle", "noop", "restore", "apply"]
+    assert [k.kind for k in (Idle, Noop, Restore, Apply, Hold, Backoff)] == [
+        "idle",
+        "noop",
+        "restore",
+        "apply",
+        "hold",
+        "backoff",
+    ]
 
 
 # -- box steps -------------------------------------------------------------------------------
@@ -129,7 +144,15 @@ def test_apply_steps_in_order_without_a_down_when_the_project_stays() -> None:
         Stage("r2", "services: {}\n", "A=1\n", "reg:5000", cred),
         Pull("shop", "r2", "reg:5000"),
         Up("shop", "r2"),
-        Commit("r2", "shop", ("web",)),
+        Verify("shop", "r2", ("web",)),
+        Commit(
+            "r2",
+            "shop",
+            ("web",),
+            hashlib.sha256(b"services: {}\n").hexdigest(),
+            hashlib.sha256(b"A=1\n").hexdigest(),
+            "r1",
+        ),
     )
 
 
@@ -137,7 +160,7 @@ def test_a_renamed_project_takes_the_previous_one_down_before_up() -> None:
     plan = decide(facts(was=applied("r1", "oldshop")))
     assert isinstance(plan, Apply)
     kinds = [type(s) for s in apply_steps(plan, ready("shop"))]
-    assert kinds == [Stage, Pull, Down, Up, Commit]
+    assert kinds == [Stage, Pull, Down, Up, Verify, Commit]
     assert apply_steps(plan, ready("shop"))[2] == Down("oldshop", "r1")
 
 
@@ -154,11 +177,13 @@ def test_restore_only_brings_the_applied_project_up() -> None:
 
 
 def test_every_box_step_names_its_phase() -> None:
-    assert [s.phase for s in (Stage, Pull, Down, Up, Commit)] == [
+    assert [s.phase for s in (Stage, Pull, Down, Up, Verify, Rollback, Commit)] == [
         "stage",
         "pull",
         "down",
         "up",
+        "verify",
+        "rollback",
         "commit",
     ]
 
@@ -207,3 +232,137 @@ def test_host_facts_are_usable_only_for_this_host() -> None:
     assert host_facts_usable({"hostname": "env-dev-08", "docker": "29"}, "env-dev-08")
     assert not host_facts_usable({"hostname": "env-dev-01"}, "env-dev-08")
     assert not host_facts_usable(None, "env-dev-08")
+
+
+# -- hold and backoff --------------------------------------------------------------------------
+
+
+def held(
+    rev: str = "r2",
+    next_at: float | None = None,
+    stalled: bool = False,
+    attempts: int = 1,
+) -> Held:
+    return Held(rev, "VERIFY_EXITED", "web exited", attempts, 100.0, next_at, "r1", True, stalled)
+
+
+def test_a_held_revision_is_not_applied_again() -> None:
+    plan = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, held(), 5000.0))
+    assert isinstance(plan, Hold) and plan.revision == "r2"
+    assert "held" in plan.reason and "--retry" in plan.reason and "r1" in plan.reason
+
+
+def test_a_held_revision_still_restores_the_lkg_when_its_containers_are_gone() -> None:
+    plan = decide(Facts(200, "r2", applied("r1"), (svc("db"),), BUNDLE, held(), 5000.0))
+    assert isinstance(plan, Restore) and plan.missing == ("web",)
+    assert plan.applied.revision == "r1" and "held" in plan.reason
+    gone = decide(Facts(200, "r2", applied("r1"), (), BUNDLE, held(), 5000.0))
+    assert isinstance(gone, Restore) and gone.missing == ("db", "web")
+    stalled = decide(Facts(200, "r2", applied("r1"), (), BUNDLE, held(stalled=True), 5000.0))
+    assert isinstance(stalled, Hold), "a stalled box is not brought up again on its own"
+    forward = Held("r2", "VERIFY_EXITED", "m", 1, 0.0, 9e9, box_changed=True)
+    fixing = decide(Facts(200, "r2", applied("r1"), (), BUNDLE, forward, 5000.0))
+    assert isinstance(fixing, Backoff), "on_failure retry: no rollback behind its back"
+    assert needs_container_check(200, "r2", "r1", "r2")
+    assert not needs_container_check(200, "r2", None, "r2")
+
+
+def test_a_stalled_revision_is_held_and_says_stalled() -> None:
+    plan = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, held(stalled=True), 5000.0))
+    assert isinstance(plan, Hold) and plan.held.stalled and "stalled" in plan.reason
+
+
+def test_the_operator_retry_applies_a_held_revision() -> None:
+    plan = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, held(stalled=True), 0.0, True))
+    assert isinstance(plan, Apply) and "operator retry" in plan.reason
+
+
+def test_a_new_desired_revision_preempts_the_hold() -> None:
+    plan = decide(Facts(200, "r3", applied("r1"), None, BUNDLE, held(), 0.0))
+    assert isinstance(plan, Apply) and plan.revision == "r3"
+
+
+def test_backoff_waits_until_the_next_attempt_then_applies() -> None:
+    wait = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, held(next_at=160.0), 159.0))
+    assert isinstance(wait, Backoff) and wait.next_at == 160.0 and "in 1 s" in wait.reason
+    go = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, held(next_at=160.0), 160.0))
+    assert isinstance(go, Apply) and "attempt 2" in go.reason
+
+
+def test_rollback_steps_bring_the_lkg_back_then_verify_it() -> None:
+    lkg = applied("r1", "oldshop", ("web",))
+    assert rollback_steps(ready("shop"), lkg) == (
+        Rollback("shop", "r2", "oldshop", "r1"),
+        Verify("oldshop", "r1", ("web",)),
+    )
+
+
+def test_restore_can_pin_the_release_images() -> None:
+    plan = decide(facts(304, None, applied("r2", "shop"), (svc("db"),), None))
+    assert isinstance(plan, Restore)
+    assert restore_steps(plan, pinned=True) == (Up("shop", "r2", True),)
+
+
+@given(
+    desired=revs,
+    was=st.none() | st.builds(AppliedFacts, revs, st.just("shop"), names),
+    held_rev=revs,
+    next_at=st.none() | st.floats(0, 10_000),
+    stalled=st.booleans(),
+    now=st.floats(0, 10_000),
+    retry=st.booleans(),
+)
+def test_a_hold_never_blocks_another_revision_and_retry_always_applies(
+    desired: str,
+    was: AppliedFacts | None,
+    held_rev: str,
+    next_at: float | None,
+    stalled: bool,
+    now: float,
+    retry: bool,
+) -> None:
+    h = held(held_rev, next_at, stalled)
+    plan = decide(Facts(200, desired, was, None, BUNDLE, h, now, retry))
+    if was is not None and desired == was.revision:
+        assert not isinstance(plan, Hold | Backoff)
+    elif isinstance(plan, Restore):
+        assert was is not None and held_rev == desired and not retry and not stalled
+    elif retry or held_rev != desired:
+        assert isinstance(plan, Apply)
+    elif stalled or next_at is None:
+        assert isinstance(plan, Hold)
+    else:
+        assert isinstance(plan, Backoff) == (now < next_at)
+        assert isinstance(plan, Apply) == (now >= next_at)
+
+
+# -- a killed tick ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", ["down", "up", "verify", "rollback"])
+def test_a_tick_killed_after_the_box_changed_brings_the_lkg_back(phase: str) -> None:
+    cut = Journal("r2", phase, "t1", 0.0)
+    running = (svc("db"), svc("web"))  # r2's containers carry the same service names
+    plan = decide(Facts(200, "r1", applied("r1"), running, BUNDLE, interrupted=cut))
+    assert isinstance(plan, Restore) and plan.missing == ("db", "web")
+    assert "killed" in plan.reason
+
+
+@pytest.mark.parametrize("phase", ["stage", "pull", "commit"])
+def test_a_tick_killed_before_the_box_changed_is_a_noop(phase: str) -> None:
+    cut = Journal("r2", phase, "t1", 0.0)
+    running = (svc("db"), svc("web"))
+    assert isinstance(decide(Facts(304, None, applied("r1"), running, None, interrupted=cut)), Noop)
+
+
+def test_a_killed_rollback_to_the_desired_revision_restores_it() -> None:
+    cut = Journal("r1", "rollback", "t1", 0.0)
+    running = (svc("db"), svc("web"))
+    plan = decide(Facts(304, None, applied("r1"), running, None, interrupted=cut))
+    assert isinstance(plan, Restore) and plan.missing == ("db", "web")
+
+
+def test_a_killed_apply_of_the_desired_revision_is_resumed() -> None:
+    cut = Journal("r2", "verify", "t1", 0.0)
+    plan = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, interrupted=cut))
+    assert isinstance(plan, Apply) and plan.revision == "r2"

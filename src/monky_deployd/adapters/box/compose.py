@@ -11,7 +11,7 @@ from pathlib import Path
 
 from monky_deployd.adapters.box import runner
 from monky_deployd.adapters.box.docker_config import docker_env as docker_only_env
-from monky_deployd.adapters.box.state import COMPOSE_FILE
+from monky_deployd.adapters.box.state import COMPOSE_FILE, PINS_FILE
 from monky_deployd.config import DockerCfg
 from monky_deployd.core import pullerrors
 from monky_deployd.core.errors import Code
@@ -31,8 +31,11 @@ class Compose:
         project: str,
         workdir: Path,
         masker: Masker = NO_SECRETS,
+        *,
+        pinned: bool = False,
     ) -> None:
         self.cfg = cfg
+        self.pinned = pinned  # also read compose.pinned.yaml (a release's images by ID)
         self.project = project
         self.workdir = workdir
         self.env = docker_env(cfg, docker_dir)
@@ -48,6 +51,7 @@ class Compose:
             str(self.workdir),
             "--file",
             str(self.workdir / COMPOSE_FILE),
+            *(("--file", str(self.workdir / PINS_FILE)) if self.pinned else ()),
             *args,
         )
 
@@ -79,8 +83,10 @@ class Compose:
             )
 
     def up(self) -> None:
+        """``up --detach --remove-orphans``; pinned: ``--pull never`` too (the images are here)."""
+        never = ("--pull", "never") if self.pinned else ()
         result = runner.run(
-            self._argv("up", "--detach", "--remove-orphans"),
+            self._argv("up", "--detach", "--remove-orphans", *never),
             env=self.env,
             timeout=self.cfg.up_timeout_s,
             cwd=str(self.workdir),

@@ -2,9 +2,12 @@
 
 The steady-state tick only needs to know whether the applied project's containers are running;
 asking the engine directly (``GET /containers/json``) costs a few milliseconds where
-``docker compose ps`` costs a Go process start. The answer is read by ``httpio.read_capped``: at
-most ``docker.api_max_body_bytes``, within ``docker.command_timeout_s`` overall.
-Everything that changes state still goes through ``docker compose`` (``compose.py``).
+``docker compose ps`` costs a Go process start. Every answer is read by ``httpio.read_capped``: at
+most ``docker.api_max_body_bytes``, within ``docker.command_timeout_s`` overall. The verify phase
+inspects each container
+(``GET /containers/{id}/json``: exit code, restart policy, start time, health log, image ID) and a
+verified release records its images' digests (``GET /images/{id}/json``). Everything that
+changes state still goes through ``docker compose`` (``compose.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from monky_deployd.adapters.tls import no_tls
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code, CommandError, DeployError
 from monky_deployd.core.services import Service
+from monky_deployd.core.verify import ContainerObs
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PROJECT_LABEL = "com.docker.compose.project"
@@ -85,47 +89,10 @@ def project_working_dirs(cfg: DockerCfg, project: str) -> dict[str, str]:
 
 
 def _project_rows(cfg: DockerCfg, project: str) -> tuple[list[dict[str, Any]], str]:
-    client, where = _client(cfg, cfg.command_timeout_s)
     filters = json.dumps({"label": [f"{PROJECT_LABEL}={project}"]})
-    base = "" if where.startswith("http") else "http://docker"
-    limit = cfg.api_max_body_bytes
-    try:
-        with client:
-            resp = read_capped(
-                client,
-                "GET",
-                f"{base}/containers/json",
-                max_bytes=limit,
-                deadline_s=cfg.command_timeout_s,
-                too_large=lambda: CommandError(
-                    f"the Docker engine at {where} answered project {project}'s container list "
-                    f"with more than {limit} bytes (docker.api_max_body_bytes); refused unread",
-                    code=Code.DOCKER_RESPONSE_TOO_LARGE,
-                    hint=f"what listens at {where} (docker.host): dockerd answers a project's "
-                    "list in kilobytes",
-                ),
-                params={"all": "1", "filters": filters},
-            )
-    except DeployError:
-        raise
-    except httpx.HTTPError as exc:
-        bound = deadline.expired_in(exc)
-        if bound is not None and bound.kind == "tick":
-            raise deadline.tick_error(f"while asking the Docker engine at {where}") from exc
-        if bound is not None:
-            raise CommandError(
-                f"the Docker engine at {where} did not finish listing project {project}'s "
-                f"containers within {cfg.command_timeout_s:g} s (docker.command_timeout_s)",
-                code=Code.DOCKER_UNAVAILABLE,
-                hint="dockerd's health and load (`docker ps` as this user), and what listens "
-                f"at {where}",
-            ) from exc
-        raise CommandError(
-            f"cannot ask the Docker engine at {where} for project {project}'s containers: {exc}",
-            code=Code.DOCKER_UNAVAILABLE,
-            hint=f"that dockerd is running and {where} is accessible to this user "
-            "(member of the docker group)",
-        ) from exc
+    resp, where = _fetch(
+        cfg, "/containers/json", {"all": "1", "filters": filters}, f"project {project}'s containers"
+    )
     if resp.status_code != 200:
         raise CommandError(
             f"the Docker engine at {where} answered HTTP {resp.status_code} to a container list",
@@ -142,6 +109,54 @@ def _project_rows(cfg: DockerCfg, project: str) -> tuple[list[dict[str, Any]], s
     return rows, where
 
 
+def _fetch(
+    cfg: DockerCfg, path: str, params: dict[str, str] | None, what: str
+) -> tuple[httpx.Response, str]:
+    """One GET to the engine, read by ``read_capped`` (``docker.api_max_body_bytes``, within
+    ``docker.command_timeout_s``); transport faults and the deadlines named."""
+    client, where = _client(cfg, cfg.command_timeout_s)
+    base = "" if where.startswith("http") else "http://docker"
+    limit = cfg.api_max_body_bytes
+    try:
+        with client:
+            resp = read_capped(
+                client,
+                "GET",
+                f"{base}{path}",
+                max_bytes=limit,
+                deadline_s=cfg.command_timeout_s,
+                too_large=lambda: CommandError(
+                    f"the Docker engine at {where} answered {what} with more than {limit} bytes "
+                    "(docker.api_max_body_bytes); refused unread",
+                    code=Code.DOCKER_RESPONSE_TOO_LARGE,
+                    hint=f"what listens at {where} (docker.host): dockerd answers a project's "
+                    "list in kilobytes",
+                ),
+                params=params,
+            )
+    except DeployError:
+        raise
+    except httpx.HTTPError as exc:
+        bound = deadline.expired_in(exc)
+        if bound is not None and bound.kind == "tick":
+            raise deadline.tick_error(f"while asking the Docker engine at {where}") from exc
+        if bound is not None:
+            raise CommandError(
+                f"the Docker engine at {where} did not answer {what} "
+                f"within {cfg.command_timeout_s:g} s (docker.command_timeout_s)",
+                code=Code.DOCKER_UNAVAILABLE,
+                hint="dockerd's health and load (`docker ps` as this user), and what listens "
+                f"at {where}",
+            ) from exc
+        raise CommandError(
+            f"cannot ask the Docker engine at {where} for {what}: {exc}",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint=f"that dockerd is running and {where} is accessible to this user "
+            "(member of the docker group)",
+        ) from exc
+    return resp, where
+
+
 def _not_a_list(where: str) -> CommandError:
     return CommandError(
         f"the Docker engine at {where} answered a container list that is not JSON",
@@ -153,3 +168,83 @@ def _not_a_list(where: str) -> CommandError:
 def _health(status: str) -> str:
     match = _HEALTH_RE.search(status)
     return match.group(1).removeprefix("health: ") if match else ""
+
+
+def _get(cfg: DockerCfg, path: str, params: dict[str, str] | None, what: str) -> Any:
+    """One GET to the engine, its JSON body; 404 -> None; other faults DOCKER_UNAVAILABLE."""
+    resp, where = _fetch(cfg, path, params, what)
+    if resp.status_code == 404:
+        return None
+    if resp.status_code != 200:
+        raise CommandError(
+            f"the Docker engine at {where} answered HTTP {resp.status_code} when asked for {what}",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint="`docker ps` as this user, and dockerd's log",
+            detail=resp.text[:500],
+        )
+    try:
+        return resp.json()
+    except ValueError as exc:
+        raise CommandError(
+            f"the Docker engine at {where} answered {what} with something that is not JSON",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint="dockerd's version and log",
+        ) from exc
+
+
+def inspect_project(cfg: DockerCfg, project: str) -> list[ContainerObs]:
+    """Every container of the compose project, inspected (what the verify phase judges)."""
+    filters = json.dumps({"label": [f"{PROJECT_LABEL}={project}"]})
+    rows = _get(
+        cfg,
+        "/containers/json",
+        {"all": "1", "filters": filters},
+        f"project {project}'s containers",
+    )
+    found: list[ContainerObs] = []
+    for row in rows if isinstance(rows, list) else []:
+        cid = str(row.get("Id", "")) if isinstance(row, dict) else ""
+        if not cid:
+            continue
+        info = _get(cfg, f"/containers/{cid}/json", None, f"container {cid[:12]}")
+        if isinstance(info, dict):  # None: removed between the list and the inspect
+            found.append(_observation(info))
+    return sorted(found, key=lambda c: (c.service, c.container_id))
+
+
+def _observation(info: dict[str, Any]) -> ContainerObs:
+    state = info.get("State") or {}
+    health = state.get("Health") or {}
+    log = health.get("Log") or []
+    last = log[-1] if log and isinstance(log[-1], dict) else {}
+    config = info.get("Config") or {}
+    policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
+    return ContainerObs(
+        service=str((config.get("Labels") or {}).get(SERVICE_LABEL, "")),
+        container_id=str(info.get("Id", "")),
+        state=str(state.get("Status", "")),
+        health=str(health.get("Status", "")),
+        exit_code=int(state.get("ExitCode") or 0),
+        restart_policy=str(policy.get("Name") or "no"),
+        started_at=str(state.get("StartedAt", "")),
+        health_output=str(last.get("Output", ""))[-1000:],
+        image_id=str(info.get("Image", "")),
+        image_ref=str(config.get("Image", "")),
+    )
+
+
+def repo_digests(cfg: DockerCfg, image_id: str) -> list[str]:
+    """The image's RepoDigests (``repo@sha256:...``); empty when the engine knows none."""
+    info = _get(cfg, f"/images/{image_id}/json", None, f"image {image_id[:19]}")
+    digests = info.get("RepoDigests") if isinstance(info, dict) else None
+    return [str(d) for d in digests] if isinstance(digests, list) else []
+
+
+def images_in_use(cfg: DockerCfg) -> set[str]:
+    """The image ID of every container on the engine, of any project, in any state."""
+    rows = _get(cfg, "/containers/json", {"all": "1"}, "every container")
+    return {
+        str(r.get("ImageID", ""))
+        for r in (rows if isinstance(rows, list) else [])
+        if isinstance(r, dict)
+    }

@@ -7,8 +7,18 @@ Layout::
     <state_dir>/token.json           token bookkeeping (agent/token.py decides; 0600)
     <state_dir>/.token.room          room proved for token.json before a lease (0600)
     <state_dir>/host.json            cached host facts for the check-in (0600)
+    <state_dir>/held.json            a failed revision: held, or its backoff (0600)
+    <state_dir>/suspend.json         ``monky-deployd suspend``: why and until when (0600)
+    <state_dir>/journal.json         the box step running now; left behind by a killed tick
+    <state_dir>/outbox/<ts>-<tick>.json  reports tenancy did not take, oldest first (0600;
+                                     at most OUTBOX_MAX, the oldest dropped)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
-    <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600)
+    <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600); once
+                                     verified also release.json (its images) and
+                                     compose.pinned.yaml (those images by ID, for a rollback)
+
+Only the applied (last-known-good) revision, the one before it and the revision being tried
+are kept; ``prune_revisions`` removes the others.
 
 ``StateDir`` owns every one of these paths. The records' shapes and bytes are
 ``core.records``'; this module reads and writes them. Every file is written with
@@ -43,17 +53,23 @@ from monky_deployd.adapters.fsutil import (
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.records import (
     Applied,
+    Held,
     HostFacts,
+    Journal,
+    Release,
+    Suspended,
     TokenState,
     host_facts_from_json,
     host_facts_to_json,
 )
 
-__all__ = ["COMPOSE_FILE", "ENV_FILE", "KEEP_REVISIONS", "Applied", "StateDir"]
+__all__ = ["COMPOSE_FILE", "ENV_FILE", "PINS_FILE", "RELEASE_FILE", "Applied", "StateDir"]
 
 COMPOSE_FILE = "compose.yaml"
 ENV_FILE = ".env"
-KEEP_REVISIONS = 3
+RELEASE_FILE = "release.json"
+OUTBOX_MAX = 20
+PINS_FILE = "compose.pinned.yaml"
 
 
 class StateDir:
@@ -68,6 +84,10 @@ class StateDir:
         self.token_file = root / "token.json"
         self.token_room = root / ".token.room"
         self.host_file = root / "host.json"
+        self.held_file = root / "held.json"
+        self.suspend_file = root / "suspend.json"
+        self.outbox_dir = root / "outbox"
+        self.journal_file = root / "journal.json"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root, follow_link=True)
@@ -204,6 +224,115 @@ class StateDir:
     def write_host_facts(self, facts: HostFacts) -> None:
         atomic_write(self.host_file, host_facts_to_json(facts), 0o600)
 
+    # -- held revision -----------------------------------------------------------------------
+
+    def read_held(self) -> Held | None:
+        """The held record; None when there is none or it is unreadable (nothing is held)."""
+        raw = read_if_exists(self.held_file)
+        if raw is None:
+            return None
+        try:
+            return Held.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_held(self, held: Held) -> None:
+        atomic_write(self.held_file, held.to_json(), 0o600)
+
+    def clear_held(self) -> None:
+        self._remove(self.held_file)
+
+    def _remove(self, path: Path) -> None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise DeployError(
+                f"cannot remove {path}: {exc.strerror}",
+                code=Code.STATE_UNWRITABLE,
+                hint=f"ownership and permissions of {self.root}",
+            ) from exc
+
+    # -- step journal ------------------------------------------------------------------------
+
+    def read_journal(self) -> Journal | None:
+        raw = read_if_exists(self.journal_file)
+        if raw is None:
+            return None
+        try:
+            return Journal.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_journal(self, entry: Journal) -> None:
+        atomic_write(self.journal_file, entry.to_json(), 0o600)
+
+    def clear_journal(self) -> None:
+        self._remove(self.journal_file)
+
+    # -- report outbox -----------------------------------------------------------------------
+
+    def outbox_put(self, name: str, body: bytes) -> None:
+        """Keep an undelivered report (its body is already masked); drop the oldest beyond
+        OUTBOX_MAX. ``name`` sorts by age (``<ms>-<tick_id>``)."""
+        ensure_private_dir(self.outbox_dir)
+        atomic_write(self.outbox_dir / f"{name}.json", body, 0o600)
+        kept = self.outbox()
+        for stale in kept[: max(0, len(kept) - OUTBOX_MAX)]:
+            stale.unlink(missing_ok=True)
+
+    def outbox(self) -> list[Path]:
+        """The kept reports, oldest first; empty when there is no outbox."""
+        try:
+            return sorted(p for p in self.outbox_dir.iterdir() if p.name.endswith(".json"))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise DeployError(
+                f"cannot list the report outbox {self.outbox_dir}: {exc.strerror}",
+                code=Code.STATE_UNWRITABLE,
+                hint=f"ownership and permissions of {self.root}",
+            ) from exc
+
+    # -- suspend -----------------------------------------------------------------------------
+
+    def read_suspend(self) -> Suspended | None:
+        """The suspend record; None when there is none or it is unreadable (not suspended)."""
+        raw = read_if_exists(self.suspend_file)
+        if raw is None:
+            return None
+        try:
+            return Suspended.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_suspend(self, suspended: Suspended) -> None:
+        atomic_write(self.suspend_file, suspended.to_json(), 0o600)
+
+    def clear_suspend(self) -> None:
+        self._remove(self.suspend_file)
+
+    # -- releases (verified revisions) -------------------------------------------------------
+
+    def read_release(self, revision: str) -> Release | None:
+        raw = read_if_exists(self.revision_dir(revision) / RELEASE_FILE)
+        if raw is None:
+            return None
+        try:
+            return Release.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_release(self, release: Release) -> None:
+        """release.json and the compose override pinning its images (both 0600)."""
+        where = self.revision_dir(release.revision)
+        atomic_write(where / RELEASE_FILE, release.to_json(), 0o600)
+        atomic_write(where / PINS_FILE, release.pins().encode(), 0o600)
+
+    def has_pins(self, revision: str) -> bool:
+        return (self.revision_dir(revision) / PINS_FILE).is_file()
+
     # -- revisions ---------------------------------------------------------------------------
 
     def revision_dir(self, revision: str) -> Path:
@@ -237,20 +366,22 @@ class StateDir:
             ) from exc
         return final
 
-    def prune_revisions(self, keep: set[str]) -> None:
-        """Remove revision directories beyond the newest KEEP_REVISIONS, never one in ``keep``."""
+    def prune_revisions(self, keep: set[str]) -> list[Release]:
+        """Remove every revision directory not in ``keep`` (and leftover staging dirs); the
+        releases of the removed ones (for their images)."""
         refuse_link(self.revisions_dir)
         try:
-            dirs = sorted(
-                (p for p in self.revisions_dir.iterdir() if p.is_dir() and not p.is_symlink()),
-                key=lambda p: p.lstat().st_mtime,
-                reverse=True,
-            )
+            dirs = [p for p in self.revisions_dir.iterdir() if p.is_dir() and not p.is_symlink()]
         except OSError:
-            return
-        for stale in dirs[KEEP_REVISIONS:]:
+            return []
+        removed: list[Release] = []
+        for stale in dirs:
             if stale.name not in keep:
+                release = self.read_release(stale.name)
+                if release is not None:
+                    removed.append(release)
                 shutil.rmtree(stale, ignore_errors=True)
+        return removed
 
 
 def _read_holder(fd: int) -> str:

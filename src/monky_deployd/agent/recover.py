@@ -1,0 +1,273 @@
+"""What a tick does around a failure: roll back or back off, skip a held revision, honour update
+locks and a suspend, keep and later deliver an undelivered report.
+
+The decisions are ``core.recovery``'s, ``core.plan``'s and ``core.gates``'; this module performs
+them (the rollback's box steps run through ``agent.steps`` like any other) and logs each with its
+event, so the journal says why a tick did not apply and when the next attempt is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from monky_deployd.adapters.box import locks
+from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.adapters.net.tenancy import Tenancy
+from monky_deployd.agent import logs, steps
+from monky_deployd.config import Config
+from monky_deployd.core import gates, recovery, report, wire
+from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.plan import (
+    AppliedFacts,
+    Apply,
+    Backoff,
+    Hold,
+    Paused,
+    Ready,
+    rollback_steps,
+)
+from monky_deployd.core.records import Held, Suspended
+from monky_deployd.core.report import TickRecord
+
+log = logging.getLogger("monky_deployd")
+
+Phase = Callable[[str], AbstractContextManager[None]]
+
+
+def fail(rec: TickRecord, err: DeployError) -> None:
+    """Record ``err`` as the tick's fault and log it (the first error line names the fault),
+    masked with every secret the tick has learnt so far."""
+    masked = logs.masker()
+    rec.outcome, rec.code = err.outcome, err.code
+    rec.message, rec.detail = masked(err.message), masked(err.detail)
+    failed_phase = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
+    log.error(
+        masked(str(err)),
+        extra=logs.fields(
+            event="tick.error",
+            phase=failed_phase,
+            code=err.code,
+            hint=masked(err.hint) or None,
+            detail=rec.detail or None,
+        ),
+    )
+
+
+# -- before the plan ------------------------------------------------------------------------------
+
+
+def forget_preempted(
+    state: StateDir,
+    held: Held | None,
+    status: int,
+    desired: str | None,
+    applied: AppliedFacts | None,
+) -> Held | None:
+    """A held or backing-off revision that tenancy no longer wants is forgotten: a new desired
+    revision pre-empts the hold and the backoff on this very tick. Returns what stays held."""
+    wanted = applied.revision if status == 304 and applied else desired
+    if held is None or wanted is None or wanted == held.revision:
+        return held
+    log.info(
+        f"revision {held.revision} is no longer desired ({wanted} is): "
+        "its hold and backoff are dropped",
+        extra={"event": "hold.preempted", "phase": "plan", "revision": held.revision},
+    )
+    state.clear_held()
+    return None
+
+
+def valid_locks(cfg: Config, now: float) -> tuple[gates.Lock, ...]:
+    """The update locks in force; stale ones are named in a warning and ignored."""
+    found = locks.read_locks(cfg.locks.dir)
+    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
+    for lk in stale:
+        log.warning(
+            f"ignoring the stale update lock {lk.describe(now)}: its TTL is over",
+            extra={"event": "lock.stale", "phase": "plan", "lock": lk.name},
+        )
+    for lk in valid:
+        log.info(
+            f"update lock {lk.describe(now)}",
+            extra={"event": "lock.held", "phase": "plan", "lock": lk.name},
+        )
+    return valid
+
+
+def active_suspend(state: StateDir, now: float) -> Suspended | None:
+    """An active suspend; an expired one (``--for``) is removed."""
+    found = state.read_suspend()
+    if found is None:
+        return None
+    if not found.active(now):
+        log.info(
+            "the suspend's --for duration is over: applies resume",
+            extra={"event": "suspend.expired", "phase": "plan"},
+        )
+        state.clear_suspend()
+        return None
+    until = report.rfc3339(found.until, "seconds") if found.until else "resume"
+    log.info(
+        f"{found.describe()} until {until}",
+        extra={"event": "suspend.active", "phase": "plan"},
+    )
+    return found
+
+
+def skip(rec: TickRecord, plan: Hold | Backoff | Paused) -> None:
+    """No apply this tick: say why and when the next attempt is; no report."""
+    rec.revision = plan.revision
+    rec.message = plan.reason
+    if isinstance(plan, Paused):
+        rec.outcome, rec.code = "held", Code.SUSPENDED
+        until = plan.suspended.until
+        log.warning(
+            plan.reason,
+            extra={
+                "event": "plan.suspended",
+                "phase": "plan",
+                "since": report.rfc3339(plan.suspended.since, "seconds"),
+                "until": report.rfc3339(until, "seconds") if until else None,
+            },
+        )
+    elif isinstance(plan, Backoff):
+        rec.outcome, rec.code = "held", Code.APPLY_BACKOFF
+        next_at = report.rfc3339(plan.next_at, "seconds")
+        log.warning(
+            plan.reason,
+            extra={"event": "plan.backoff", "phase": "plan", "next_attempt_at": next_at},
+        )
+    elif plan.held.stalled:
+        rec.outcome, rec.code = "failed", Code.ROLLBACK_FAILED
+        log.error(
+            f"{Code.ROLLBACK_FAILED}: {plan.reason}",
+            extra=logs.fields(
+                event="plan.stalled",
+                phase="plan",
+                code=Code.ROLLBACK_FAILED,
+                hint="`docker ps -a` for the project; publish a fixed revision or run "
+                "`monky-deployd apply --once --retry`",
+            ),
+        )
+    else:
+        rec.outcome, rec.code = "held", Code.REVISION_HELD
+        log.warning(plan.reason, extra={"event": "plan.hold", "phase": "plan"})
+
+
+# -- after a failed apply -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Failure:
+    plan: Apply
+    ready: Ready | None  # None: the apply failed in its checks
+    err: DeployError
+    held: Held | None  # the held record before this attempt
+
+
+def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
+    """Roll back and hold, or back off (``core.recovery``); always raises the tick's fault."""
+    plan, ready, err = f.plan, f.ready, f.err
+    rec, state, cfg = ctx.rec, ctx.state, ctx.cfg
+    failed_phase = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
+    lkg = plan.previous
+    step = recovery.after_failure(
+        revision=plan.revision,
+        code=err.code,
+        message=err.message,
+        failed_phase=failed_phase,
+        lkg=lkg.revision if lkg else None,
+        on_failure=ready.on_failure if ready else "rollback",
+        previous=f.held,
+        now=ctx.clock(),
+        base_s=cfg.backoff.base_s,
+        cap_s=cfg.backoff.cap_s,
+        jitter=cfg.backoff.jitter,
+        u=u,
+    )
+    if step.rollback_to is None or ready is None or lkg is None:
+        state.write_held(step.held)
+        if step.held.next_attempt_at is not None:
+            when = report.rfc3339(step.held.next_attempt_at, "seconds")
+            log.warning(
+                f"revision {plan.revision} failed (attempt {step.held.attempts}); "
+                f"next attempt at {when} unless the desired revision changes",
+                extra={"event": "apply.backoff", "next_attempt_at": when},
+            )
+        raise err
+    log.warning(
+        f"revision {plan.revision} failed in {failed_phase} ({err.code}); "
+        f"rolling back to {lkg.revision} (pinned images, no pull)",
+        extra={"event": "rollback.start", "revision": plan.revision, "to": lkg.revision},
+    )
+    fail(rec, err)  # the real fault's line comes before the rollback's
+    try:
+        steps.run(ctx, rollback_steps(ready, lkg), phase)
+    except DeployError as rb_err:
+        rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
+        state.write_held(recovery.after_rollback(step.held, ok=False))
+        raise DeployError(
+            f"revision {plan.revision} failed ({err.code}: {err.message}) and the rollback "
+            f"to {lkg.revision} failed too ({rb_err.code}: {rb_err.message}); the box is "
+            "stalled: no tick applies or rolls back on its own",
+            code=Code.ROLLBACK_FAILED,
+            hint="`docker ps -a` and `docker logs` for the project; publish a fixed "
+            "revision, or fix the box and run `monky-deployd apply --once --retry`",
+            detail="\n".join(d for d in (err.detail, rb_err.detail) if d),
+        ) from rb_err
+    rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=True)
+    state.write_held(recovery.after_rollback(step.held, ok=True))
+    raise DeployError(
+        f"{err.message}; rolled back to {lkg.revision} (verified) and holding {plan.revision}",
+        code=err.code,
+        hint=err.hint,
+        detail=err.detail,
+        outcome=err.outcome,
+    )
+
+
+# -- the report outbox ----------------------------------------------------------------------------
+
+
+def keep_report(state: StateDir, rec: TickRecord, body: dict[str, Any]) -> None:
+    """An undelivered report (already masked) goes to the bounded outbox for a later tick."""
+    try:
+        state.outbox_put(
+            f"{int(rec.started_at * 1000):015d}-{rec.tick_id}", json.dumps(body).encode()
+        )
+    except DeployError as err:
+        log.warning(
+            f"the undelivered report could not be kept: {err}",
+            extra={"event": "report.lost", "phase": "report", "code": err.code},
+        )
+
+
+def deliver_outbox(state: StateDir, tenancy: Tenancy, token: str) -> None:
+    """Reports earlier ticks could not deliver, oldest first, each with its own tick_id, once:
+    removed when tenancy took it; the first failure leaves the rest for later."""
+    kept = state.outbox()
+    for path in kept:
+        try:
+            body = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)  # torn: nothing to deliver
+            continue
+        try:
+            with logs.phase("report"):
+                tenancy.report(token, body)
+        except DeployError as err:
+            log.warning(
+                f"{len(kept)} kept report(s) still not delivered: {err}",
+                extra={"event": "outbox.failed", "phase": "report", "code": err.code},
+            )
+            return
+        path.unlink(missing_ok=True)
+        log.info(
+            f"delivered the kept report of tick {body.get('tick_id')}",
+            extra={"event": "outbox.delivered", "phase": "report"},
+        )

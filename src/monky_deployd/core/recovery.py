@@ -1,0 +1,99 @@
+"""After a failed or refused apply: roll back or not, hold or back off. Pure: no I/O, no clock.
+
+    failure of revision R                         what happens
+    ------------------------------------------    -----------------------------------------------
+    the box changed (down, up or verify failed),  rollback: the last-known-good (LKG) release
+    an LKG exists, on_failure: rollback           comes back from its pinned images, is verified;
+    (the default)                                 R is held (no retry until the desired revision
+                                                  changes or ``apply --once --retry``)
+    that rollback fails                           R is held *stalled* (ROLLBACK_FAILED): no tick
+                                                  applies or rolls back on its own
+    anything else: refused before the box         R is retried with backoff: from one tick
+    changed, a pull failed, no LKG yet, or        interval, doubling per attempt, capped,
+    on_failure: retry                             jittered (never later than the cap)
+
+A new desired revision pre-empts a hold and a backoff on the very next tick (``core.plan``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from monky_deployd.core.errors import Code
+from monky_deployd.core.records import Held
+
+# the box steps after which the box no longer runs the LKG as it was: a failure there rolls back
+CHANGING_PHASES = frozenset({"down", "up", "verify"})
+
+
+def backoff_delay(attempts: int, base_s: float, cap_s: float, jitter: float, u: float) -> float:
+    """Seconds before attempt ``attempts + 1``: ``base_s * 2**(attempts-1)`` capped at ``cap_s``,
+    shortened by up to ``jitter`` (a fraction) times ``u`` (uniform in [0, 1), the caller's)."""
+    n = max(1, attempts)
+    delay = min(cap_s, base_s * 2.0 ** min(n - 1, 64))
+    return delay * (1.0 - jitter * min(max(u, 0.0), 1.0))
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What to do after a failed apply of ``revision``."""
+
+    rollback_to: str | None  # the LKG revision to restore, or None
+    held: Held  # the record to keep (its next_attempt_at is set after a rollback's outcome)
+
+
+def after_failure(
+    *,
+    revision: str,
+    code: Code,
+    message: str,
+    failed_phase: str,
+    lkg: str | None,
+    on_failure: str,
+    previous: Held | None,
+    now: float,
+    base_s: float,
+    cap_s: float,
+    jitter: float,
+    u: float,
+) -> Recovery:
+    """Roll back (and hold) or back off, from where the apply failed and what the box has."""
+    attempts = previous.attempts + 1 if previous and previous.revision == revision else 1
+    rollback = (
+        failed_phase in CHANGING_PHASES
+        and lkg is not None
+        and lkg != revision
+        and on_failure != "retry"
+    )
+    if rollback:
+        held = Held(revision, code.value, message, attempts, now, None, lkg, None, False)
+        return Recovery(lkg, held)
+    next_at = now + backoff_delay(attempts, base_s, cap_s, jitter, u)
+    changed = failed_phase in CHANGING_PHASES
+    held = Held(revision, code.value, message, attempts, now, next_at, box_changed=changed)
+    return Recovery(None, held)
+
+
+def after_rollback(held: Held, ok: bool) -> Held:
+    """The held record once the rollback ran: held either way; stalled when it failed."""
+    return Held(
+        held.revision,
+        held.code,
+        held.message,
+        held.attempts,
+        held.failed_at,
+        None,
+        held.rolled_back_to,
+        ok,
+        not ok,
+    )
+
+
+def checkin_outcome(held: Held | None) -> str:
+    """``applied.outcome`` of the check-in (contract v1.1): ``rolled_back`` while a failed
+    revision is held after the LKG came back, ``held`` while one waits (backoff or stalled)."""
+    if held is None:
+        return "applied"
+    if held.rollback_ok:
+        return "rolled_back"
+    return "held"

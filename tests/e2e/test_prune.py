@@ -1,0 +1,79 @@
+"""End to end: a commit keeps the last-known-good and the release before it, removes older
+revision directories and the images only they ran, never an image a container still uses."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from monky_deployd_testkit.dockerlab import Registry, image_exists, remove_image
+from monky_deployd_testkit.lab import Lab
+
+pytestmark = pytest.mark.docker
+
+
+def unique_image(registry: Registry, busybox_image: str, tag: str) -> tuple[str, str]:
+    """A busybox image with its own ID (a label), pushed as ``tag``: (ref, image id)."""
+    local = f"monky-test/prune-{uuid.uuid4().hex[:10]}:{tag}"
+    with tempfile.TemporaryDirectory(prefix="monky-prune-") as ctx:
+        Path(ctx, "Dockerfile").write_text(
+            f"FROM {busybox_image}\nLABEL monky.test.unique={uuid.uuid4().hex}\n"
+        )
+        subprocess.run(("docker", "build", "-q", "-t", local, ctx), check=True, capture_output=True)
+    image_id = subprocess.run(
+        ("docker", "image", "inspect", "--format", "{{.Id}}", local),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    ref = registry.push(local, f"env-e2e-01/prune-{uuid.uuid4().hex[:6]}", tag)
+    remove_image(local)
+    return ref, image_id
+
+
+@pytest.fixture
+def lab(tmp_path: Path, registry: Registry, busybox_image: str) -> Iterator[Lab]:
+    lab = Lab(tmp_path, registry, busybox_image)
+    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "pw"})
+    try:
+        yield lab
+    finally:
+        lab.cleanup()
+
+
+@pytest.mark.parametrize("foreign_container", [False, True], ids=["unused", "used-elsewhere"])
+def test_a_commit_prunes_old_releases_and_only_their_unused_images(
+    lab: Lab, registry: Registry, busybox_image: str, foreign_container: bool
+) -> None:
+    images = [unique_image(registry, busybox_image, t) for t in ("1", "2", "3")]
+    other = f"monky-test-foreign-{uuid.uuid4().hex[:8]}"
+    try:
+        for n, (ref, _) in enumerate(images[:2], start=1):
+            lab.estate.tenancy.set_desired(f"r{n}", lab.bundle(image=ref))
+            assert lab.tick().rc == 0
+        if foreign_container:  # another project's (stopped) container uses r1's image
+            subprocess.run(
+                ("docker", "create", "--name", other, images[0][1], "true"),
+                check=True,
+                capture_output=True,
+            )
+        lab.estate.tenancy.set_desired("r3", lab.bundle(image=images[2][0]))
+        run = lab.tick()
+        assert run.rc == 0, run.stdout
+        revisions = sorted(p.name for p in (lab.state_dir / "revisions").iterdir())
+        assert revisions == ["r2", "r3"]
+        assert image_exists(images[0][1]) == foreign_container
+        assert image_exists(images[1][1]) and image_exists(images[2][1])  # LKG and previous
+        pruned = run.events("prune.image")
+        # an image a container uses is not even tried; an unused one is removed
+        assert [e["removed"] for e in pruned] == ([] if foreign_container else [True])
+    finally:
+        subprocess.run(("docker", "rm", "-f", other), capture_output=True, check=False)
+        lab.cleanup()  # the project's containers, so their images can go
+        for _, image_id in images:
+            remove_image(image_id)

@@ -1,0 +1,89 @@
+"""The verify phase's polling loop against real containers, with its clock and sleep injected:
+a movable clock that only the loop's own sleeps advance, so a 10-minute window or a 3-minute
+deadline is judged in a few real seconds, and the count of polls is exact."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from monky_deployd import config as config_mod
+from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.agent import steps
+from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.plan import Verify
+from monky_deployd.core.report import TickRecord
+from monky_deployd_testkit.fakes.clock import Clock
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def project() -> Iterator[str]:
+    name = "vfy" + uuid.uuid4().hex[:8]
+    yield name
+    ids = subprocess.run(
+        ("docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={name}"),
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    if ids:
+        subprocess.run(("docker", "rm", "-f", *ids), capture_output=True, check=False)
+
+
+def start(project: str, busybox_image: str, *extra: str) -> None:
+    subprocess.run(
+        (
+            "docker", "run", "-d", "--network", "none",
+            "--label", f"com.docker.compose.project={project}",
+            "--label", "com.docker.compose.service=web",
+            *extra, busybox_image, "sleep", "3600",
+        ),
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+
+
+def context(tmp_path: Path, clock: Clock, sleeps: list[float], **verify: float) -> steps.Context:
+    cfg = config_mod.parse({"env": "env-vfy-01", "verify": verify}, "test")
+    state = StateDir(tmp_path / "state").ensure()
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.advance(seconds)
+
+    rec = TickRecord(tick_id="t", started_at=0.0)
+    return steps.Context(cfg, state, rec, clock.now, watch_clock=clock.now, sleep=sleep)
+
+
+def test_a_steady_container_passes_after_exactly_the_window(
+    tmp_path: Path, project: str, busybox_image: str
+) -> None:
+    start(project, busybox_image)
+    sleeps: list[float] = []
+    ctx = context(tmp_path, Clock(0.0), sleeps, stable_s=600, deadline_s=900, poll_s=5)
+    steps.verify(ctx, Verify(project, "r1", ("web",)))
+    assert sleeps == [5.0] * 120
+    assert ctx.rec.services[0]["name"] == "web" and ctx.rec.services[0]["state"] == "running"
+
+
+def test_a_healthcheck_still_starting_at_the_deadline_fails_unhealthy(
+    tmp_path: Path, project: str, busybox_image: str
+) -> None:
+    start(
+        project,
+        busybox_image,
+        "--health-cmd", "exit 1", "--health-interval", "1h", "--health-start-period", "1h",
+    )  # fmt: skip
+    sleeps: list[float] = []
+    ctx = context(tmp_path, Clock(0.0), sleeps, stable_s=30, deadline_s=180, poll_s=5)
+    with pytest.raises(DeployError) as info:
+        steps.verify(ctx, Verify(project, "r1", ("web",)))
+    assert info.value.code is Code.VERIFY_UNHEALTHY
+    assert "web" in info.value.message and "180 s" in info.value.message
+    assert len(sleeps) == 36

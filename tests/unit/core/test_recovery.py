@@ -1,0 +1,173 @@
+"""core.recovery: roll back and hold after the box changed, back off otherwise."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monky_deployd.core.errors import Code
+from monky_deployd.core.records import Held
+from monky_deployd.core.recovery import (
+    after_failure,
+    after_rollback,
+    backoff_delay,
+    checkin_outcome,
+)
+
+
+def fail(**kw: Any) -> Any:
+    args: dict[str, Any] = {
+        "revision": "r2",
+        "code": Code.VERIFY_EXITED,
+        "message": "web exited",
+        "failed_phase": "verify",
+        "lkg": "r1",
+        "on_failure": "rollback",
+        "previous": None,
+        "now": 1000.0,
+        "base_s": 60.0,
+        "cap_s": 3600.0,
+        "jitter": 0.2,
+        "u": 0.0,
+    }
+    args.update(kw)
+    return after_failure(**args)
+
+
+def test_a_failed_verify_rolls_back_to_the_lkg_and_holds() -> None:
+    got = fail()
+    assert got.rollback_to == "r1"
+    assert got.held.next_attempt_at is None and got.held.rolled_back_to == "r1"
+    assert after_rollback(got.held, ok=True).rollback_ok is True
+    stalled = after_rollback(got.held, ok=False)
+    assert stalled.stalled and stalled.next_attempt_at is None
+
+
+def test_no_rollback_before_the_box_changed_without_lkg_or_with_retry() -> None:
+    for kw in ({"failed_phase": "pull"}, {"lkg": None}, {"on_failure": "retry"}):
+        got = fail(**kw)
+        assert got.rollback_to is None and got.held.next_attempt_at == 1060.0
+        assert got.held.box_changed == (kw.get("failed_phase", "verify") != "pull")
+
+
+def test_attempts_count_per_revision() -> None:
+    prev = Held("r2", "PULL_FAILED", "x", 3, 0.0, 10.0)
+    assert fail(previous=prev, failed_phase="pull").held.attempts == 4
+    assert fail(previous=prev, failed_phase="pull", revision="r3").held.attempts == 1
+
+
+def test_checkin_outcome() -> None:
+    assert checkin_outcome(None) == "applied"
+    assert checkin_outcome(Held("r2", "X", "m", rollback_ok=True)) == "rolled_back"
+    assert checkin_outcome(Held("r2", "X", "m", next_attempt_at=5.0)) == "held"
+
+
+@given(st.integers(1, 200), st.floats(0, 1))
+def test_backoff_doubles_from_one_interval_capped_and_jittered_down(n: int, u: float) -> None:
+    d = backoff_delay(n, 60.0, 3600.0, 0.2, u)
+    plain = min(3600.0, 60.0 * 2 ** (n - 1))
+    assert 0.8 * plain <= d <= plain <= 3600.0
+    assert backoff_delay(n + 1, 60.0, 3600.0, 0.0, u) >= backoff_delay(n, 60.0, 3600.0, 0.0, u)
+
+
+def test_prune_removes_only_images_no_kept_release_or_container_uses() -> None:
+    from monky_deployd.core.prune import images_to_remove
+    from monky_deployd.core.records import Release, ReleaseImage
+
+    def rel(rev: str, *ids: str) -> Release:
+        return Release(rev, "p", [], {f"s{i}": ReleaseImage(x) for i, x in enumerate(ids)})
+
+    pruned = [rel("r1", "sha256:a", "sha256:b", "sha256:c"), rel("r0", "sha256:d", "")]
+    kept = [rel("r3", "sha256:b")]
+    assert images_to_remove(pruned, kept, {"sha256:c"}) == ("sha256:a", "sha256:d")
+
+
+# -- no apply-rollback loop: ticks simulated through decide() and after_failure() ---------------
+
+
+@given(
+    desired=st.lists(st.sampled_from(["bad1", "bad2", "good"]), min_size=1, max_size=40),
+    failing_phase=st.sampled_from(["verify", "up", "pull", "bundle"]),
+    rollback_ok=st.booleans(),
+    on_failure=st.sampled_from(["rollback", "retry"]),
+)
+def test_a_failing_revision_is_applied_once_per_change_when_rolled_back(
+    desired: list[str], failing_phase: str, rollback_ok: bool, on_failure: str
+) -> None:
+    from monky_deployd.core.plan import AppliedFacts, Apply, Facts, decide
+    from monky_deployd.core.services import Service
+
+    bundle = {"project": "p"}
+    applied = AppliedFacts("lkg", "p", ("web",))
+    running = (Service("web", "running", "", "img"),)
+    held: Held | None = None
+    now = 0.0
+    applies: list[tuple[int, str]] = []
+    for tick, rev in enumerate(desired):
+        if held is not None and held.revision != rev:
+            held = None  # the tick forgets a hold the desired revision no longer names
+        facts = Facts(200, rev, applied, running if rev == applied.revision else None, bundle)
+        plan = decide(dataclasses.replace(facts, held=held, now=now))
+        if isinstance(plan, Apply):
+            applies.append((tick, rev))
+            if rev == "good":
+                applied, held = AppliedFacts("good", "p", ("web",)), None
+            else:
+                got = after_failure(
+                    revision=rev,
+                    code=Code.VERIFY_EXITED,
+                    message="m",
+                    failed_phase=failing_phase,
+                    lkg=applied.revision,
+                    on_failure=on_failure,
+                    previous=held,
+                    now=now,
+                    base_s=60.0,
+                    cap_s=3600.0,
+                    jitter=0.2,
+                    u=0.5,
+                )
+                held = got.held
+                if got.rollback_to is not None:
+                    held = after_rollback(held, rollback_ok)
+        now += 60.0
+    # per run of one unchanged bad desired revision: one apply when it is rolled back (then
+    # held), else attempts that back off exponentially
+    rolled_back = failing_phase in ("verify", "up") and on_failure == "rollback"
+    start = 0
+    for end in range(1, len(desired) + 1):
+        if end < len(desired) and desired[end] == desired[start]:
+            continue
+        rev, length = desired[start], end - start
+        count = sum(1 for t, r in applies if start <= t < end and r == rev)
+        if rev != "good":
+            assert count <= (1 if rolled_back else 2 + math.log2(length))
+        start = end
+
+
+def test_the_bundle_names_on_failure_rollback_by_default_or_retry() -> None:
+    import pytest
+
+    from monky_deployd.core.bundle import validate
+    from monky_deployd.core.errors import DeployError
+
+    raw: dict[str, Any] = {"project": "shop", "compose": "services:\n  web: {image: x}\n"}
+    assert validate("r1", raw).on_failure == "rollback"
+    assert validate("r1", {**raw, "on_failure": "retry"}).on_failure == "retry"
+    with pytest.raises(DeployError) as info:
+        validate("r1", {**raw, "on_failure": "pray"})
+    assert info.value.code is Code.BUNDLE_INVALID and "'on_failure'" in info.value.message
+
+
+def test_the_report_carries_rollback_only_after_one() -> None:
+    from monky_deployd.core.report import TickRecord, body
+    from monky_deployd.core.wire import RollbackRow
+
+    rec = TickRecord(tick_id="t", started_at=0.0)
+    assert "rollback" not in body(rec)
+    rec.rollback = RollbackRow(to_revision="r1", ok=False)
+    assert body(rec)["rollback"] == {"to_revision": "r1", "ok": False}
