@@ -7,6 +7,7 @@ The inputs are generated (hypothesis), not the issue's examples."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Iterator
@@ -61,9 +62,14 @@ def written(state: Path) -> list[str]:
     return found
 
 
+_REVISIONS = itertools.count(1)
+
+
 def refused(estate: Estate, state: Path, bundle: dict[str, Any], code: str) -> None:
+    """Each bad bundle is published as a new revision, as tenancy would: a refused revision is
+    then in backoff, and only a new desired revision pre-empts it on the next tick."""
     estate.tenancy.clear_raw_checkin()
-    estate.tenancy.set_desired("r1", bundle)
+    estate.tenancy.set_desired(f"r{next(_REVISIONS)}", bundle)
     rec = tick(estate, state)
     assert (rec.outcome, rec.code) == ("refused", code), rec.message
     assert written(state) == []
