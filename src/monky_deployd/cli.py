@@ -35,6 +35,7 @@ from monky_deployd import __version__
 from monky_deployd.agent import logs
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config, load
 from monky_deployd.core import gates
+from monky_deployd.core.checks import one_line
 from monky_deployd.core.errors import (
     EXIT_CONFIG,
     EXIT_FAILED,
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             extra={"event": "tick.error", "phase": "config", "code": err.code, "hint": err.hint},
         )
         log.error(
-            f"tick refused: {err.message.splitlines()[0]}",
+            f"tick refused: {one_line(err.message)}",
             extra={
                 "event": "tick.summary",
                 "phase": "summary",

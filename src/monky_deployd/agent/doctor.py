@@ -382,11 +382,13 @@ def _one(run: Run, name: str, fn: Callable[[Run], Check]) -> Check:
 def run_checks(config_path: Path, *, clock: Clock = time.time) -> list[Check]:
     run = Run(config_path, clock)
     done: dict[str, Check] = {}
+    root: dict[str, str] = {}  # a skipped check -> the failed check it waits for
     try:
         for name, needs, fn in CHECKS:
             blocked = next((n for n in needs if done[n].status in ("FAIL", "SKIP")), None)
             if blocked is not None:
-                done[name] = checks.skipped(name, blocked, done[blocked].status)
+                root[name] = root.get(blocked, blocked)
+                done[name] = checks.skipped(name, root[name], done[root[name]].status)
             else:
                 done[name] = _one(run, name, fn)
     finally:
