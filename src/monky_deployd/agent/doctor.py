@@ -3,7 +3,7 @@ in the order a person debugs (OPERATIONS.md, "doctor").
 
     config -> grant -> identity -> controller -> tenancy-intercept, openbao-intercept
     -> tenancy -> openbao -> token -> checkin -> secrets -> registry
-    -> disk -> docker-socket -> compose -> timer -> run-host-dropin -> clock
+    -> docker-socket -> disk -> compose -> timer -> run-host-dropin -> clock
 
 Each check is a function of the run's context returning a ``core.checks.Check``; it runs
 isolated (a ``DeployError`` is its FAIL, the adapter's own sentence as the fact; anything else is
@@ -305,9 +305,10 @@ def check_secrets(run: Run) -> Check:
                 raise
             failures.append(err)
             continue
-        run.secrets.extend(_texts(value))
-        if entry.use is not None:
+        if entry.use is not None:  # its password is masked once parsed (the user is no secret)
             run.registry_value = value
+        else:
+            run.secrets.extend(_texts(value))
     n = len(bundle.manifest)
     if failures:
         first = failures[0]
@@ -354,8 +355,8 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("checkin", ("tenancy", "token"), check_checkin),
     ("secrets", ("checkin",), check_secrets),
     ("registry", ("secrets",), doctor_box.check_registry),
-    ("disk", ("config",), doctor_box.check_disk),
     ("docker-socket", ("config",), doctor_box.check_socket),
+    ("disk", ("docker-socket",), doctor_box.check_disk),  # `docker info` says where pulls write
     ("compose", ("docker-socket",), doctor_box.check_compose),
     ("timer", ("config",), doctor_box.check_timer),
     ("run-host-dropin", ("config",), doctor_box.check_dropin),
