@@ -75,8 +75,9 @@ def sentence(text: str) -> str:
 def line(c: Check) -> str:
     """The human line of a check (the Check part only for WARN and FAIL)."""
     text = f"{c.status} {c.check}: {one_line(c.fact)}"
-    if c.status in ("WARN", "FAIL") and c.hint:
-        return f"{sentence(text)} Check: {sentence(one_line(c.hint))}"
+    hint = one_line(c.hint)
+    if c.status in ("WARN", "FAIL") and hint:
+        return f"{sentence(text)} Check: {sentence(hint)}"
     return sentence(text)
 
 

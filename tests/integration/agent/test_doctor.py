@@ -55,12 +55,21 @@ def bundle(registry: Registry, **changes: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def estate(registry: Registry) -> Iterator[Estate]:
-    with Estate(env=ENV) as est:
+def estate(request: pytest.FixtureRequest, registry: Registry) -> Iterator[Estate[Any]]:
+    """The fakes; with ``@BOTH`` also the session's real OpenBao server."""
+    est: Estate[Any]
+    if getattr(request, "param", "fake") == "real":
+        est = Estate(env=ENV, real=request.getfixturevalue("real_bao"))
+    else:
+        est = Estate(env=ENV)
+    with est:
         est.bao.set_secret(APP, {"db_password": "s3cret-db-value"})
         est.bao.set_secret(REG, {"robot": f"{registry.username}:{registry.password}"})
         est.tenancy.set_desired("r1", bundle(registry))
         yield est
+
+
+BOTH = pytest.mark.parametrize("estate", ["fake", "real"], indirect=True)
 
 
 @pytest.fixture
@@ -75,7 +84,7 @@ def systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bindir
 
 
-def box(est: Estate, tmp_path: Path, **overrides: Any) -> Path:
+def box(est: Estate[Any], tmp_path: Path, **overrides: Any) -> Path:
     raw = est.config(
         state_dir=tmp_path / "state",
         grant_file=est.write_grant(tmp_path / "grant.jwt"),
@@ -86,7 +95,7 @@ def box(est: Estate, tmp_path: Path, **overrides: Any) -> Path:
     return path
 
 
-def run(est: Estate, path: Path) -> tuple[dict[str, Check], Check | None, int]:
+def run(est: Estate[Any], path: Path) -> tuple[dict[str, Check], Check | None, int]:
     results = doctor.run_checks(path, clock=est.clock.now)
     assert [c.check for c in results] == ORDER
     by_name = {c.check: c for c in results}
@@ -107,7 +116,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
 
 
 def test_a_good_box_is_all_ok_and_doctor_changes_nothing(
-    estate: Estate, tmp_path: Path, systemd: Path, registry: Registry
+    estate: Estate[Any], tmp_path: Path, systemd: Path, registry: Registry
 ) -> None:
     path = box(estate, tmp_path)
     estate.tenancy.clear_desired()
@@ -133,7 +142,7 @@ def test_a_good_box_is_all_ok_and_doctor_changes_nothing(
 
 
 def test_a_fresh_box_logs_in_without_a_lease_and_revokes_that_token(
-    estate: Estate, tmp_path: Path, systemd: Path
+    estate: Estate[Any], tmp_path: Path, systemd: Path
 ) -> None:
     path = box(estate, tmp_path)
     by_name, first, status = run(estate, path)
@@ -145,7 +154,7 @@ def test_a_fresh_box_logs_in_without_a_lease_and_revokes_that_token(
 
 
 def test_the_real_systemctl_here_says_the_timer_is_not_installed(
-    estate: Estate, tmp_path: Path
+    estate: Estate[Any], tmp_path: Path
 ) -> None:
     by_name, first, status = run(estate, box(estate, tmp_path))
     assert first is not None and first.check == "timer" and status == 2
@@ -156,7 +165,7 @@ def test_the_real_systemctl_here_says_the_timer_is_not_installed(
 # -- each fault class: the first line that is not OK names it ----------------------------------
 
 
-def test_grant_expired(estate: Estate, tmp_path: Path, systemd: Path) -> None:
+def test_grant_expired(estate: Estate[Any], tmp_path: Path, systemd: Path) -> None:
     estate.grant = estate.issuer.mint(ENV, exp_in_s=-3600)
     by_name, first, status = run(estate, box(estate, tmp_path))
     assert first is not None and (first.check, first.status) == ("grant", "WARN")
@@ -165,7 +174,7 @@ def test_grant_expired(estate: Estate, tmp_path: Path, systemd: Path) -> None:
     assert by_name["checkin"].status == "SKIP" and status == 2
 
 
-def test_wrong_identity(estate: Estate, tmp_path: Path, systemd: Path) -> None:
+def test_wrong_identity(estate: Estate[Any], tmp_path: Path, systemd: Path) -> None:
     ident = write(tmp_path / "id.json", "{not json")
     by_name, first, status = run(
         estate, box(estate, tmp_path, transport="ziti", identity=str(ident))
@@ -176,7 +185,7 @@ def test_wrong_identity(estate: Estate, tmp_path: Path, systemd: Path) -> None:
     assert by_name["disk"].status == "OK", "the box's own checks still run"
 
 
-def test_unreachable_controller(estate: Estate, tmp_path: Path, systemd: Path) -> None:
+def test_unreachable_controller(estate: Estate[Any], tmp_path: Path, systemd: Path) -> None:
     ident = write(tmp_path / "id.json", identity_json("https://127.0.0.1:1"))
     by_name, first, status = run(
         estate, box(estate, tmp_path, transport="ziti", identity=str(ident))
@@ -188,7 +197,7 @@ def test_unreachable_controller(estate: Estate, tmp_path: Path, systemd: Path) -
 
 
 def test_tenancy_port_that_is_not_the_intercept(
-    estate: Estate, tmp_path: Path, systemd: Path
+    estate: Estate[Any], tmp_path: Path, systemd: Path
 ) -> None:
     _, first, _ = run(
         estate, box(estate, tmp_path, tenancy={"host": "tenancy.monky.ziti", "port": 8081})
@@ -197,7 +206,7 @@ def test_tenancy_port_that_is_not_the_intercept(
     assert "intercept is 443" in first.fact
 
 
-def test_tenancy_down(estate: Estate, tmp_path: Path, systemd: Path) -> None:
+def test_tenancy_down(estate: Estate[Any], tmp_path: Path, systemd: Path) -> None:
     estate.tenancy.stop()
     by_name, first, status = run(estate, box(estate, tmp_path))
     assert first is not None and (first.check, first.code) == ("tenancy", "TENANCY_UNREACHABLE")
@@ -206,7 +215,8 @@ def test_tenancy_down(estate: Estate, tmp_path: Path, systemd: Path) -> None:
     assert [by_name[n].status for n in ("checkin", "secrets", "registry", "clock")] == ["SKIP"] * 4
 
 
-def test_openbao_sealed(estate: Estate, tmp_path: Path, systemd: Path) -> None:
+@BOTH
+def test_openbao_sealed(estate: Estate[Any], tmp_path: Path, systemd: Path) -> None:
     estate.bao.sealed = True
     by_name, first, status = run(estate, box(estate, tmp_path))
     assert first is not None and (first.check, first.code) == ("openbao", "OPENBAO_SEALED")
@@ -214,12 +224,18 @@ def test_openbao_sealed(estate: Estate, tmp_path: Path, systemd: Path) -> None:
     assert by_name["tenancy"].status == "OK"
 
 
+@BOTH
 @pytest.mark.parametrize(
     ("manifest_path", "code"),
     [(f"envs/{ENV}/gone", "SECRET_MISSING"), ("envs/env-other/app", "SECRET_FORBIDDEN")],
 )
 def test_a_secret_path_missing_or_forbidden(
-    estate: Estate, tmp_path: Path, systemd: Path, registry: Registry, manifest_path: str, code: str
+    estate: Estate[Any],
+    tmp_path: Path,
+    systemd: Path,
+    registry: Registry,
+    manifest_path: str,
+    code: str,
 ) -> None:
     manifest = [
         {"name": "DB_PASSWORD", "path": manifest_path, "key": "db_password"},
@@ -232,7 +248,7 @@ def test_a_secret_path_missing_or_forbidden(
     assert by_name["registry"].status == "SKIP"
 
 
-def test_registry_credential_wrong(estate: Estate, tmp_path: Path, systemd: Path) -> None:
+def test_registry_credential_wrong(estate: Estate[Any], tmp_path: Path, systemd: Path) -> None:
     estate.bao.set_secret(REG, {"robot": "monky-robot:not-the-password"})
     _, first, status = run(estate, box(estate, tmp_path))
     assert first is not None and (first.check, first.code) == ("registry", "REGISTRY_AUTH")
@@ -241,7 +257,7 @@ def test_registry_credential_wrong(estate: Estate, tmp_path: Path, systemd: Path
 
 
 def test_registry_credential_that_does_not_parse(
-    estate: Estate, tmp_path: Path, systemd: Path
+    estate: Estate[Any], tmp_path: Path, systemd: Path
 ) -> None:
     estate.bao.set_secret(REG, {"robot": "no-colon-here"})
     _, first, _ = run(estate, box(estate, tmp_path))
@@ -250,7 +266,7 @@ def test_registry_credential_that_does_not_parse(
 
 
 def test_disk_short(
-    estate: Estate,
+    estate: Estate[Any],
     tmp_path: Path,
     systemd: Path,
     small_dockerd: str,  # noqa: F811
@@ -261,7 +277,7 @@ def test_disk_short(
     assert "(tmpfs)" in first.fact and status == 2
 
 
-def test_docker_socket_missing(estate: Estate, tmp_path: Path, systemd: Path) -> None:
+def test_docker_socket_missing(estate: Estate[Any], tmp_path: Path, systemd: Path) -> None:
     sock = tmp_path / "no-such.sock"
     by_name, first, status = run(estate, box(estate, tmp_path, docker={"host": f"unix://{sock}"}))
     assert first is not None
@@ -284,7 +300,7 @@ def test_a_broken_config_skips_the_rest_and_exits_2(tmp_path: Path) -> None:
 
 
 def test_cli_json_shape_and_exit_status(
-    estate: Estate, tmp_path: Path, systemd: Path, capsys: pytest.CaptureFixture[str]
+    estate: Estate[Any], tmp_path: Path, systemd: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     estate.bao.sealed = True
     code = cli.main(["doctor", "--config", str(box(estate, tmp_path)), "--json"])
@@ -303,7 +319,7 @@ def test_cli_json_shape_and_exit_status(
 
 
 def test_cli_lines_never_show_a_secret(
-    estate: Estate, tmp_path: Path, systemd: Path, capsys: pytest.CaptureFixture[str]
+    estate: Estate[Any], tmp_path: Path, systemd: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(["doctor", "--config", str(box(estate, tmp_path))]) == 0
     out = capsys.readouterr()
