@@ -39,7 +39,7 @@ def cli(*args: str, show: bool = True) -> int:
 
 
 def tick(config: Path) -> int:
-    return cli("apply", "--once", "--config", str(config))
+    return cli("apply", "--once", "--config", str(config), "--log-format", "text")
 
 
 def has_plan() -> bool:
@@ -139,8 +139,8 @@ def main() -> int:
                 else:
                     say("tenancy publishes r2 (this version has no `plan` command yet)")
                 say(
-                    "doctor: every check live, one line each (no systemd on this machine, so "
-                    "the timer line cannot be OK here)"
+                    "doctor: every check live, one line each (the package and its timer are not "
+                    "installed on this machine, so the timer line cannot be OK here)"
                 )
                 rc3 = cli("doctor", "--config", str(config))
                 say(f"doctor exit {rc3} (0 all OK, 1 warnings, 2 a failure)")

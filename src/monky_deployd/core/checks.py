@@ -253,12 +253,8 @@ def timer_check(name: str, unit: str, returncode: int, words: str) -> Check:
             f"systemd is not running here, so {unit} cannot be asked about ({one_line(words)})",
             "that this box boots with systemd; without it nothing starts the agent's ticks",
         )
-    state = answer or "not enabled"
+    state, hint = answer or "not enabled", f"`systemctl enable --now {unit}`"
     if "no such file" in lowered or answer == "not-found":
         state = f"not installed ({one_line(words)})"
-    return Check(
-        name,
-        "FAIL",
-        f"{unit} is {state}: nothing starts the agent's ticks",
-        f"`systemctl enable --now {unit}`",
-    )
+        hint = f"that the monky-deployd package is installed (it ships {unit}), then {hint}"
+    return Check(name, "FAIL", f"{unit} is {state}: nothing starts the agent's ticks", hint)
