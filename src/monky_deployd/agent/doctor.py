@@ -111,13 +111,20 @@ def check_identity(run: Run) -> Check:
         f"{ident.path} is a readable, well-formed identity ({ident.subject}), certificate "
         f"valid for {checks.duration(left)}"
     )
-    via = doctor_box.reader_of(ident.path)
-    if via is None:
+    if doctor_box.reader_of(ident.path) is None:  # not through owner, group or other
+        user = doctor_box.agent_user()
+        acl = doctor_box.has_acl(ident.path)
         return Check(
             "identity",
-            "WARN",
-            fact + f"; {doctor_box.agent_user()} reads it only through a per-file ACL, which "
-            "ziti-edge-tunnel's rewrite of the file drops",
+            "WARN" if acl else "FAIL",
+            fact
+            + (
+                f"; {user} reads it only through a per-file ACL, which ziti-edge-tunnel's "
+                "rewrite of the file drops"
+                if acl
+                else f"; but {user} cannot read it ({doctor_box.describe(ident.path)}, "
+                f"{user} is neither its owner nor in its group)"
+            ),
             identity._group_hint(ident.path),
             str(Code.IDENTITY_UNREADABLE),
         )

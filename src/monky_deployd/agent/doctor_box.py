@@ -59,6 +59,25 @@ def reader_of(path: Path, want: int = 4) -> Literal["owner", "group", "other", "
     return checks.access_via(uid, gids, st.st_uid, st.st_gid, st.st_mode, want)
 
 
+def describe(path: Path) -> str:
+    """``owner:group mode 0640`` of ``path``."""
+    st = path.stat()
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = f"gid {st.st_gid}"
+    return f"{user_name(st.st_uid)}:{group} mode {st.st_mode & 0o7777:04o}"
+
+
+def has_acl(path: Path) -> bool:
+    """``path`` carries a POSIX access ACL (``system.posix_acl_access``)."""
+    try:
+        os.getxattr(path, "system.posix_acl_access")
+    except OSError:
+        return False
+    return True
+
+
 def _info(run: Run) -> dict[str, object]:
     if run.docker_info is None:
         cfg = run.config
@@ -115,13 +134,15 @@ def check_socket(run: Run) -> Check:
     if where.startswith("/") and user != user_name(os.geteuid()):
         via = reader_of(Path(where), want=6)
         if via is None:
-            st = Path(where).stat()
-            group = grp.getgrgid(st.st_gid).gr_name
+            try:
+                group = grp.getgrgid(Path(where).stat().st_gid).gr_name
+            except KeyError:
+                group = "docker"
             return Check(
                 "docker-socket",
                 "FAIL",
-                f"{fact} for {user_name(os.geteuid())}, but {user} cannot use it: the socket is "
-                f"group {group} mode {st.st_mode & 0o777:04o} and {user} is not in that group",
+                f"{fact} for {user_name(os.geteuid())}, but {user} cannot use it: the socket "
+                f"is {describe(Path(where))} and {user} is not in its group",
                 f"`usermod -aG {group} {user}` (install.sh does it)",
                 str(Code.DOCKER_UNAVAILABLE),
             )

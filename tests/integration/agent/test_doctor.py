@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,17 @@ from monky_deployd.core.checks import Check
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.fakes.estate import Estate
 from tests.integration.box.test_preflight import small_dockerd  # noqa: F401 (a fixture)
-from tests.integration.net.test_identity import identity_json, write
+from tests.integration.net.test_identity import (  # noqa: F401 (users, identity_dir: fixtures)
+    AGENT,
+    OWNER,
+    SRC,
+    _install_like_the_tunneler,
+    _sh,
+    identity_dir,
+    identity_json,
+    users,
+    write,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -328,3 +340,51 @@ def test_cli_lines_never_show_a_secret(
     text = out.out + out.err
     for secret in ("s3cret-db-value", estate.grant, "Check:"):
         assert secret not in text
+
+
+# -- the env-dev-08 identity fault: readable today only through an ACL the tunneler drops ------
+
+
+def _doctor_as_agent(config: Path) -> dict[str, Any]:
+    """doctor's identity check run as the unprivileged agent user (its own groups)."""
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from monky_deployd.agent import doctor\n"
+        "out = {c.check: c.as_json() for c in doctor.run_checks(Path(sys.argv[1]))}\n"
+        "print(json.dumps(out['identity']))\n"
+    )
+    argv = ["setpriv", f"--reuid={AGENT}", f"--regid={AGENT}", "--init-groups", sys.executable]
+    proc = subprocess.run(
+        [*argv, "-B", "-c", script, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_an_identity_readable_only_through_a_file_acl_is_a_warning(
+    identity_dir: Path,  # noqa: F811
+) -> None:
+    path = identity_dir / "env-dev-08.json"
+    _install_like_the_tunneler(path, identity_json())
+    config = identity_dir.parent / "config.yaml"
+    config.write_text(yaml.safe_dump({"env": "env-dev-08", "identity": str(path)}))
+    config.chmod(0o644)
+
+    _sh("setfacl", "-m", f"u:{AGENT}:r", str(path))  # the field's first fix
+    acl = _doctor_as_agent(config)
+    assert (acl["status"], acl["code"]) == ("WARN", "IDENTITY_UNREADABLE")
+    assert f"{AGENT} reads it only through a per-file ACL" in acl["fact"]
+    assert f"usermod -aG {OWNER} {AGENT}" in acl["hint"]
+
+    _install_like_the_tunneler(path, identity_json())  # the rewrite drops the ACL
+    gone = _doctor_as_agent(config)
+    assert (gone["status"], gone["code"]) == ("FAIL", "IDENTITY_UNREADABLE")
+
+    _sh("gpasswd", "-a", AGENT, OWNER)  # the durable fix
+    assert _doctor_as_agent(config)["status"] == "OK"
