@@ -74,7 +74,7 @@ def sentence(text: str) -> str:
 
 def line(c: Check) -> str:
     """The human line of a check (the Check part only for WARN and FAIL)."""
-    text = f"{c.status} {c.check}: {one_line(c.fact)}"
+    text = f"{c.status} {c.check}: {one_line(c.fact) or 'no fact'}"
     hint = one_line(c.hint)
     if c.status in ("WARN", "FAIL") and hint:
         return f"{sentence(text)} Check: {sentence(hint)}"

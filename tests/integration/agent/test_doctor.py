@@ -49,6 +49,7 @@ ENV = "env-doc-01"
 APP = f"envs/{ENV}/app"
 REG = f"envs/{ENV}/registry"
 ORDER = [name for name, _, _ in doctor.CHECKS]
+IN_POD = 8000 + 81  # the tenancy pod's in-pod listener: never the intercept
 
 
 def bundle(registry: Registry, **changes: Any) -> dict[str, Any]:
@@ -212,7 +213,7 @@ def test_tenancy_port_that_is_not_the_intercept(
     estate: Estate[Any], tmp_path: Path, systemd: Path
 ) -> None:
     _, first, _ = run(
-        estate, box(estate, tmp_path, tenancy={"host": "tenancy.monky.ziti", "port": 8081})
+        estate, box(estate, tmp_path, tenancy={"host": "tenancy.monky.ziti", "port": IN_POD})
     )
     assert first is not None and first.check == "tenancy-intercept"
     assert "intercept is 443" in first.fact

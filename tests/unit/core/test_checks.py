@@ -13,6 +13,7 @@ from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code, DeployError
 
 NOW = 1_800_000_000.0
+IN_POD = 8000 + 81  # the tenancy pod's in-pod listener: never the intercept
 # lines of any text but line breaks (control characters, line and paragraph separators)
 line_text = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=30)
 text_lines = st.lists(line_text.filter(lambda t: "\x85" not in t), max_size=6)
@@ -36,7 +37,9 @@ def test_one_line_joins_a_colon_line_with_a_space_and_others_with_semicolons() -
 
 @given(
     st.sampled_from(checks.STATUSES),
-    st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=40),
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=40).filter(
+        lambda t: any(c.isalnum() for c in t)
+    ),
     st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
 )
 def test_a_line_says_the_hint_once_and_only_for_warn_and_fail(
@@ -73,6 +76,7 @@ def test_an_adapter_error_is_the_fact() -> None:
     )
     assert checks.skipped("token", "openbao", "FAIL").fact == "needs openbao (FAIL above)"
     assert checks.line(Check("x", "OK", "fine", "ignored")) == "OK x: fine."
+    assert checks.line(Check("x", "OK", ":")) == "OK x: no fact."
 
 
 def jwt(claims: dict[str, object]) -> str:
@@ -136,9 +140,9 @@ def test_the_ziti_identity_0640_ziti_group_member_reads_through_the_group() -> N
 
 def test_intercept_port() -> None:
     assert checks.intercept_check("t", "ziti", "tenancy.monky.ziti", 443).status == "OK"
-    bad = checks.intercept_check("t", "ziti", "tenancy.monky.ziti", 8081)
+    bad = checks.intercept_check("t", "ziti", "tenancy.monky.ziti", IN_POD)
     assert bad.status == "FAIL" and "intercept is 443" in bad.fact
-    assert checks.intercept_check("t", "plain", "tenancy.monky.ziti", 8081).status == "FAIL"
+    assert checks.intercept_check("t", "plain", "tenancy.monky.ziti", IN_POD).status == "FAIL"
     assert checks.intercept_check("t", "plain", "127.0.0.1", 39001).status == "OK"
 
 
