@@ -10,6 +10,7 @@ the unit is not installed, which the timer check's own test holds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -24,6 +25,7 @@ import yaml
 
 from monky_deployd import cli
 from monky_deployd import config as config_mod
+from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent import doctor
 from monky_deployd.agent.tick import run_tick
 from monky_deployd.core import checks
@@ -226,6 +228,35 @@ def test_tenancy_down(estate: Estate[Any], tmp_path: Path, systemd: Path) -> Non
     assert f"127.0.0.1:{estate.tenancy.port}" in first.fact and status == 2
     assert by_name["token"].status == "OK", "OpenBao is asked all the same"
     assert [by_name[n].status for n in ("checkin", "secrets", "registry", "clock")] == ["SKIP"] * 4
+
+
+def test_a_superseded_grant_is_named_by_the_checkin(
+    estate: Estate[Any], tmp_path: Path, systemd: Path
+) -> None:
+    """A superseded grant still logs in (the JWT mount keeps no replay state): only tenancy's
+    answer to the first bearer call names it (DD-0527)."""
+    estate.tenancy.supersede(estate.issuer.minted_jtis[-1])
+    by_name, first, status = run(estate, box(estate, tmp_path))
+    assert by_name["token"].status == "OK"
+    assert first is not None and (first.check, first.code) == ("checkin", "GRANT_SUPERSEDED")
+    assert status == 2 and estate.tenancy.lease_requests == 0
+
+
+def test_a_rate_limited_lease_budget_is_a_warning(
+    estate: Estate[Any], tmp_path: Path, systemd: Path, registry: Registry
+) -> None:
+    """The env-qa-02 pilot: a box that burnt the budget waits; doctor says until when."""
+    path = box(estate, tmp_path)
+    estate.tenancy.clear_desired()
+    assert run_tick(config_mod.load(path), clock=estate.clock.now).outcome == "idle"
+    estate.tenancy.set_desired("r1", bundle(registry))
+    state = StateDir(tmp_path / "state")
+    record = state.read_token()
+    assert record is not None and record.token is not None
+    state.write_token(dataclasses.replace(record, lease_not_before=estate.clock.now() + 900))
+    _, first, status = run(estate, path)
+    assert first is not None and (first.check, first.status) == ("token", "WARN")
+    assert "tenancy rate-limited leases" in first.fact and status >= 1
 
 
 @BOTH
