@@ -22,6 +22,7 @@ import datetime as dt
 import email.utils
 import json
 import logging
+import os
 import socket
 import sys
 import time
@@ -34,10 +35,10 @@ from typing import Any
 import httpx
 
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.adapters.net import identity, transport
+from monky_deployd.adapters.net import identity
 from monky_deployd.adapters.net.bao import Bao, read_grant
 from monky_deployd.adapters.net.tenancy import Probe, Tenancy
-from monky_deployd.agent import doctor_box, logs
+from monky_deployd.agent import doctor_box, doctor_ziti, logs
 from monky_deployd.config import Config, load
 from monky_deployd.core import checks, recovery, wire
 from monky_deployd.core.bundle import Bundle
@@ -100,108 +101,11 @@ def check_grant(run: Run) -> Check:
     return checks.grant_check("grant", str(cfg.grant_file), jwt, cfg.env, run.clock())
 
 
-def check_identity(run: Run) -> Check:
-    cfg = run.config
-    if cfg.transport == "plain":
-        return Check("identity", "OK", "transport plain: no Ziti identity is used")
-    run.ident = identity.check(cfg.identity_path)
-    ident = run.ident
-    left = ident.not_after.timestamp() - run.clock()
-    fact = (
-        f"{ident.path} is a readable, well-formed identity ({ident.subject}), certificate "
-        f"valid for {checks.duration(left)}"
-    )
-    if doctor_box.reader_of(ident.path) is None:  # not through owner, group or other
-        user = doctor_box.agent_user()
-        acl = doctor_box.has_acl(ident.path)
-        return Check(
-            "identity",
-            "WARN" if acl else "FAIL",
-            fact
-            + (
-                f"; {user} reads it only through a per-file ACL, which ziti-edge-tunnel's "
-                "rewrite of the file drops"
-                if acl
-                else f"; but {user} cannot read it ({doctor_box.describe(ident.path)}, "
-                f"{user} is neither its owner nor in its group)"
-            ),
-            identity._group_hint(ident.path),
-            str(Code.IDENTITY_UNREADABLE),
-        )
-    return Check("identity", "OK", fact)
-
-
-def check_controller(run: Run) -> Check:
-    cfg = run.config
-    if cfg.transport == "plain":
-        return Check("controller", "OK", "transport plain: no Ziti controller is dialled")
-    from monky_deployd.adapters.net import ziti
-
-    assert run.ident is not None
-    url = ziti.check_controllers(run.ident)
-    run.ziti_ctx = ziti.load_context(run.ident, timeout_s=cfg.tenancy.timeout_s)
-    return Check(
-        "controller", "OK", f"the controller {url} answers and the SDK loaded the identity"
-    )
-
-
-def check_tenancy_intercept(run: Run) -> Check:
-    cfg = run.config
-    c = checks.intercept_check(
-        "tenancy-intercept", cfg.transport, cfg.tenancy.host, cfg.tenancy.port
-    )
-    if c.status != "OK" or cfg.transport == "plain":
-        return c
-    return _dial(run, (cfg.tenancy.host, cfg.tenancy.port), "tenancy-intercept")
-
-
-def check_openbao_intercept(run: Run) -> Check:
-    cfg = run.config
-    addr = (cfg.openbao.host, cfg.openbao.port)
-    if cfg.transport == "plain":
-        return Check("openbao-intercept", "OK", f"OpenBao is dialled at {addr[0]}:{addr[1]}")
-    return _dial(run, addr, "openbao-intercept")
-
-
-def _dial(run: Run, addr: tuple[str, int], name: str) -> Check:
-    from monky_deployd.adapters.net import ziti
-
-    cfg = run.config
-    services = ziti.expected_services(cfg)
-    try:
-        sock = ziti.sdk_dial(run.ziti_ctx)(addr)
-    except Exception as exc:
-        timeout = max(cfg.tenancy.timeout_s, cfg.openbao.timeout_s)
-        raise ziti.dial_failure(
-            addr, exc, timeout_s=timeout, services=services, identity=run.ident
-        ) from exc
-    sock.close()
-    label = services[addr].label if addr in services else "?"
-    return Check(name, "OK", f"{addr[0]}:{addr[1]} is intercepted for this identity ({label})")
-
-
-def _client(run: Run) -> httpx.Client:
-    if run.client is None:
-        cfg = run.config
-        if cfg.transport == "ziti":
-            from monky_deployd.adapters.net import ziti
-
-            assert run.ident is not None
-            wire_t: httpx.BaseTransport = ziti.ZitiTransport(
-                ziti.sdk_dial(run.ziti_ctx),
-                services=ziti.expected_services(cfg),
-                identity=run.ident,
-                connect_timeout_s=max(cfg.tenancy.timeout_s, cfg.openbao.timeout_s),
-            )
-            run.client = httpx.Client(transport=wire_t, trust_env=False)
-        else:
-            run.client = transport.open_client(cfg)
-    return run.client
-
-
 def check_tenancy(run: Run) -> Check:
     cfg = run.config
-    run.tenancy = Tenancy(_client(run), cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
+    run.tenancy = Tenancy(
+        doctor_ziti.client(run), cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes
+    )
     run.probe = run.tenancy.probe()
     run.probed_at = run.clock()
     return Check(
@@ -212,7 +116,7 @@ def check_tenancy(run: Run) -> Check:
 
 
 def check_openbao(run: Run) -> Check:
-    run.bao = Bao(_client(run), run.config.openbao)
+    run.bao = Bao(doctor_ziti.client(run), run.config.openbao)
     run.bao.health()
     return Check("openbao", "OK", f"OpenBao at {run.bao.address} answers and is unsealed")
 
@@ -352,10 +256,10 @@ def check_clock(run: Run) -> Check:
 CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("config", (), check_config),
     ("grant", ("config",), check_grant),
-    ("identity", ("config",), check_identity),
-    ("controller", ("identity",), check_controller),
-    ("tenancy-intercept", ("controller",), check_tenancy_intercept),
-    ("openbao-intercept", ("controller",), check_openbao_intercept),
+    ("identity", ("config",), doctor_ziti.check_identity),
+    ("controller", ("identity",), doctor_ziti.check_controller),
+    ("tenancy-intercept", ("controller",), doctor_ziti.check_tenancy_intercept),
+    ("openbao-intercept", ("controller",), doctor_ziti.check_openbao_intercept),
     ("tenancy", ("tenancy-intercept",), check_tenancy),
     ("openbao", ("openbao-intercept",), check_openbao),
     ("token", ("openbao",), check_token),
@@ -419,7 +323,14 @@ def main(config_path: Path, *, as_json: bool) -> int:
     results = run_checks(config_path)
     if as_json:
         print(json.dumps([c.as_json() for c in results], indent=2))
-    else:
-        for c in results:
-            print(checks.line(c))
+        return checks.exit_status(results)
+    colour = logs.use_colour(sys.stdout, os.environ)
+    for c in results:
+        text = checks.line(c)
+        if colour:
+            text = f"{_COLOURS[c.status]}{c.status}\033[0m{text[len(c.status) :]}"
+        print(text)
     return checks.exit_status(results)
+
+
+_COLOURS = {"OK": "\033[32m", "WARN": "\033[33m", "FAIL": "\033[31m", "SKIP": "\033[2m"}
