@@ -16,6 +16,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -420,3 +421,13 @@ def test_an_identity_readable_only_through_a_file_acl_is_a_warning(
 
     _sh("gpasswd", "-a", AGENT, OWNER)  # the durable fix
     assert _doctor_as_agent(config)["status"] == "OK"
+
+
+def test_a_clock_ten_minutes_ahead_of_tenancy(
+    estate: Estate[Any], tmp_path: Path, systemd: Path
+) -> None:
+    path = box(estate, tmp_path)
+    results = doctor.run_checks(path, clock=lambda: time.time() + 600)
+    first = checks.first_not_ok(results)
+    assert first is not None and (first.check, first.status) == ("clock", "FAIL")
+    assert "10 m" in first.fact and "ahead of tenancy" in first.fact
