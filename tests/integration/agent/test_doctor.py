@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import stat
 import subprocess
@@ -344,8 +345,25 @@ def test_a_broken_config_skips_the_rest_and_exits_2(tmp_path: Path) -> None:
 # -- the command line ------------------------------------------------------------------------
 
 
+@pytest.fixture
+def restore_root() -> Iterator[None]:
+    """``cli.main`` sets the root logger up: put pytest's handlers back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in handlers:
+        root.addHandler(h)
+    root.setLevel(level)
+
+
 def test_cli_json_shape_and_exit_status(
-    estate: Estate[Any], tmp_path: Path, systemd: Path, capsys: pytest.CaptureFixture[str]
+    estate: Estate[Any],
+    tmp_path: Path,
+    systemd: Path,
+    capsys: pytest.CaptureFixture[str],
+    restore_root: None,
 ) -> None:
     estate.bao.sealed = True
     code = cli.main(["doctor", "--config", str(box(estate, tmp_path)), "--json"])
@@ -364,7 +382,11 @@ def test_cli_json_shape_and_exit_status(
 
 
 def test_cli_lines_never_show_a_secret(
-    estate: Estate[Any], tmp_path: Path, systemd: Path, capsys: pytest.CaptureFixture[str]
+    estate: Estate[Any],
+    tmp_path: Path,
+    systemd: Path,
+    capsys: pytest.CaptureFixture[str],
+    restore_root: None,
 ) -> None:
     assert cli.main(["doctor", "--config", str(box(estate, tmp_path))]) == 0
     out = capsys.readouterr()
