@@ -113,7 +113,10 @@ def box(est: Estate[Any], tmp_path: Path, **overrides: Any) -> Path:
 
 
 def run(est: Estate[Any], path: Path) -> tuple[dict[str, Check], Check | None, int]:
+    """doctor's checks; whatever the fault, no lease was asked for and no report posted."""
+    before = (est.tenancy.lease_requests, est.tenancy.report_count)
     results = doctor.run_checks(path, clock=est.clock.now)
+    assert (est.tenancy.lease_requests, est.tenancy.report_count) == before
     assert [c.check for c in results] == ORDER
     by_name = {c.check: c for c in results}
     return by_name, checks.first_not_ok(results), checks.exit_status(results)
