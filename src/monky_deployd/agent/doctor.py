@@ -269,7 +269,7 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("docker-socket", ("config",), doctor_box.check_socket),
     ("disk", ("docker-socket",), doctor_box.check_disk),  # `docker info` says where pulls write
     ("compose", ("docker-socket",), doctor_box.check_compose),
-    ("timer", ("config",), doctor_box.check_timer),
+    ("timer", (), doctor_box.check_timer),  # needs no config
     ("run-host-dropin", ("config",), doctor_box.check_dropin),
     ("clock", ("tenancy",), check_clock),
 )
