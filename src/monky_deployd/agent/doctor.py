@@ -135,6 +135,17 @@ def check_token(run: Run) -> Check:
         why = f"the token record belongs to environment {stored.env}"
         stored = None
     held = stored.token if stored is not None else None
+    dead = False  # a stored token that lookup-self calls dead: the agent has not run for a while
+    if held is not None and held.grant_jti:
+        with suppress(DeployError):
+            claims = checks.grant_claims(read_grant(cfg.grant_file)) or {}
+            jti = str(claims.get("jti") or "")
+            if jti and jti != held.grant_jti:  # a new kit: the tick drops the token, as here
+                why = (
+                    f"the stored {held.kind} token descends from grant {held.grant_jti}, and "
+                    f"grant.jwt now holds {jti} (a new kit)"
+                )
+                held = None
     wait = ""
     if stored is not None and stored.lease_not_before and stored.lease_not_before > run.clock():
         when = dt.datetime.fromtimestamp(stored.lease_not_before, dt.UTC).isoformat()
@@ -155,6 +166,7 @@ def check_token(run: Run) -> Check:
                 return Check("token", "WARN", fact, "tenancy's lease budget for this env")
             return Check("token", "OK", fact)
         why = f"the stored {held.kind} token is expired or revoked (lookup-self answered 403)"
+        dead = True
     login = bao.login_jwt(read_grant(cfg.grant_file))
     run.token, run.token_kind, run.own_login = login.token, "bootstrap", True
     run.secrets.append(login.token)
@@ -162,7 +174,7 @@ def check_token(run: Run) -> Check:
         f"{why}; the grant logs in to OpenBao (bootstrap token, {checks.duration(login.ttl_s)}): "
         f"the next tick swaps it for a lease{wait}"
     )
-    if held is not None or wait:
+    if dead or wait:
         return Check("token", "WARN", fact, "why the agent's last ticks did not keep the token")
     return Check("token", "OK", fact)
 

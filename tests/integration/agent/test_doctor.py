@@ -457,3 +457,21 @@ def test_a_clock_ten_minutes_ahead_of_tenancy(
     first = checks.first_not_ok(results)
     assert first is not None and (first.check, first.status) == ("clock", "FAIL")
     assert "10 m" in first.fact and "ahead of tenancy" in first.fact
+
+
+def test_a_new_kit_grant_is_used_as_the_tick_would(
+    estate: Estate[Any], tmp_path: Path, systemd: Path
+) -> None:
+    """The stored lease descends from the old grant; the new kit's grant logs in (no lease)."""
+    path = box(estate, tmp_path)
+    estate.tenancy.clear_desired()
+    assert run_tick(config_mod.load(path), clock=estate.clock.now).outcome == "idle"
+    old = estate.issuer.minted_jtis[-1]
+    estate.tenancy.supersede(old)
+    estate.grant = estate.issuer.mint(ENV)
+    estate.write_grant(tmp_path / "grant.jwt")
+    by_name, first, status = run(estate, path)
+    assert (first, status) == (None, 0)
+    assert by_name["token"].status == "OK"
+    assert f"descends from grant {old}" in by_name["token"].fact
+    assert by_name["checkin"].status == "OK" and estate.bao.logins == 2
