@@ -101,12 +101,9 @@ _RESET = "\033[0m"
 
 
 def _said(value: str, message: str) -> bool:
-    """``value`` already stands in ``message`` as a whole word or phrase (a number of one or
-    two digits is never taken as said: it would match by coincidence)."""
+    """``value`` already stands in ``message`` as a whole word or phrase."""
     if not value:
         return True
-    if value.isdigit() and len(value) < 3:
-        return False
     at = message.find(value)
     while at >= 0:
         before = message[at - 1] if at else " "
