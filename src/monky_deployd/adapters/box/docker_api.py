@@ -195,7 +195,8 @@ def _get(cfg: DockerCfg, path: str, params: dict[str, str] | None, what: str) ->
 def engine_version(cfg: DockerCfg) -> tuple[str, str, str]:
     """(engine version, API version, where) from ``GET /version`` (doctor: the socket answers
     this user); DOCKER_UNAVAILABLE naming the socket otherwise."""
-    _, where = _client(cfg, cfg.command_timeout_s)
+    client, where = _client(cfg, cfg.command_timeout_s)
+    client.close()  # only its address: _get opens its own
     info = _get(cfg, "/version", None, "its version")
     if not isinstance(info, dict):
         raise CommandError(
