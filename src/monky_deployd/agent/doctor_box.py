@@ -7,6 +7,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -17,7 +18,6 @@ from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.registry import Registry, insecure
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import user_name
-from monky_deployd.adapters.tls import no_tls
 from monky_deployd.core import checks, registry_cred
 from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code, DeployError
@@ -107,8 +107,8 @@ def check_registry(run: Run) -> Check:
         info = None
     plain = insecure(host, info)
     timeout = run.config.docker.command_timeout_s
-    verify = no_tls() if plain else True
-    with httpx.Client(trust_env=False, verify=verify) as client:
+    # the system's CA store, as dockerd uses it (not certifi's bundle)
+    with httpx.Client(trust_env=False, verify=ssl.create_default_context()) as client:
         reg = Registry(client, host, scheme="http" if plain else "https", timeout_s=timeout)
         return Check("registry", "OK", reg.check_login(cred))
 
