@@ -35,7 +35,6 @@ from monky_deployd import __version__
 from monky_deployd.agent import logs
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config, load
 from monky_deployd.core import gates
-from monky_deployd.core.checks import one_line
 from monky_deployd.core.errors import (
     EXIT_CONFIG,
     EXIT_FAILED,
@@ -202,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         with logs.phase("config"):
             cfg = load(args.config)
     except ConfigError as err:
+        from monky_deployd.core.checks import one_line
+
         log.error(
             str(err),
             extra={"event": "tick.error", "phase": "config", "code": err.code, "hint": err.hint},

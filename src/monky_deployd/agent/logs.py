@@ -27,7 +27,6 @@ from typing import IO, Any
 
 from pythonjsonlogger.json import JsonFormatter
 
-from monky_deployd.core.checks import one_line
 from monky_deployd.core.mask import NO_SECRETS, Masker
 
 _tick_id: contextvars.ContextVar[str] = contextvars.ContextVar("tick_id", default="-")
@@ -125,6 +124,8 @@ class _TextFormatter(logging.Formatter):
         self.colour = colour
 
     def format(self, record: logging.LogRecord) -> str:
+        from monky_deployd.core.checks import one_line  # text only: off the journal's path
+
         message = one_line(record.getMessage())
         extras = {
             k: one_line(str(v))

@@ -29,6 +29,8 @@ exception text.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -38,7 +40,6 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.bao import Bao, RenewRefused, read_grant
 from monky_deployd.adapters.net.tenancy import Lease, RateLimited, Tenancy
 from monky_deployd.config import Config, TokenCfg
-from monky_deployd.core.checks import grant_claims
 from monky_deployd.core.errors import Code, DeployError, TokenError
 from monky_deployd.core.records import Stored as Stored
 from monky_deployd.core.records import TokenState as TokenState
@@ -69,8 +70,12 @@ class HeldToken:
 
 def grant_jti(jwt: str) -> str:
     """The grant's ``jti`` claim (unverified: OpenBao verifies); "" when it cannot be read."""
-    claims = grant_claims(jwt)
-    return str(claims.get("jti") or "") if claims is not None else ""
+    try:
+        payload = jwt.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        return str(claims.get("jti") or "") if isinstance(claims, dict) else ""
+    except (IndexError, ValueError, UnicodeDecodeError):
+        return ""
 
 
 def _replaced(before: TokenState, after: TokenState) -> bool:
