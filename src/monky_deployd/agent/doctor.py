@@ -318,7 +318,10 @@ def run_checks(config_path: Path, *, clock: Clock = time.time) -> list[Check]:
     finally:
         _close(run)
     mask = Masker(s for s in run.secrets if s)
-    return [Check(c.check, c.status, mask(c.fact), mask(c.hint), c.code) for c in done.values()]
+    return [
+        Check(c.check, c.status, mask(c.fact), mask(c.hint), c.code, mask(c.detail))
+        for c in done.values()
+    ]
 
 
 def _close(run: Run) -> None:

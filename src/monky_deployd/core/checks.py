@@ -40,6 +40,7 @@ class Check:
     fact: str
     hint: str = ""
     code: str | None = None
+    detail: str = ""  # the other side's own words (an SDK's log, a registry's answer), masked
 
     def as_json(self) -> dict[str, str | None]:
         return {
@@ -48,6 +49,7 @@ class Check:
             "fact": self.fact,
             "hint": self.hint if self.status in ("WARN", "FAIL") else "",
             "code": self.code,
+            "detail": self.detail,
         }
 
 
@@ -90,7 +92,7 @@ def exit_status(results: Iterable[Check]) -> int:
 
 def from_error(name: str, err: DeployError, status: Status = "FAIL") -> Check:
     """A check that an adapter's refusal decided: its sentence is the fact."""
-    return Check(name, status, one_line(err.message), one_line(err.hint), str(err.code))
+    return Check(name, status, one_line(err.message), one_line(err.hint), str(err.code), err.detail)
 
 
 def skipped(name: str, needs: str, status: Status) -> Check:

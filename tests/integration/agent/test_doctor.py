@@ -14,11 +14,14 @@ import dataclasses
 import json
 import logging
 import os
+import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -375,7 +378,8 @@ def test_cli_json_shape_and_exit_status(
     assert code == 2
     assert isinstance(body, list) and [c["check"] for c in body] == ORDER
     for item in body:
-        assert set(item) == {"check", "status", "fact", "hint", "code"}
+        assert set(item) == {"check", "status", "fact", "hint", "code", "detail"}
+        assert isinstance(item["detail"], str)
         assert item["status"] in checks.STATUSES
         assert isinstance(item["fact"], str) and item["fact"]
         assert isinstance(item["hint"], str)
@@ -475,3 +479,47 @@ def test_a_new_kit_grant_is_used_as_the_tick_would(
     assert by_name["token"].status == "OK"
     assert f"descends from grant {old}" in by_name["token"].fact
     assert by_name["checkin"].status == "OK" and estate.bao.logins == 2
+
+
+def test_a_controller_that_answers_but_is_none(tmp_path: Path) -> None:
+    """The SDK (the real 0.6 wheel, in a child process as the identity tests run it) refuses
+    an identity whose controller accepts TCP but speaks no Ziti: ZITI_LOAD_FAILED naming the
+    controller that answers; the intercepts wait for it."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        port = srv.getsockname()[1]
+
+        def hang_up() -> None:  # accepts TCP, speaks no TLS: hangs up on every connection
+            with suppress(OSError):
+                while True:
+                    srv.accept()[0].close()
+
+        threading.Thread(target=hang_up, daemon=True).start()
+        ident = write(tmp_path / "id.json", identity_json(f"https://127.0.0.1:{port}"))
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {"env": ENV, "identity": str(ident), "tenancy": {"timeout_s": 2}}
+                | {"grant_file": str(tmp_path / "g"), "state_dir": str(tmp_path / "s")}
+            )
+        )
+        script = (
+            "import json, sys\n"
+            "from pathlib import Path\n"
+            "from monky_deployd.agent import doctor\n"
+            "print(json.dumps([c.as_json() for c in doctor.run_checks(Path(sys.argv[1]))]))\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-B", "-c", script, str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC)},
+        )
+    assert proc.returncode == 0, proc.stderr
+    by_name = {c["check"]: c for c in json.loads(proc.stdout.strip().splitlines()[-1])}
+    ctl = by_name["controller"]
+    assert (ctl["status"], ctl["code"]) == ("FAIL", "ZITI_LOAD_FAILED")
+    assert f"although the controller https://127.0.0.1:{port} answers" in ctl["fact"]
+    assert by_name["tenancy-intercept"]["fact"] == "needs controller (FAIL above)"
