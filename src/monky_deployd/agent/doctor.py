@@ -85,6 +85,14 @@ class Run:
 def check_config(run: Run) -> Check:
     run.cfg = load(run.config_path)
     c = run.cfg
+    closed = doctor_box.closed_to_agent(
+        "config",
+        run.config_path,
+        str(Code.CONFIG_UNREADABLE),
+        "owner root, group monky-deployd, mode 0640",
+    )
+    if closed is not None:
+        return closed
     where = "" if c.transport == "plain" else f", identity {c.identity_path}"
     return Check(
         "config",
@@ -98,7 +106,10 @@ def check_grant(run: Run) -> Check:
     cfg = run.config
     jwt = read_grant(cfg.grant_file)
     run.secrets.append(jwt)
-    return checks.grant_check("grant", str(cfg.grant_file), jwt, cfg.env, run.clock())
+    closed = doctor_box.closed_to_agent(
+        "grant", cfg.grant_file, str(Code.GRANT_UNREADABLE), "owner monky-deployd, mode 0600"
+    )
+    return closed or checks.grant_check("grant", str(cfg.grant_file), jwt, cfg.env, run.clock())
 
 
 def check_tenancy(run: Run) -> Check:

@@ -78,6 +78,21 @@ def has_acl(path: Path) -> bool:
     return True
 
 
+def closed_to_agent(name: str, path: Path, code: str, what: str) -> Check | None:
+    """A FAIL when root runs doctor and the agent's user could not read ``path`` (mode bits,
+    no ACL): root reads anything, the unit's user does not. None when it can."""
+    user = agent_user()
+    if user == user_name(os.geteuid()) or reader_of(path) is not None or has_acl(path):
+        return None
+    return Check(
+        name,
+        "FAIL",
+        f"{path} is {describe(path)}: root reads it, but {user} (the unit's user) cannot",
+        f"owner and mode of {path}: {what}",
+        code,
+    )
+
+
 def _info(run: Run) -> dict[str, object]:
     if run.docker_info is None:
         cfg = run.config

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import logging
 import os
+import pwd
 import socket
 import stat
 import subprocess
@@ -31,7 +32,7 @@ import yaml
 from monky_deployd import cli
 from monky_deployd import config as config_mod
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import doctor
+from monky_deployd.agent import doctor, doctor_box
 from monky_deployd.agent.tick import run_tick
 from monky_deployd.core import checks
 from monky_deployd.core.checks import Check
@@ -523,3 +524,28 @@ def test_a_controller_that_answers_but_is_none(tmp_path: Path) -> None:
     assert (ctl["status"], ctl["code"]) == ("FAIL", "ZITI_LOAD_FAILED")
     assert f"although the controller https://127.0.0.1:{port} answers" in ctl["fact"]
     assert by_name["tenancy-intercept"]["fact"] == "needs controller (FAIL above)"
+
+
+def test_root_running_doctor_speaks_for_the_units_user(
+    estate: Estate[Any],
+    tmp_path: Path,
+    systemd: Path,
+    users: None,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Root reads every file; the unit's user does not. A grant.jwt left root:root 0600 (the
+    kit copied as root) is the grant's FAIL although root could read it."""
+    monkeypatch.setattr(doctor_box, "AGENT_USER", AGENT)  # the unit's user on this box
+    path = box(estate, tmp_path)
+    grant = tmp_path / "grant.jwt"
+    assert grant.stat().st_uid == 0 and grant.stat().st_mode & 0o777 == 0o600
+    path.chmod(0o644)
+    by_name, first, status = run(estate, path)
+    assert first is not None and (first.check, first.code) == ("grant", "GRANT_UNREADABLE")
+    assert f"root reads it, but {AGENT} (the unit's user) cannot" in first.fact
+    assert by_name["config"].status == "OK" and status == 2
+    sock = by_name["docker-socket"]  # root reaches the engine; the unit's user is not in docker
+    assert (sock.status, sock.code) == ("FAIL", "DOCKER_UNAVAILABLE")
+    assert f"but {AGENT} cannot use it" in sock.fact and "usermod -aG" in sock.hint
+    os.chown(grant, pwd.getpwnam(AGENT).pw_uid, -1)  # the kit's owner: the agent reads it
+    assert run(estate, path)[0]["grant"].status == "OK"
