@@ -69,10 +69,10 @@ def describe(path: Path) -> str:
     return f"{user_name(st.st_uid)}:{group} mode {st.st_mode & 0o7777:04o}"
 
 
-def has_acl(path: Path) -> bool:
-    """``path`` carries a POSIX access ACL (``system.posix_acl_access``)."""
+def has_acl(path: Path, kind: Literal["access", "default"] = "access") -> bool:
+    """``path`` carries a POSIX ACL: its access ACL, or (a directory) its default ACL."""
     try:
-        os.getxattr(path, "system.posix_acl_access")
+        os.getxattr(path, f"system.posix_acl_{kind}")
     except OSError:
         return False
     return True

@@ -27,26 +27,30 @@ def check_identity(run: Run) -> Check:
     ident = run.ident
     left = ident.not_after.timestamp() - run.clock()
     fact = (
-        f"{ident.path} is a readable, well-formed identity ({ident.subject}), certificate "
-        f"valid for {checks.duration(left)}"
+        f"{ident.path} is a well-formed identity ({ident.subject}), certificate valid for "
+        f"{checks.duration(left)}"
     )
     if doctor_box.reader_of(ident.path) is None:  # not through owner, group or other
         user = doctor_box.agent_user()
-        acl = doctor_box.has_acl(ident.path)
-        return Check(
-            "identity",
-            "WARN" if acl else "FAIL",
-            fact
-            + (
-                f"; {user} reads it only through a per-file ACL, which ziti-edge-tunnel's "
-                "rewrite of the file drops"
-                if acl
-                else f"; but {user} cannot read it ({doctor_box.describe(ident.path)}, "
-                f"{user} is neither its owner nor in its group)"
-            ),
-            identity.group_hint(ident.path),
-            str(Code.IDENTITY_UNREADABLE),
-        )
+        if not doctor_box.has_acl(ident.path, "access"):
+            return Check(
+                "identity",
+                "FAIL",
+                f"{fact}, but {user} cannot read it ({doctor_box.describe(ident.path)}, "
+                f"{user} is neither its owner nor in its group)",
+                identity.group_hint(ident.path),
+                str(Code.IDENTITY_UNREADABLE),
+            )
+        if not doctor_box.has_acl(ident.path.parent, "default"):
+            return Check(
+                "identity",
+                "WARN",
+                f"{fact}; {user} reads it only through a per-file ACL, which ziti-edge-tunnel's "
+                "rewrite of the file drops (no default ACL on its directory renews it)",
+                identity.group_hint(ident.path),
+                str(Code.IDENTITY_UNREADABLE),
+            )
+        fact += f"; {user} reads it through an ACL the directory's default ACL renews"
     return Check("identity", "OK", fact)
 
 

@@ -450,6 +450,13 @@ def test_an_identity_readable_only_through_a_file_acl_is_a_warning(
     gone = _doctor_as_agent(config)
     assert (gone["status"], gone["code"]) == ("FAIL", "IDENTITY_UNREADABLE")
 
+    _sh("setfacl", "-d", "-m", f"u:{AGENT}:r", str(identity_dir))  # a default ACL renews it
+    _install_like_the_tunneler(path, identity_json())
+    renewed = _doctor_as_agent(config)
+    assert renewed["status"] == "OK" and "the directory's default ACL renews" in renewed["fact"]
+    _sh("setfacl", "-b", "-k", str(identity_dir))
+    _install_like_the_tunneler(path, identity_json())
+
     _sh("gpasswd", "-a", AGENT, OWNER)  # the durable fix
     assert _doctor_as_agent(config)["status"] == "OK"
 
