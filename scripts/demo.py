@@ -1,9 +1,11 @@
-"""The main job, shown end to end: one real tick against loopback reference services.
+"""The main job, shown end to end: real ticks against loopback reference services.
 
 Starts the reference tenancy and OpenBao fakes (monky_deployd_testkit.fakes) on 127.0.0.1, a real
 registry with htpasswd auth holding a real busybox image, publishes a desired bundle, then runs
 `monky-deployd apply --once` twice: the first tick applies the bundle to real containers, the
-second is a no-op. Without a reachable Docker engine it says so and prints what would have run.
+second is a no-op. Then `status`, a new revision r2 and `plan` (when this version has it), and
+`doctor`. Without a reachable Docker engine it says so and prints what would have run
+(scripts/demo.sh starts the engine first when it can).
 """
 
 from __future__ import annotations
@@ -27,13 +29,25 @@ def say(text: str) -> None:
     print(f"\n### {text}", flush=True)
 
 
+def cli(*args: str, show: bool = True) -> int:
+    """``monky-deployd <args>`` as the operator types it; its exit status."""
+    if show:
+        print("$ monky-deployd", " ".join(args), flush=True)
+    argv = (sys.executable, "-m", "monky_deployd.cli", *args)
+    quiet = {} if show else {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    return subprocess.run(argv, check=False, **quiet).returncode  # type: ignore[call-overload]
+
+
 def tick(config: Path) -> int:
-    argv = (sys.executable, "-m", "monky_deployd.cli", "apply", "--once", "--config", str(config))
-    print("$ monky-deployd apply --once --config", config, flush=True)
-    return subprocess.run(argv, check=False).returncode
+    return cli("apply", "--once", "--config", str(config), "--log-format", "text")
 
 
-def bundle(image: str, registry_host: str, project: str) -> dict[str, object]:
+def has_plan() -> bool:
+    """``plan`` is newer than this demo: show it only where this version has it."""
+    return cli("plan", "--help", show=False) == 0
+
+
+def bundle(image: str, registry_host: str, project: str, level: str = "info") -> dict[str, object]:
     compose = {
         "services": {
             "web": {
@@ -49,7 +63,7 @@ def bundle(image: str, registry_host: str, project: str) -> dict[str, object]:
         "project": project,
         "compose": yaml.safe_dump(compose),
         "env_template": "# rendered by the agent: substitutes every ${VAR}\n"
-        "DB_PASSWORD=${DB_PASSWORD}\nLOG_LEVEL=info\n",
+        f"DB_PASSWORD=${{DB_PASSWORD}}\nLOG_LEVEL={level}\n",
         "manifest": [
             {"name": "DB_PASSWORD", "path": f"envs/{ENV}/app", "key": "db_password"},
             {
@@ -116,6 +130,20 @@ def main() -> int:
                     f"reports: {len(estate.tenancy.reports)}; registry manifest requests: "
                     f"{reg.request_count('/manifests/', ('GET', 'HEAD'))}"
                 )
+                say("status: what the box knows, from its state dir alone")
+                cli("status", "--config", str(config))
+                estate.tenancy.set_desired("r2", bundle(ref, reg.host, project, "debug"))
+                if has_plan():
+                    say("tenancy publishes r2 (LOG_LEVEL=debug): plan shows what an apply would do")
+                    cli("plan", "--config", str(config))
+                else:
+                    say("tenancy publishes r2 (this version has no `plan` command yet)")
+                say(
+                    "doctor: every check live, one line each (the package and its timer are not "
+                    "installed on this machine, so the timer line cannot be OK here)"
+                )
+                rc3 = cli("doctor", "--config", str(config))
+                say(f"doctor exit {rc3} (0 all OK, 1 warnings, 2 a failure)")
             finally:
                 subprocess.run(
                     ("docker", "compose", "--project-name", project, "down", "--remove-orphans"),

@@ -2,6 +2,7 @@
 
     apply --once [--retry]              one tick (what the timer runs)
     status                              applied revision, held revision, suspend, update locks
+    doctor [--json]                     live checks, one line each (exit 0 OK, 1 WARN, 2 FAIL)
     suspend [--reason R] [--for D]      stop applies (check-ins continue) until resume / D
     resume
     lock list | take NAME | release NAME   the update-lock directory (locks.dir)
@@ -101,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
         help="apply the desired revision now even if it is held (failed and rolled back, or "
         "stalled) or waiting for its backoff",
     )
+    doctor = sub.add_parser(
+        "doctor",
+        help="live checks of config, grant, Ziti, services, token, "
+        "secrets, registry, disk, docker, timer, clock (exit 0 OK, 1 warnings, 2 a failure)",
+    )
+    _config_arg(doctor)
+    doctor.add_argument("--json", action="store_true", help="a JSON list of checks")
     status = sub.add_parser("status", help="what is applied, held, suspended and locked (JSON)")
     _config_arg(status)
     suspend = sub.add_parser("suspend", help="stop applies (check-ins continue)")
@@ -182,6 +190,10 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits 2 on usage errors
+    if args.command == "doctor":  # loads config.yaml itself: its first check
+        from monky_deployd.agent import doctor
+
+        return doctor.main(args.config, as_json=args.json)
     debug = getattr(args, "debug", False)
     logs.setup(getattr(args, "log_format", "auto"), logging.DEBUG if debug else logging.INFO)
     started = time.monotonic()
@@ -189,12 +201,14 @@ def main(argv: list[str] | None = None) -> int:
         with logs.phase("config"):
             cfg = load(args.config)
     except ConfigError as err:
+        from monky_deployd.core.checks import one_line
+
         log.error(
             str(err),
             extra={"event": "tick.error", "phase": "config", "code": err.code, "hint": err.hint},
         )
         log.error(
-            f"tick refused: {err.message.splitlines()[0]}",
+            f"tick refused: {one_line(err.message)}",
             extra={
                 "event": "tick.summary",
                 "phase": "summary",

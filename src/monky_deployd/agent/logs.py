@@ -89,16 +89,68 @@ class _MaskFilter(logging.Filter):
         return True
 
 
+_COLOURS = {
+    logging.CRITICAL: "\033[1;31m",
+    logging.ERROR: "\033[31m",
+    logging.WARNING: "\033[33m",
+    logging.INFO: "\033[32m",
+    logging.DEBUG: "\033[2m",
+}
+_RESET = "\033[0m"
+
+
+def _said(value: str, message: str) -> bool:
+    """``value`` already stands in ``message`` as a whole word or phrase."""
+    if not value:
+        return True
+    at = message.find(value)
+    while at >= 0:
+        before = message[at - 1] if at else " "
+        after = message[at + len(value)] if at + len(value) < len(message) else " "
+        if not (before.isalnum() or before in "_-") and not (after.isalnum() or after in "_-"):
+            return True
+        at = message.find(value, at + 1)
+    return False
+
+
 class _TextFormatter(logging.Formatter):
+    """One line per record for a person: the message on one line (a multi-line message's
+    lines joined, no dangling colon), then only the fields the message does not already say
+    (``code``, ``hint``, ``outcome`` are usually in the sentence), None values left out. The
+    level is coloured when ``colour`` (a terminal without NO_COLOR)."""
+
+    def __init__(self, colour: bool = False) -> None:
+        super().__init__()
+        self.colour = colour
+
     def format(self, record: logging.LogRecord) -> str:
+        from monky_deployd.core.checks import one_line  # text only: off the journal's path
+
+        message = one_line(record.getMessage())
         extras = {
-            k: v
+            k: one_line(str(v))
             for k, v in vars(record).items()
-            if k not in _RESERVED and k not in ("event", "tick_id", "phase")
+            if k not in _RESERVED and k not in ("event", "tick_id", "phase") and v is not None
         }
-        tail = " ".join(f"{k}={v}" for k, v in extras.items())
-        head = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} [{record.phase}]"  # type: ignore[attr-defined]
-        return f"{head} {record.getMessage()}" + (f"  ({tail})" if tail else "")
+        tail = " ".join(f"{k}={v}" for k, v in extras.items() if not _said(v, message))
+        level = f"{record.levelname:<7}"
+        if self.colour:
+            level = f"{_COLOURS.get(record.levelno, '')}{level}{_RESET}"
+        head = f"{self.formatTime(record, '%H:%M:%S')} {level} [{record.phase}]"  # type: ignore[attr-defined]
+        text = f"{head} {message}" + (f"  ({tail})" if tail else "")
+        if record.exc_text:
+            text += "\n" + record.exc_text
+        return text
+
+
+def use_colour(stream: IO[str], environ: Mapping[str, str]) -> bool:
+    """Colour on a terminal only, and never with NO_COLOR set (https://no-color.org)."""
+    if "NO_COLOR" in environ:
+        return False
+    try:
+        return stream.isatty()
+    except (ValueError, AttributeError):
+        return False
 
 
 def syslog_priority(levelno: int) -> int:
@@ -156,6 +208,8 @@ def setup(
     every line carries its ``<N>`` syslog priority prefix.
     """
     out = sys.stdout if stream is None else stream
+    env = os.environ if environ is None else environ
+    journal = stdout_is_journal(out, env)
     if fmt == "auto":
         fmt = "text" if out.isatty() else "json"
     handler = logging.StreamHandler(out)
@@ -169,8 +223,8 @@ def setup(
             datefmt="%Y-%m-%dT%H:%M:%S%z",
         )
     else:
-        formatter = _TextFormatter()
-    if stdout_is_journal(out, os.environ if environ is None else environ):
+        formatter = _TextFormatter(colour=use_colour(out, env) and not journal)
+    if journal:
         formatter = _JournalPrefix(formatter)
     handler.setFormatter(formatter)
     root = logging.getLogger()

@@ -192,6 +192,21 @@ def _get(cfg: DockerCfg, path: str, params: dict[str, str] | None, what: str) ->
         ) from exc
 
 
+def engine_version(cfg: DockerCfg) -> tuple[str, str, str]:
+    """(engine version, API version, where) from ``GET /version`` (doctor: the socket answers
+    this user); DOCKER_UNAVAILABLE naming the socket otherwise."""
+    client, where = _client(cfg, cfg.command_timeout_s)
+    client.close()  # only its address: _get opens its own
+    info = _get(cfg, "/version", None, "its version")
+    if not isinstance(info, dict):
+        raise CommandError(
+            f"the Docker engine at {where} answered GET /version with no version",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint="dockerd's version and log",
+        )
+    return str(info.get("Version", "?")), str(info.get("ApiVersion", "?")), where
+
+
 def inspect_project(cfg: DockerCfg, project: str) -> list[ContainerObs]:
     """Every container of the compose project, inspected (what the verify phase judges)."""
     filters = json.dumps({"label": [f"{PROJECT_LABEL}={project}"]})

@@ -294,6 +294,19 @@ class Bao:
         except hvac.exceptions.VaultError as exc:
             raise self._words.status_error(what, exc) from None
 
+    def health(self) -> None:
+        """``GET /v1/sys/health`` (unauthenticated; doctor): returns when OpenBao answers and is
+        unsealed (a standby counts); OPENBAO_SEALED, OPENBAO_UNAVAILABLE, OPENBAO_UNREACHABLE
+        otherwise, as for every other call."""
+        what = "GET /v1/sys/health"
+        try:
+            self._call(
+                what,
+                lambda: self._hvac("").adapter.get("/v1/sys/health", params={"standbyok": "true"}),
+            )
+        except hvac.exceptions.VaultError as exc:
+            raise self._words.status_error(what, exc) from None
+
     def visible_kv_mounts(self, token: str) -> list[str] | None:
         """The KV v2 mounts ``token`` can see (``GET /v1/sys/internal/ui/mounts``, allowed by
         OpenBao's default policy), without the trailing slash; None when OpenBao will not say."""

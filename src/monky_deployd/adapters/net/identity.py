@@ -170,6 +170,11 @@ def unreadable_reason(path: Path) -> str:
     return text
 
 
+def group_hint(path: Path) -> str:
+    """What to do when the agent's user reads ``path`` badly: the group, the default ACL."""
+    return _group_hint(path)
+
+
 def _group_hint(path: Path) -> str:
     try:
         group = _group_name(path.stat().st_gid)

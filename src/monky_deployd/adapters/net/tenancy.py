@@ -58,6 +58,12 @@ class Checkin:
     bundle: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Probe:
+    status: int
+    date: str | None  # the answer's Date header, as sent
+
+
 class Tenancy:
     def __init__(
         self, client: httpx.Client, cfg: TenancyCfg, env: str, *, max_body_bytes: int
@@ -120,6 +126,32 @@ class Tenancy:
         resp = self._post("reports", token, body)
         if resp.status_code not in (200, 201, 202, 204):
             self._raise_unexpected("reports", resp, token)
+
+    def probe(self) -> Probe:
+        """``GET /`` without a token (doctor): tenancy answers at all, and its ``Date``. Any
+        answer below 500 proves the intercept reaches tenancy; nothing is recorded there."""
+        try:
+            resp = read_capped(
+                self._client,
+                "GET",
+                f"{self.url}/",
+                max_bytes=64 * 1024,
+                deadline_s=self._cfg.deadline_s,
+                too_large=lambda: self._bad("", "more than 64 KiB to GET /"),
+                headers={"User-Agent": USER_AGENT},
+                timeout=self._cfg.timeout_s,
+            )
+        except DeployError:
+            raise
+        except httpx.TransportError as exc:
+            raise httperrors.translate(exc, self._service, "GET /") from exc
+        if resp.status_code >= 500:
+            raise DeployError(
+                f"tenancy at {self.address} (GET /) failed with HTTP {resp.status_code}",
+                code=Code.TENANCY_UNAVAILABLE,
+                hint="the tenancy service's health and logs",
+            )
+        return Probe(resp.status_code, resp.headers.get("Date"))
 
     # -- plumbing ----------------------------------------------------------------------------
 

@@ -174,7 +174,7 @@ def interpret_load_result(
     return result
 
 
-def _probe(url: str) -> str | None:
+def probe(url: str) -> str | None:
     """None when the controller at ``url`` accepts a TCP connection, else the reason."""
     parts = urlsplit(url)
     host = parts.hostname
@@ -194,20 +194,34 @@ def _probe(url: str) -> str | None:
         return exc.strerror or str(exc)
 
 
+def check_controllers(ident: Identity) -> str:
+    """The first controller of ``ident`` that accepts a TCP connection (doctor), or
+    ZITI_CONTROLLER_UNREACHABLE naming each one's reason."""
+    reasons = {url: probe(url) for url in ident.controllers}
+    for url, reason in reasons.items():
+        if reason is None:
+            return url
+    raise _no_controller(ident, reasons, "")
+
+
+def _no_controller(ident: Identity, reasons: Mapping[str, str | None], detail: str) -> DeployError:
+    where = "; ".join(f"{url}: {reason}" for url, reason in reasons.items())
+    return DeployError(
+        f"cannot reach the Ziti controller named by the identity {ident.path} ({where})",
+        code=Code.ZITI_CONTROLLER_UNREACHABLE,
+        hint="the identity's ztAPI address and port, DNS and the firewall from this box to "
+        "the controller, and that the controller is up",
+        detail=detail,
+    )
+
+
 def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> DeployError:
     """Name why the SDK could not load ``ident``: probe the controllers it names."""
-    reasons = {url: _probe(url) for url in ident.controllers}
+    reasons = {url: probe(url) for url in ident.controllers}
     answering = [url for url, reason in reasons.items() if reason is None]
     sdk_said = f"the OpenZiti SDK said: {words}"
     if not answering:
-        where = "; ".join(f"{url}: {reason}" for url, reason in reasons.items())
-        return DeployError(
-            f"cannot reach the Ziti controller named by the identity {ident.path} ({where})",
-            code=Code.ZITI_CONTROLLER_UNREACHABLE,
-            hint="the identity's ztAPI address and port, DNS and the firewall from this box to "
-            "the controller, and that the controller is up",
-            detail=sdk_said,
-        )
+        return _no_controller(ident, reasons, sdk_said)
     if timed_out:
         return DeployError(
             f"the OpenZiti SDK did not finish loading the identity {ident.path} ({ident.subject}) "
