@@ -37,6 +37,7 @@ from monky_deployd.core.plan import (
     Verify,
     host_facts_usable,
 )
+from monky_deployd.core.reasons import image_reason
 from monky_deployd.core.records import Journal, Release, ReleaseImage
 from monky_deployd.core.report import TickRecord
 
@@ -106,7 +107,7 @@ def stage(ctx: Context, step: Stage) -> None:
     docker_config.write_docker_config(
         ctx.state.docker_dir, step.registry_host or "", step.credential
     )
-    ctx.state.write_revision(step.revision, step.compose, step.env_text)
+    ctx.state.write_revision(step.revision, step.compose, step.env_text, step.labels)
 
 
 def pull(ctx: Context, step: Pull) -> None:
@@ -187,18 +188,39 @@ def commit(ctx: Context, step: Commit) -> None:
     images = {c.service: ReleaseImage(c.image_id, c.image_ref, _digest(ctx, c)) for c in observed}
     # the long-running services: a finished job (exit 0, restart "no") is not expected to run
     running = list(passed.services) if passed is not None else list(step.services)
-    ctx.state.write_release(
-        Release(
+    release = Release(
+        step.revision,
+        step.project,
+        list(step.services),
+        images,
+        step.compose_sha256,
+        step.env_sha256,
+        now,
+    )
+    before = ctx.state.read_release(step.previous) if step.previous else None
+    if before is not None:
+        moved = image_reason(
+            {s: i.digest for s, i in before.images.items()},
+            {s: i.digest for s, i in images.items()},
+        )
+        ctx.rec.reasons += moved
+        for r in moved:
+            log.info(f"reasons: {r}", extra={"event": "apply.reasons", "reasons": [r.kind]})
+    ctx.state.write_release(release)
+    fp = step.fingerprint
+    ctx.state.write_applied(
+        Applied(
             step.revision,
             step.project,
-            list(step.services),
-            images,
-            step.compose_sha256,
-            step.env_sha256,
+            running,
             now,
+            [r.as_wire() for r in ctx.rec.reasons],
+            step.deploy_id,
+            fp.compose_sha256 if fp else "",
+            dict(fp.env) if fp else {},
+            dict(fp.secrets) if fp else {},
         )
     )
-    ctx.state.write_applied(Applied(step.revision, step.project, running, now))
     ctx.state.clear_held()
     keep = {step.revision} | ({step.previous} if step.previous else set())
     pruned = ctx.state.prune_revisions(keep=keep)

@@ -19,7 +19,7 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monky_deployd.core import envfile, registry_cred
+from monky_deployd.core import envfile, reasons, registry_cred
 from monky_deployd.core.bundle import Bundle, ManifestEntry, validate
 from monky_deployd.core.errors import Code, DeployError, EnvError
 from monky_deployd.core.plan import Ready
@@ -102,7 +102,8 @@ def credential(bundle: Bundle, env: EnvValues) -> Credential | None:
     return registry_cred.parse_credential(env.registry_value, bundle.registry_host)
 
 
-def ready(bundle: Bundle, env_text: str, cred: Credential | None) -> Ready:
+def ready(bundle: Bundle, env_text: str, cred: Credential | None, deploy_id: str = "") -> Ready:
+    """What the box steps need; ``deploy_id`` (the tick's id) labels the containers."""
     return Ready(
         revision=bundle.revision,
         project=bundle.project,
@@ -112,6 +113,10 @@ def ready(bundle: Bundle, env_text: str, cred: Credential | None) -> Ready:
         registry_host=bundle.registry_host,
         credential=cred,
         on_failure=bundle.on_failure,
+        deploy_id=deploy_id,
+        labels=reasons.labels_override(bundle.revision, deploy_id, bundle.services)
+        if deploy_id
+        else "",
     )
 
 
