@@ -297,7 +297,7 @@ def host_facts(ctx: Context) -> wire.HostFacts:
     return refresh_host_facts(ctx)
 
 
-def refresh_host_facts(ctx: Context) -> wire.HostFacts:
+def refresh_host_facts(ctx: Context, *, store: bool = True) -> wire.HostFacts:
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
     versions = {"docker": "", "compose": ""}
@@ -313,6 +313,6 @@ def refresh_host_facts(ctx: Context) -> wire.HostFacts:
                 raise
             versions[key] = ""
     facts = wire.HostFacts(hostname=socket.gethostname(), **versions)
-    if facts.docker and facts.compose:
+    if store and facts.docker and facts.compose:  # (``plan`` writes nothing)
         ctx.state.write_host_facts(facts)
     return facts
