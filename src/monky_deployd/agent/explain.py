@@ -19,9 +19,12 @@ from monky_deployd.core.services import Service
 log = logging.getLogger("monky_deployd")
 
 
-def note(rec: TickRecord, found: tuple[reasons.Reason, ...]) -> None:
-    """Set the tick's reasons and log them in one line."""
+def note(rec: TickRecord, found: tuple[reasons.Reason, ...], *, quiet: bool = False) -> None:
+    """Set the tick's reasons and log them in one line (``quiet``: a first guess, before the
+    checks; the report carries it if a check refuses the apply)."""
     rec.reasons = list(found)
+    if quiet:
+        return
     log.info(
         f"reasons: {reasons.describe(found)}",
         extra={"event": "apply.reasons", "phase": "plan", "reasons": [r.kind for r in found]},

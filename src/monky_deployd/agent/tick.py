@@ -327,7 +327,7 @@ class _Tick:
         back to the last-known-good release or backs off (``core.recovery``)."""
         ready: Ready | None = None
         forced = self.options.retry
-        explain.note(self.rec, explain.for_apply(plan, self.held, forced))  # refined below
+        explain.note(self.rec, explain.for_apply(plan, self.held, forced), quiet=True)
         try:
             ready = self._check(plan)
             ready = explain.checked(
