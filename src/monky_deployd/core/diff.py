@@ -96,7 +96,7 @@ class Diff:
                 {
                     "service": i.service,
                     "image": i.image,
-                    "before": i.before or None,
+                    "before": _bare(i.before) or None,
                     "after": i.after or None,
                     "changed": i.changed,
                     "error": i.error or None,
@@ -198,7 +198,7 @@ def services(
     """What ``up`` would do to each service, and why."""
     old, new = service_defs(old_compose), service_defs(new_compose)
     moved = {i.service for i in images if i.changed}
-    env_names = env.added + env.removed + env.changed
+    env_names = tuple(sorted(env.added + env.removed + env.changed))
     rows: list[ServiceRow] = []
     for name in sorted(set(old) | set(new)):
         if name not in new:

@@ -93,7 +93,7 @@ def env_assignments(text: str) -> dict[str, str]:
     """The ``.env``'s assignments, name -> the value as written (quotes included: a change of
     quoting is a change); a repeated name keeps its last value, as Compose does."""
     found: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):  # Compose's lines: only a newline ends one
         line = line.strip()
         if not line or line.startswith("#"):
             continue
