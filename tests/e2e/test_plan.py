@@ -246,3 +246,48 @@ def test_plan_exits_2_when_tenancy_is_down(lab: Lab) -> None:
     assert rc == 2, text
     assert body["error"]["code"].startswith("TENANCY_"), body["error"]
     counters.unchanged()
+
+
+def kinds_of(report: dict[str, Any]) -> list[str]:
+    return [r["kind"] for r in report.get("reasons", [])]
+
+
+def test_rollback_hold_forced_retry_and_drift_each_say_why(lab: Lab) -> None:
+    lab.estate.tenancy.set_desired("r1", bundle(lab))
+    assert lab.tick().rc == 0
+    first_id = json.loads((lab.state_dir / "applied.json").read_text())["deploy_id"]
+    crash = {"command": ["sh", "-c", "sleep 1; exit 1"]}
+    lab.estate.tenancy.set_desired("r2", bundle(lab, web=crash))
+    run = lab.tick()
+    assert run.rc == 1, run.stdout + run.stderr
+    rep = lab.estate.tenancy.reports[-1]
+    assert kinds_of(rep) == ["REVISION", "COMPOSE", "ROLLBACK"]
+    assert rep["reasons"][-1] == {"kind": "ROLLBACK", "detail": "to r1"}
+    # the last-known-good's containers are back with their own labels
+    assert labels(lab, "r1") == [f"web {first_id}"] and labels(lab, "r2") == []
+
+    # held: the next tick applies nothing; plan says so and what --retry would change
+    counters = Counters(lab)
+    rc, body, text = plan(lab)
+    assert rc == 1, text
+    assert body["plan"] == "hold" and any("hold" in n for n in body["notes"])
+    assert [r["kind"] for r in body["reasons"]] == ["REVISION", "COMPOSE"]
+    counters.unchanged()
+
+    forced = lab.tick("--retry")
+    assert forced.rc == 1, forced.stdout
+    assert kinds_of(lab.estate.tenancy.reports[-1]) == ["REVISION", "FORCED", "COMPOSE", "ROLLBACK"]
+
+    # drift: the last-known-good's container vanishes; plan names it, the restore reports it
+    subprocess.run(("docker", "rm", "-f", lab.containers()["web"]), capture_output=True, check=True)
+    counters = Counters(lab)
+    rc, body, text = plan(lab)
+    assert rc == 1, text
+    assert body["plan"] == "restore"
+    assert body["services"] == [{"name": "web", "action": "start", "why": ["missing"]}]
+    assert body["reasons"] == [{"kind": "DRIFT", "detail": "web missing"}]
+    counters.unchanged()
+    restore = lab.tick()
+    assert restore.rc == 0, restore.stdout  # the last-known-good restored (r2 stays held)
+    assert lab.estate.tenancy.reports[-1]["reasons"] == [{"kind": "DRIFT", "detail": "web missing"}]
+    assert labels(lab, "r1") == [f"web {first_id}"]

@@ -183,7 +183,8 @@ class _Dry:
         apply = (
             plan if isinstance(plan, Apply) else Apply(desired, answer.bundle, applied, plan.reason)
         )
-        self.tick.held = held
+        # a backoff's attempt is a RETRY; a hold is applied again only by --retry (FORCED)
+        self.tick.held = held if isinstance(plan, Apply | Backoff) else None
         self._diff(out, apply, record)
         if isinstance(plan, Hold | Backoff | Paused):
             out.notes.append(f"the next tick applies nothing ({plan.kind}): {plan.reason}")
