@@ -20,7 +20,7 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent import logs, steps
 from monky_deployd.config import Config
-from monky_deployd.core import gates, reasons, recovery, report, wire
+from monky_deployd.core import gates, recovery, report, wire
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.plan import (
     AppliedFacts,
@@ -210,6 +210,8 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
         steps.run(ctx, rollback_steps(ready, lkg), phase)
     except DeployError as rb_err:
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
+        from monky_deployd.core import reasons  # off the no-op tick's imports
+
         rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision} (failed)"))
         state.write_held(recovery.after_rollback(step.held, ok=False))
         raise DeployError(
@@ -222,6 +224,8 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
             detail="\n".join(d for d in (err.detail, rb_err.detail) if d),
         ) from rb_err
     rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=True)
+    from monky_deployd.core import reasons  # off the no-op tick's imports
+
     rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision}"))
     state.write_held(recovery.after_rollback(step.held, ok=True))
     raise DeployError(

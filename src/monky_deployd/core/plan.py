@@ -23,13 +23,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from monky_deployd.core.gates import Lock
-from monky_deployd.core.reasons import Fingerprint
 from monky_deployd.core.records import Held, Journal, Suspended
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.services import Service
+
+if TYPE_CHECKING:  # (core.reasons stays off the no-op tick's imports)
+    from monky_deployd.core.reasons import Fingerprint
 
 # -- facts -----------------------------------------------------------------------------------
 

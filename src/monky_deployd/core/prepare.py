@@ -19,7 +19,7 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monky_deployd.core import envfile, reasons, registry_cred
+from monky_deployd.core import envfile, registry_cred
 from monky_deployd.core.bundle import Bundle, ManifestEntry, validate
 from monky_deployd.core.errors import Code, DeployError, EnvError
 from monky_deployd.core.plan import Ready
@@ -104,6 +104,8 @@ def credential(bundle: Bundle, env: EnvValues) -> Credential | None:
 
 def ready(bundle: Bundle, env_text: str, cred: Credential | None, deploy_id: str = "") -> Ready:
     """What the box steps need; ``deploy_id`` (the tick's id) labels the containers."""
+    from monky_deployd.core import reasons  # off the no-op tick's imports
+
     return Ready(
         revision=bundle.revision,
         project=bundle.project,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from monky_deployd import __version__
 from monky_deployd.core.errors import Code
-from monky_deployd.core.reasons import Reason
 from monky_deployd.core.wire import (
     AgentInfo,
     PhaseRow,
@@ -17,6 +16,9 @@ from monky_deployd.core.wire import (
     RollbackRow,
     ServiceRow,
 )
+
+if TYPE_CHECKING:  # (core.reasons stays off the no-op tick's imports)
+    from monky_deployd.core.reasons import Reason
 
 
 @dataclass
