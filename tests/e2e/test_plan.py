@@ -291,3 +291,25 @@ def test_rollback_hold_forced_retry_and_drift_each_say_why(lab: Lab) -> None:
     assert restore.rc == 0, restore.stdout  # the last-known-good restored (r2 stays held)
     assert lab.estate.tenancy.reports[-1]["reasons"] == [{"kind": "DRIFT", "detail": "web missing"}]
     assert labels(lab, "r1") == [f"web {first_id}"]
+
+
+def test_a_record_from_before_fingerprints_is_compared_from_the_files_on_disk(lab: Lab) -> None:
+    lab.estate.tenancy.set_desired("r1", bundle(lab))
+    assert lab.tick().rc == 0
+    path = lab.state_dir / "applied.json"
+    old = json.loads(path.read_text())
+    for key in ("reasons", "deploy_id", "compose_sha256", "env_hashes", "secret_hashes"):
+        del old[key]
+    path.write_text(json.dumps(old, indent=2, sort_keys=True))  # as the older writer wrote it
+    (lab.state_dir / "hash.key").unlink()
+    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": ROTATED})
+    lab.estate.tenancy.set_desired("r2", bundle(lab, template=TEMPLATE + "NEW_KEY=1\n"))
+    counters = Counters(lab)
+    rc, body, text = plan(lab)
+    assert rc == 1, text
+    assert body["env"] == {"added": ["NEW_KEY"], "removed": [], "changed": ["DB_PASSWORD"]}
+    assert body["secrets"] == {"added": [], "removed": [], "rotated": []}  # unknown: not shown
+    assert [r["kind"] for r in body["reasons"]] == ["REVISION", "ENV_KEYS"]
+    assert ROTATED not in text and SECRET not in text
+    counters.unchanged()
+    assert not (lab.state_dir / "hash.key").exists()
