@@ -73,11 +73,15 @@ def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
     return found
 
 
-def images() -> list[str]:
+def images(host: str) -> list[str]:
+    """The engine's images from the test registry (other tests share the engine)."""
     out = subprocess.run(
-        ("docker", "image", "ls", "-q", "--no-trunc"), capture_output=True, text=True, check=True
+        ("docker", "image", "ls", "--no-trunc", "--format", "{{.Repository}} {{.Tag}} {{.ID}}"),
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    return sorted(out.stdout.split())
+    return sorted(ln for ln in out.stdout.splitlines() if ln.startswith(host + "/"))
 
 
 class Counters:
@@ -95,7 +99,7 @@ class Counters:
             "reports": t.report_count,
             "blobs": reg.request_count("/blobs/"),
             "manifest_gets": reg.request_count("/manifests/", ("GET",)),
-            "images": images(),
+            "images": images(reg.host),
             "state": snapshot(self.lab.state_dir),
         }
 
