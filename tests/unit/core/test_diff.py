@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import yaml
+import json
 
-from monky_deployd.core import diff
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monky_deployd.core import diff, reasons
 from monky_deployd.core.diff import ImageRow, ServiceRow
 from monky_deployd.core.mask import Masker
 from monky_deployd.core.reasons import KeyChanges, Reason
@@ -79,3 +83,60 @@ def test_changes_and_the_json_schema() -> None:
         "compose", "env", "secrets", "images", "services", "token", "notes",
     }  # fmt: skip
     assert "changes: yes" in found.as_text()
+
+
+service_names = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)
+definitions = st.fixed_dictionaries({"image": st.sampled_from(["h/a:1", "h/b:2"])})
+service_maps = st.dictionaries(service_names, definitions, max_size=6)
+
+
+@given(old=service_maps, new=service_maps, moved=st.booleans())
+def test_actions_follow_the_service_sets(
+    old: dict[str, dict[str, str]], new: dict[str, dict[str, str]], moved: bool
+) -> None:
+    rows = diff.services(
+        yaml.safe_dump({"services": old}),
+        yaml.safe_dump({"services": new}),
+        revision_changed=moved,
+        env=KeyChanges(),
+        images=(),
+    )
+    by = {r.name: r.action for r in rows}
+    assert {n for n, a in by.items() if a == "create"} == set(new) - set(old)
+    assert {n for n, a in by.items() if a == "remove"} == set(old) - set(new)
+    both = set(old) & set(new)
+    want = {n for n in both if moved or old[n] != new[n]}
+    assert {n for n, a in by.items() if a == "recreate"} == want
+    assert {n for n, a in by.items() if a == "keep"} == both - want
+
+
+env_values = st.dictionaries(
+    st.from_regex(r"[A-Z][A-Z0-9_]{0,6}", fullmatch=True),
+    st.text(st.characters(codec="utf-8", exclude_characters="\n"), min_size=1, max_size=12).map(
+        lambda v: f"VAL<{v}>"
+    ),
+    max_size=6,
+)
+
+
+@given(old=env_values, new=env_values)
+def test_no_value_reaches_the_plan_output(old: dict[str, str], new: dict[str, str]) -> None:
+    key = b"k" * 32
+
+    def text(env: dict[str, str]) -> str:
+        return "".join(f"{k}={v}\n" for k, v in env.items())
+
+    a = reasons.fingerprint(key, "services: {}\n", text(old), old)
+    b = reasons.fingerprint(key, "services: {}\n", text(new), new)
+    found = diff.Diff(
+        "apply",
+        "r1 -> r2",
+        "r1",
+        "r2",
+        reasons=reasons.explain(reasons.Facts("r2", "r1", a, b)),
+        env=reasons.key_changes(a.env, b.env),
+        secrets=reasons.key_changes(a.secrets, b.secrets),
+    )
+    shown = found.as_text() + json.dumps(found.as_json())
+    for value in (*old.values(), *new.values()):
+        assert value not in shown
