@@ -250,6 +250,30 @@ def test_plan_exits_2_when_tenancy_is_down(lab: Lab) -> None:
     assert rc == 2, text
     assert body["error"]["code"].startswith("TENANCY_"), body["error"]
     counters.unchanged()
+    # the held lease revoked: plan asks for no new one (the next tick would)
+    lab.estate.tenancy.revoke_lease(lab.estate.tenancy.leases[-1].id)
+    rc, body, text = plan(lab)
+    assert rc == 2, text
+    assert body["error"]["code"] == "PLAN_NO_TOKEN"
+    assert "expired or revoked" in body["error"]["message"]
+    counters.unchanged()
+
+
+def test_plan_of_a_new_project_takes_the_old_one_down(lab: Lab) -> None:
+    lab.estate.tenancy.set_desired("r1", bundle(lab))
+    assert lab.tick().rc == 0
+    other = "e2e" + uuid.uuid4().hex[:8]
+    lab.extra_projects = (other,)
+    moved = bundle(lab)
+    moved["project"] = other
+    lab.estate.tenancy.set_desired("r2", moved)
+    rc, body, text = plan(lab)
+    assert rc == 1, text
+    assert body["project"] == other
+    assert body["services"] == [
+        {"name": "web", "action": "remove", "why": [f"project {lab.project} is taken down"]},
+        {"name": "web", "action": "create", "why": [f"new project {other}"]},
+    ]
 
 
 def kinds_of(report: dict[str, Any]) -> list[str]:

@@ -269,6 +269,16 @@ class _Dry:
             self.tick.ctx.masker,
         )
         out.images = images
+        if lkg is not None and lkg.project != ready.project:  # down the old, up the new
+            gone = f"project {lkg.project} is taken down"
+            out.services = tuple(
+                [diff.ServiceRow(n, "remove", (gone,)) for n in diff.service_defs(old_compose)]
+                + [
+                    diff.ServiceRow(n, "create", (f"new project {ready.project}",))
+                    for n in diff.service_defs(ready.compose)
+                ]
+            )
+            return
         out.services = diff.services(
             old_compose,
             ready.compose,
