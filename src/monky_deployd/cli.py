@@ -3,6 +3,8 @@
     apply --once [--retry]              one tick (what the timer runs)
     status                              applied revision, held revision, suspend, update locks
     doctor [--json]                     live checks, one line each (exit 0 OK, 1 WARN, 2 FAIL)
+    plan [--json] [--login]             what the next apply would change; changes nothing
+                                        (exit 0 no change, 1 changes, 2 error)
     suspend [--reason R] [--for D]      stop applies (check-ins continue) until resume / D
     resume
     lock list | take NAME | release NAME   the update-lock directory (locks.dir)
@@ -109,6 +111,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     _config_arg(doctor)
     doctor.add_argument("--json", action="store_true", help="a JSON list of checks")
+    plan = sub.add_parser(
+        "plan",
+        help="dry run: what the next apply would change (exit 0 none, 1 changes, 2 error)",
+    )
+    _config_arg(plan)
+    plan.add_argument("--json", action="store_true", help="the diff as JSON (OPERATIONS.md)")
+    plan.add_argument(
+        "--login",
+        action="store_true",
+        help="when no usable token is held, log in with the grant (a bootstrap token: no "
+        "lease, not stored)",
+    )
+    plan.add_argument("--debug", action="store_true", help="log the plan's steps on stderr")
     status = sub.add_parser("status", help="what is applied, held, suspended and locked (JSON)")
     _config_arg(status)
     suspend = sub.add_parser("suspend", help="stop applies (check-ins continue)")
@@ -188,6 +203,29 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
+def _plan(args: argparse.Namespace, cfg: Config) -> int:
+    """``plan``: the diff on stdout (text or JSON), log lines on stderr (warnings unless
+    --debug). Exit 0 no change, 1 changes, 2 error."""
+    from monky_deployd.agent.dryrun import run_plan
+
+    logs.setup("text", logging.DEBUG if args.debug else logging.WARNING, stream=sys.stderr)
+    status, found, err = run_plan(cfg, login=args.login)
+    if args.json:
+        body: dict[str, object] = (
+            found.as_json() if found is not None else {"schema": 1, "changes": None}
+        )
+        body["error"] = (
+            None if err is None else {"code": err.code, "message": err.message, "hint": err.hint}
+        )
+        print(json.dumps(body, indent=2))
+    else:
+        if found is not None:
+            print(found.as_text(), end="")
+        if err is not None:
+            print(f"plan failed: {err}", file=sys.stderr)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits 2 on usage errors
     if args.command == "doctor":  # loads config.yaml itself: its first check
@@ -219,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         return EXIT_CONFIG
+    if args.command == "plan":
+        return _plan(args, cfg)
     if args.command != "apply":
         try:
             return _operator(args, cfg)

@@ -210,6 +210,9 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
         steps.run(ctx, rollback_steps(ready, lkg), phase)
     except DeployError as rb_err:
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
+        from monky_deployd.core import reasons  # off the no-op tick's imports
+
+        rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision} (failed)"))
         state.write_held(recovery.after_rollback(step.held, ok=False))
         raise DeployError(
             f"revision {plan.revision} failed ({err.code}: {err.message}) and the rollback "
@@ -221,6 +224,9 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
             detail="\n".join(d for d in (err.detail, rb_err.detail) if d),
         ) from rb_err
     rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=True)
+    from monky_deployd.core import reasons  # off the no-op tick's imports
+
+    rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision}"))
     state.write_held(recovery.after_rollback(step.held, ok=True))
     raise DeployError(
         f"{err.message}; rolled back to {lkg.revision} (verified) and holding {plan.revision}",

@@ -106,7 +106,7 @@ def stage(ctx: Context, step: Stage) -> None:
     docker_config.write_docker_config(
         ctx.state.docker_dir, step.registry_host or "", step.credential
     )
-    ctx.state.write_revision(step.revision, step.compose, step.env_text)
+    ctx.state.write_revision(step.revision, step.compose, step.env_text, step.labels)
 
 
 def pull(ctx: Context, step: Pull) -> None:
@@ -187,18 +187,41 @@ def commit(ctx: Context, step: Commit) -> None:
     images = {c.service: ReleaseImage(c.image_id, c.image_ref, _digest(ctx, c)) for c in observed}
     # the long-running services: a finished job (exit 0, restart "no") is not expected to run
     running = list(passed.services) if passed is not None else list(step.services)
-    ctx.state.write_release(
-        Release(
+    release = Release(
+        step.revision,
+        step.project,
+        list(step.services),
+        images,
+        step.compose_sha256,
+        step.env_sha256,
+        now,
+    )
+    from monky_deployd.core.reasons import image_reason  # off the no-op tick's imports
+
+    before = ctx.state.read_release(step.previous) if step.previous else None
+    if before is not None:
+        moved = image_reason(
+            {s: i.digest for s, i in before.images.items()},
+            {s: i.digest for s, i in images.items()},
+        )
+        ctx.rec.reasons += moved
+        for r in moved:
+            log.info(f"reasons: {r}", extra={"event": "apply.reasons", "reasons": [r.kind]})
+    ctx.state.write_release(release)
+    fp = step.fingerprint
+    ctx.state.write_applied(
+        Applied(
             step.revision,
             step.project,
-            list(step.services),
-            images,
-            step.compose_sha256,
-            step.env_sha256,
+            running,
             now,
+            [r.as_wire() for r in ctx.rec.reasons],
+            step.deploy_id,
+            fp.compose_sha256 if fp else "",
+            dict(fp.env) if fp else {},
+            dict(fp.secrets) if fp else {},
         )
     )
-    ctx.state.write_applied(Applied(step.revision, step.project, running, now))
     ctx.state.clear_held()
     keep = {step.revision} | ({step.previous} if step.previous else set())
     pruned = ctx.state.prune_revisions(keep=keep)
@@ -275,7 +298,7 @@ def host_facts(ctx: Context) -> wire.HostFacts:
     return refresh_host_facts(ctx)
 
 
-def refresh_host_facts(ctx: Context) -> wire.HostFacts:
+def refresh_host_facts(ctx: Context, *, store: bool = True) -> wire.HostFacts:
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
     versions = {"docker": "", "compose": ""}
@@ -291,6 +314,6 @@ def refresh_host_facts(ctx: Context) -> wire.HostFacts:
                 raise
             versions[key] = ""
     facts = wire.HostFacts(hostname=socket.gethostname(), **versions)
-    if facts.docker and facts.compose:
+    if store and facts.docker and facts.compose:  # (``plan`` writes nothing)
         ctx.state.write_host_facts(facts)
     return facts

@@ -62,7 +62,7 @@ from monky_deployd.core.plan import (
     needs_container_check,
     restore_steps,
 )
-from monky_deployd.core.records import Held
+from monky_deployd.core.records import Held, Journal
 from monky_deployd.core.report import PhaseTiming, TickRecord
 from monky_deployd.core.services import Service
 
@@ -160,6 +160,9 @@ class _Tick:
         self.keeper: TokenKeeper | None = None
         self.token: HeldToken | None = None
         self.bao: Bao | None = None
+        self.running: tuple[Service, ...] | None = None  # the applied project's containers
+        self.interrupted: Journal | None = None
+        self.secrets: dict[str, object] = {}  # manifest name -> KV value (for the fingerprint)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -217,6 +220,7 @@ class _Tick:
         self.held = recover.forget_preempted(self.state, self.held, answer.status, desired, applied)
         now = self.clock()
         interrupted = self.state.read_journal()
+        self.running, self.interrupted = running, interrupted
         if interrupted is not None:
             log.warning(
                 f"the tick {interrupted.tick_id} was killed during {interrupted.phase} of "
@@ -311,6 +315,9 @@ class _Tick:
         with self.phase("preflight"):
             self._check_owned(plan.applied.project)
         pinned = self.state.has_pins(plan.applied.revision)
+        from monky_deployd.agent import explain  # off the no-op tick's imports
+
+        explain.note(self.rec, explain.for_restore(plan, self.running, self.interrupted))
         steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
         self.rec.outcome = "applied"
         self.rec.message = (
@@ -321,8 +328,15 @@ class _Tick:
         """Every check first (nothing on the box changes), then the box steps; a failure rolls
         back to the last-known-good release or backs off (``core.recovery``)."""
         ready: Ready | None = None
+        forced = self.options.retry
+        from monky_deployd.agent import explain  # off the no-op tick's imports
+
+        explain.note(self.rec, explain.for_apply(plan, self.held, forced), quiet=True)
         try:
             ready = self._check(plan)
+            ready = explain.checked(
+                self.state, self.rec, plan, ready, self.secrets, self.held, forced
+            )
             steps.run(self.ctx, apply_steps(plan, ready), self.phase)
         except DeployError as err:
             recover.recover(
@@ -351,6 +365,7 @@ class _Tick:
         with self.phase("secrets"):
             reads = self._read_secrets(bundle)
             self.ctx.learn(mask.strings_in(list(reads.found.values())))
+            self.secrets = {e.name: v for e, v in reads.found.items()}
             env = prepare.env_values(bundle, reads)
         with self.phase("render"):
             env_text = prepare.render_env(bundle.env_template, env)
@@ -367,7 +382,7 @@ class _Tick:
             for project in dict.fromkeys(p for p in (bundle.project, prev) if p):  # up, down
                 self._check_owned(project)
         # Everything is checked: only now does anything on the box change.
-        return prepare.ready(bundle, env_text, cred)
+        return prepare.ready(bundle, env_text, cred, self.rec.tick_id)
 
     def _read_secrets(self, bundle: Bundle) -> prepare.SecretReads:
         """Every manifest entry from OpenBao. A variable's secret that OpenBao lacks is noted

@@ -108,6 +108,7 @@ class Code(StrEnum):
     OPENBAO_RENEW_REFUSED = "OPENBAO_RENEW_REFUSED"
     TOKEN_INVALID = "TOKEN_INVALID"
     TOKEN_UNAVAILABLE = "TOKEN_UNAVAILABLE"
+    PLAN_NO_TOKEN = "PLAN_NO_TOKEN"
     # openbao
     OPENBAO_BAD_RESPONSE = "OPENBAO_BAD_RESPONSE"
     OPENBAO_JWT_MOUNT_MISSING = "OPENBAO_JWT_MOUNT_MISSING"
@@ -237,6 +238,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.OPENBAO_RENEW_REFUSED: ("token", "failed"),
     Code.TOKEN_INVALID: ("token", "refused"),
     Code.TOKEN_UNAVAILABLE: ("token", "refused"),
+    Code.PLAN_NO_TOKEN: ("token", "refused"),
     # openbao
     Code.OPENBAO_BAD_RESPONSE: ("openbao", "failed"),
     Code.OPENBAO_JWT_MOUNT_MISSING: ("openbao", "refused"),

@@ -23,12 +23,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from monky_deployd.core.gates import Lock
 from monky_deployd.core.records import Held, Journal, Suspended
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.services import Service
+
+if TYPE_CHECKING:  # (core.reasons stays off the no-op tick's imports)
+    from monky_deployd.core.reasons import Fingerprint
 
 # -- facts -----------------------------------------------------------------------------------
 
@@ -268,6 +271,7 @@ class Stage:
     env_text: str = field(repr=False)
     registry_host: str | None
     credential: Credential | None
+    labels: str = ""  # the compose override of the containers' labels (core.reasons)
     phase: ClassVar[str] = "stage"
 
 
@@ -331,6 +335,8 @@ class Commit:
     compose_sha256: str = ""
     env_sha256: str = ""
     previous: str | None = None  # the LKG before it (kept on disk one apply longer)
+    deploy_id: str = ""
+    fingerprint: Fingerprint | None = None  # what it rendered, by hash (applied.json)
     phase: ClassVar[str] = "commit"
 
 
@@ -349,12 +355,22 @@ class Ready:
     registry_host: str | None
     credential: Credential | None
     on_failure: str = "rollback"
+    deploy_id: str = ""  # the tick applying it (the containers' deploy-id label)
+    labels: str = field(default="", repr=False)  # core.reasons.labels_override
+    fingerprint: Fingerprint | None = None  # set by the tick once the checks passed
 
 
 def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
     """The box steps of an apply, in order."""
     steps: list[BoxStep] = [
-        Stage(ready.revision, ready.compose, ready.env_text, ready.registry_host, ready.credential),
+        Stage(
+            ready.revision,
+            ready.compose,
+            ready.env_text,
+            ready.registry_host,
+            ready.credential,
+            ready.labels,
+        ),
         Pull(ready.project, ready.revision, ready.registry_host),
     ]
     if plan.locks:  # an update lock: have the images ready, recreate nothing
@@ -372,6 +388,8 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
             _sha256(ready.compose),
             _sha256(ready.env_text),
             prev.revision if prev is not None else None,
+            ready.deploy_id,
+            ready.fingerprint,
         ),
     ]
     return tuple(steps)

@@ -102,7 +102,10 @@ def credential(bundle: Bundle, env: EnvValues) -> Credential | None:
     return registry_cred.parse_credential(env.registry_value, bundle.registry_host)
 
 
-def ready(bundle: Bundle, env_text: str, cred: Credential | None) -> Ready:
+def ready(bundle: Bundle, env_text: str, cred: Credential | None, deploy_id: str = "") -> Ready:
+    """What the box steps need; ``deploy_id`` (the tick's id) labels the containers."""
+    from monky_deployd.core import reasons  # off the no-op tick's imports
+
     return Ready(
         revision=bundle.revision,
         project=bundle.project,
@@ -112,6 +115,10 @@ def ready(bundle: Bundle, env_text: str, cred: Credential | None) -> Ready:
         registry_host=bundle.registry_host,
         credential=cred,
         on_failure=bundle.on_failure,
+        deploy_id=deploy_id,
+        labels=reasons.labels_override(bundle.revision, deploy_id, bundle.services)
+        if deploy_id
+        else "",
     )
 
 

@@ -66,15 +66,38 @@ def _no_services() -> list[str]:
     return []
 
 
+def _no_hashes() -> dict[str, str]:
+    return {}
+
+
+def _no_reasons() -> list[dict[str, str]]:
+    return []
+
+
+# written only when set: a record without them keeps the bytes the older writer wrote
+_APPLIED_OPTIONAL = ("reasons", "deploy_id", "compose_sha256", "env_hashes", "secret_hashes")
+
+
 @dataclass(frozen=True)
 class Applied:
     revision: str
     project: str
     services: list[str] = field(default_factory=_no_services)
     applied_at: str = ""
+    # why this revision was applied (``core.reasons``: [{"kind", "detail"}], names only)
+    reasons: list[dict[str, str]] = field(default_factory=_no_reasons)
+    deploy_id: str = ""  # the tick that applied it (the containers' deploy-id label)
+    # its fingerprint (``core.reasons.Fingerprint``): hashes, never a value
+    compose_sha256: str = ""
+    env_hashes: dict[str, str] = field(default_factory=_no_hashes)
+    secret_hashes: dict[str, str] = field(default_factory=_no_hashes)
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+        body = asdict(self)
+        for name in _APPLIED_OPTIONAL:
+            if not body[name]:
+                del body[name]
+        return json.dumps(body, indent=2, sort_keys=True).encode()
 
     @staticmethod
     def from_json(raw: bytes) -> Applied:

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from monky_deployd import __version__
 from monky_deployd.core.errors import Code
-from monky_deployd.core.wire import AgentInfo, PhaseRow, ReportBody, RollbackRow, ServiceRow
+from monky_deployd.core.wire import (
+    AgentInfo,
+    PhaseRow,
+    ReasonRow,
+    ReportBody,
+    RollbackRow,
+    ServiceRow,
+)
+
+if TYPE_CHECKING:  # (core.reasons stays off the no-op tick's imports)
+    from monky_deployd.core.reasons import Reason
 
 
 @dataclass
@@ -33,6 +43,7 @@ class TickRecord:
     services: list[dict[str, str]] = field(default_factory=list)
     finished_at: float | None = None
     rollback: RollbackRow | None = None  # after a failed apply: the LKG restored, and whether
+    reasons: list[Reason] = field(default_factory=list)  # why it applied (core.reasons)
 
 
 def rfc3339(ts: float, timespec: str = "milliseconds") -> str:
@@ -54,6 +65,7 @@ def report_body(rec: TickRecord) -> ReportBody:
         started_at=rfc3339(rec.started_at),
         finished_at=rfc3339(rec.finished_at or rec.started_at),
         rollback=rec.rollback,
+        reasons=[ReasonRow(kind=r.kind, detail=r.detail) for r in rec.reasons],
     )
 
 

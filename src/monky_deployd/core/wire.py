@@ -157,6 +157,15 @@ class RollbackRow(BaseModel):
     ok: bool
 
 
+class ReasonRow(BaseModel):
+    """One of ``reasons`` (contract v1.1): why the apply happened, names only (``core.reasons``)."""
+
+    model_config = _LAZY
+
+    kind: str
+    detail: str
+
+
 class ReportBody(BaseModel):
     model_config = _LAZY
 
@@ -172,9 +181,12 @@ class ReportBody(BaseModel):
     started_at: str
     finished_at: str
     rollback: RollbackRow | None = None  # only in the body after a rollback
+    reasons: list[ReasonRow] = Field(default_factory=list)  # only when the tick knows why
 
     def body(self) -> dict[str, Any]:
         body = self.model_dump()
         if body["rollback"] is None:
             del body["rollback"]
+        if not body["reasons"]:
+            del body["reasons"]
         return body

@@ -265,3 +265,21 @@ def test_unreadable_host_facts_are_none_so_the_agent_refreshes_them() -> None:
     for raw in (b"", b"{", b"[]", b'"h"', b'{"hostname": "h"}', b'{"hostname": 1, "docker": "",'
                 b' "compose": ""}', b"\xff"):  # fmt: skip
         assert host_facts_from_json(raw) is None
+
+
+def test_an_applied_record_keeps_its_reasons_and_fingerprint_and_old_files_still_load() -> None:
+    old = b'{\n  "applied_at": "t",\n  "project": "shop",\n  "revision": "r1",\n  "services": []\n}'
+    loaded = Applied.from_json(old)
+    assert loaded.reasons == [] and loaded.env_hashes == {} and loaded.to_json() == old
+    full = Applied(
+        "r2",
+        "shop",
+        ["web"],
+        "t",
+        [{"kind": "REVISION", "detail": "r1 -> r2"}],
+        "tick1",
+        "c" * 64,
+        {"A": "h" * 64},
+        {"S": "s" * 64},
+    )
+    assert Applied.from_json(full.to_json()) == full

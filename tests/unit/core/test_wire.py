@@ -181,3 +181,15 @@ def test_error_body_fields_default_and_retry_is_a_number() -> None:
     for bad in bad_bodies:
         with pytest.raises(ValidationError):
             wire.ErrorBody.model_validate(bad)
+
+
+def test_a_report_carries_its_reasons_only_when_it_has_some() -> None:
+    from monky_deployd.core.reasons import Reason
+
+    rec = TickRecord(tick_id="t", started_at=0.0, outcome="applied", revision="r2")
+    assert "reasons" not in report.body(rec)
+    rec.reasons = [Reason("REVISION", "r1 -> r2"), Reason("SECRET_ROTATED", "DB_PASSWORD")]
+    assert report.body(rec)["reasons"] == [
+        {"kind": "REVISION", "detail": "r1 -> r2"},
+        {"kind": "SECRET_ROTATED", "detail": "DB_PASSWORD"},
+    ]

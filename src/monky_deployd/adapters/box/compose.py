@@ -11,7 +11,7 @@ from pathlib import Path
 
 from monky_deployd.adapters.box import runner
 from monky_deployd.adapters.box.docker_config import docker_env as docker_only_env
-from monky_deployd.adapters.box.state import COMPOSE_FILE, PINS_FILE
+from monky_deployd.adapters.box.state import COMPOSE_FILE, LABELS_FILE, PINS_FILE
 from monky_deployd.config import DockerCfg
 from monky_deployd.core import pullerrors
 from monky_deployd.core.errors import Code
@@ -52,6 +52,7 @@ class Compose:
             "--file",
             str(self.workdir / COMPOSE_FILE),
             *(("--file", str(self.workdir / PINS_FILE)) if self.pinned else ()),
+            *(("--file", str(labels)) if (labels := self.workdir / LABELS_FILE).is_file() else ()),
             *args,
         )
 

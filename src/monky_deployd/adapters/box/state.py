@@ -10,12 +10,16 @@ Layout::
     <state_dir>/held.json            a failed revision: held, or its backoff (0600)
     <state_dir>/suspend.json         ``monky-deployd suspend``: why and until when (0600)
     <state_dir>/journal.json         the box step running now; left behind by a killed tick
+    <state_dir>/hash.key             32 random bytes: the key of the per-key value hashes in
+                                     applied.json (``core.reasons``; 0600, made at first commit)
     <state_dir>/outbox/<ts>-<tick>.json  reports tenancy did not take, oldest first (0600;
                                      at most OUTBOX_MAX, the oldest dropped)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
     <state_dir>/revisions/<rev>/     compose.yaml + .env of a revision (0700 / 0600); once
                                      verified also release.json (its images) and
-                                     compose.pinned.yaml (those images by ID, for a rollback)
+                                     compose.pinned.yaml (those images by ID, for a rollback);
+                                     compose.labels.yaml gives each container the revision and
+                                     deploy-id labels (``core.reasons.labels_override``)
 
 Only the applied (last-known-good) revision, the one before it and the revision being tried
 are kept; ``prune_revisions`` removes the others.
@@ -63,13 +67,23 @@ from monky_deployd.core.records import (
     host_facts_to_json,
 )
 
-__all__ = ["COMPOSE_FILE", "ENV_FILE", "PINS_FILE", "RELEASE_FILE", "Applied", "StateDir"]
+__all__ = [
+    "COMPOSE_FILE",
+    "ENV_FILE",
+    "LABELS_FILE",
+    "PINS_FILE",
+    "RELEASE_FILE",
+    "Applied",
+    "StateDir",
+]
 
 COMPOSE_FILE = "compose.yaml"
 ENV_FILE = ".env"
 RELEASE_FILE = "release.json"
 OUTBOX_MAX = 20
 PINS_FILE = "compose.pinned.yaml"
+LABELS_FILE = "compose.labels.yaml"
+HASH_KEY_BYTES = 32
 
 
 class StateDir:
@@ -88,6 +102,7 @@ class StateDir:
         self.suspend_file = root / "suspend.json"
         self.outbox_dir = root / "outbox"
         self.journal_file = root / "journal.json"
+        self.hash_key_file = root / "hash.key"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root, follow_link=True)
@@ -113,7 +128,7 @@ class StateDir:
                 if entry.is_symlink():
                     raise link_error(Path(entry.path))
                 if directory == self.revisions_dir and entry.is_dir(follow_symlinks=False):
-                    for name in (COMPOSE_FILE, ENV_FILE):
+                    for name in (COMPOSE_FILE, ENV_FILE, LABELS_FILE):
                         refuse_link(Path(entry.path) / name)
 
     # -- lock --------------------------------------------------------------------------------
@@ -176,6 +191,21 @@ class StateDir:
 
     def write_applied(self, applied: Applied) -> None:
         atomic_write(self.applied_file, applied.to_json(), 0o600)
+
+    # -- the key of the per-key value hashes (core.reasons) ----------------------------------
+
+    def read_hash_key(self) -> bytes | None:
+        """The key, or None when there is none (nothing was committed with it): reads only."""
+        raw = read_if_exists(self.hash_key_file)
+        return raw if raw is not None and len(raw) == HASH_KEY_BYTES else None
+
+    def hash_key(self) -> bytes:
+        """The key, made (random, 0600) when missing or not a key."""
+        key = self.read_hash_key()
+        if key is None:
+            key = os.urandom(HASH_KEY_BYTES)
+            atomic_write(self.hash_key_file, key, 0o600)
+        return key
 
     # -- token record ------------------------------------------------------------------------
 
@@ -338,8 +368,11 @@ class StateDir:
     def revision_dir(self, revision: str) -> Path:
         return self.revisions_dir / revision
 
-    def write_revision(self, revision: str, compose_text: str, env_text: str) -> Path:
-        """Assemble ``revisions/<revision>/`` under a temporary name, then rename it in place."""
+    def write_revision(
+        self, revision: str, compose_text: str, env_text: str, labels: str = ""
+    ) -> Path:
+        """Assemble ``revisions/<revision>/`` under a temporary name, then rename it in place
+        (``labels``: the compose override of the containers' labels, when given)."""
         final = self.revision_dir(revision)
         staging = self.revisions_dir / f".{revision}.staging"
         for path in (self.revisions_dir, staging, final):
@@ -349,6 +382,8 @@ class StateDir:
             ensure_private_dir(staging)
             atomic_write(staging / COMPOSE_FILE, compose_text.encode(), 0o600)
             atomic_write(staging / ENV_FILE, env_text.encode(), 0o600)
+            if labels:
+                atomic_write(staging / LABELS_FILE, labels.encode(), 0o600)
             if final.exists():
                 old = self.revisions_dir / f".{revision}.old"
                 refuse_link(old)

@@ -1,0 +1,339 @@
+"""``monky-deployd plan``: what the next apply would change, changing nothing.
+
+    token     the token the agent holds (token.json), if OpenBao's lookup-self says it works;
+              never a renewal, a lease or a write. None usable: PLAN_NO_TOKEN (exit 2), unless
+              ``--login`` (a bootstrap token from the grant: no lease, kept in memory only)
+    checkin   WITHOUT If-None-Match (the bundle comes back even when it is the applied one);
+              the body says what is applied, as a tick's would (tenancy records it: the truth)
+    plan      ``core.plan.decide`` on the same facts a tick gathers (read-only)
+    checks    the tick's own checks (``agent.tick._Tick._check``): bundle, secrets, render,
+              registry credential, pre-flight, project ownership
+    diff      compose (unified, masked), .env keys and secrets by keyed hash (names only),
+              each image's digest at its registry (a manifest HEAD, no pull), the services
+              ``up`` would create, recreate, remove or start, and the apply's reasons
+
+No lock is taken, no file is written (the state dir stays byte-identical), nothing is pulled,
+no report is posted. Exit 0: no change; 1: changes; 2: an error (the plan is incomplete).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+
+import httpx
+
+from monky_deployd.adapters import deadline
+from monky_deployd.adapters.box import docker_api
+from monky_deployd.adapters.box.locks import read_locks
+from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE, StateDir
+from monky_deployd.adapters.fsutil import read_if_exists
+from monky_deployd.adapters.net import transport
+from monky_deployd.adapters.net.bao import Bao, read_grant
+from monky_deployd.adapters.net.registry import Registry
+from monky_deployd.adapters.net.tenancy import Tenancy
+from monky_deployd.agent import explain, logs, steps
+from monky_deployd.agent.tick import _Tick
+from monky_deployd.agent.token import HeldToken
+from monky_deployd.config import Config
+from monky_deployd.core import composefile, diff, gates, mask, reasons, recovery, wire
+from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.plan import (
+    AppliedFacts,
+    Apply,
+    Backoff,
+    Facts,
+    Hold,
+    Idle,
+    Noop,
+    Paused,
+    Restore,
+    decide,
+    needs_container_check,
+)
+from monky_deployd.core.records import Applied, Release
+from monky_deployd.core.registry_cred import Credential
+from monky_deployd.core.report import TickRecord
+from monky_deployd.core.token_plan import WORKING_FLOOR_S
+
+log = logging.getLogger("monky_deployd")
+
+EXIT_NO_CHANGE, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
+
+
+def run_plan(
+    cfg: Config,
+    *,
+    login: bool = False,
+    clock: Callable[[], float] = time.time,
+    wire_transport: httpx.BaseTransport | None = None,
+) -> tuple[int, diff.Diff | None, DeployError | None]:
+    """(exit status, the diff, the error that made it incomplete)."""
+    logs.set_masker(mask.NO_SECRETS)
+    try:
+        with deadline.tick(cfg.tick_deadline_s):
+            client = transport.open_client(cfg, wire_transport)
+            try:
+                found = _Dry(cfg, client, clock, login).run()
+            finally:
+                client.close()
+    except DeployError as err:
+        masked = logs.masker()
+        return (
+            EXIT_ERROR,
+            None,
+            DeployError(
+                masked(err.message), code=err.code, hint=masked(err.hint), detail=masked(err.detail)
+            ),
+        )
+    failed = [i for i in found.images if i.error]
+    if failed:
+        return (
+            EXIT_ERROR,
+            found,
+            DeployError(
+                f"{len(failed)} image digest(s) could not be checked: {failed[0].error}",
+                code=Code.REGISTRY_UNREACHABLE,
+                hint="the registry named in the compose file and the registry credential",
+            ),
+        )
+    return (EXIT_CHANGES if found.changes else EXIT_NO_CHANGE), found, None
+
+
+class _Dry:
+    def __init__(
+        self, cfg: Config, client: httpx.Client, clock: Callable[[], float], login: bool
+    ) -> None:
+        self.cfg, self.clock, self.login = cfg, clock, login
+        self.state = StateDir(cfg.state_dir)  # never ``ensure``d: nothing is created
+        self.tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
+        self.bao = Bao(client, cfg.openbao)
+        rec = TickRecord(tick_id="plan", started_at=clock())
+        self.tick = _Tick(cfg, self.state, rec, clock)  # its checks, not a copy of them
+        self.tick.tenancy, self.tick.bao = self.tenancy, self.bao
+
+    def run(self) -> diff.Diff:
+        token, kind = self._token()
+        self.tick.token = token
+        self.tick.ctx.learn((token.token,))
+        record = self.state.read_applied()
+        applied = (
+            AppliedFacts(record.revision, record.project, tuple(record.services))
+            if record
+            else None
+        )
+        held = self.state.read_held()
+        body = wire.CheckinRequest.of(
+            self._host_facts(),
+            applied.revision if applied else None,
+            recovery.checkin_outcome(held),
+        )
+        answer = self.tenancy.checkin(token.token, body, None)  # no If-None-Match
+        desired = answer.revision if answer.status == 200 else None
+        if held is not None and desired is not None and held.revision != desired:
+            held = None  # a tick forgets a pre-empted hold (here: only in memory)
+        running = None
+        if applied and needs_container_check(
+            answer.status, desired, applied.revision, held.revision if held else None
+        ):
+            running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
+        now = self.clock()
+        valid, _ = gates.split_locks(
+            read_locks(self.cfg.locks.dir), now, self.cfg.locks.default_ttl_s
+        )
+        suspended = self.state.read_suspend()
+        interrupted = self.state.read_journal()
+        plan = decide(
+            Facts(
+                answer.status,
+                desired,
+                applied,
+                running,
+                answer.bundle,
+                held,
+                now,
+                False,
+                valid,
+                suspended if suspended is not None and suspended.active(now) else None,
+                interrupted,
+            )
+        )
+        out = diff.Diff(
+            plan.kind,
+            plan.reason,
+            applied=applied.revision if applied else None,
+            desired=desired,
+            project=applied.project if applied else None,
+            token=kind,
+        )
+        if isinstance(plan, Idle | Noop):
+            return out
+        if isinstance(plan, Restore):
+            found = explain.for_restore(plan, running, interrupted)
+            out.reasons = found
+            missing, stopped = explain.drift(plan.missing, running)
+            out.services = tuple(
+                [diff.ServiceRow(n, "start", ("missing",)) for n in missing]
+                + [diff.ServiceRow(n, "start", ("stopped",)) for n in stopped]
+            )
+            return out
+        assert desired is not None and answer.bundle is not None
+        apply = (
+            plan if isinstance(plan, Apply) else Apply(desired, answer.bundle, applied, plan.reason)
+        )
+        # a backoff's attempt is a RETRY; a hold is applied again only by --retry (FORCED)
+        self.tick.held = held if isinstance(plan, Apply | Backoff) else None
+        self._diff(out, apply, record)
+        if isinstance(plan, Hold | Backoff | Paused):
+            out.notes.append(f"the next tick applies nothing ({plan.kind}): {plan.reason}")
+        return out
+
+    # -- token: the held one, or none ------------------------------------------------------
+
+    def _token(self) -> tuple[HeldToken, str]:
+        try:
+            stored = self.state.read_token()
+        except (ValueError, DeployError):
+            stored = None
+        tok = stored.token if stored is not None and stored.env == self.cfg.env else None
+        if tok is not None:
+            info = self.bao.lookup_self(tok.token)
+            if info is not None and info.ttl_s >= WORKING_FLOOR_S:
+                return HeldToken(tok.token, tok.kind), tok.kind
+            why = (
+                f"the stored {tok.kind} token is expired or revoked (lookup-self: 403)"
+                if info is None
+                else f"the stored {tok.kind} token has {info.ttl_s} s left"
+            )
+        else:
+            why = f"no token is stored in {self.state.token_file}"
+        if self.login:
+            login = self.bao.login_jwt(read_grant(self.cfg.grant_file))
+            return HeldToken(login.token, "bootstrap"), "bootstrap (grant login, not stored)"
+        raise DeployError(
+            f"plan uses only the token the agent holds, and {why}: the next tick would log in "
+            "and spend a lease, which plan never does",
+            code=Code.PLAN_NO_TOKEN,
+            hint="`monky-deployd apply --once` (it obtains and stores the token), or "
+            "`monky-deployd plan --login` (a bootstrap token from the grant: no lease, not stored)",
+        )
+
+    def _host_facts(self) -> wire.HostFacts:
+        import socket
+
+        cached = self.state.read_host_facts()
+        if cached is not None and cached.hostname == socket.gethostname():
+            return cached
+        return steps.refresh_host_facts(self.tick.ctx, store=False)
+
+    # -- the diff of an apply ------------------------------------------------------------------
+
+    def _diff(
+        self,
+        out: diff.Diff,
+        plan: Apply,
+        record: Applied | None,
+    ) -> None:
+        ready = self.tick._check(plan)  # the tick's checks: a refusal is the plan's error
+        out.project = ready.project
+        key = self.state.read_hash_key() or os.urandom(32)  # a throwaway key writes nothing
+        after = reasons.fingerprint(key, ready.compose, ready.env_text, self.tick.secrets)
+        before, old_compose = self._before(record, key, after)
+        release = self.state.read_release(record.revision) if record else None
+        images = self._images(ready.compose, ready.credential, ready.registry_host, release)
+        lkg = plan.previous
+        found = explain.for_apply(
+            plan,
+            self.tick.held,
+            False,
+            fp_before=before,
+            fp_after=after,
+            images_before={i.service: i.before for i in images},
+            images_after={i.service: i.after for i in images},
+        )
+        out.reasons = found
+        if before is not None:
+            out.env = reasons.key_changes(before.env, after.env)
+            out.secrets = reasons.key_changes(before.secrets, after.secrets)
+        else:
+            out.env = reasons.key_changes({}, after.env)
+            out.secrets = reasons.key_changes({}, after.secrets)
+        old_rev = lkg.revision if lkg else "(none)"
+        out.compose_diff = diff.compose_diff(
+            old_compose,
+            ready.compose,
+            f"applied/{old_rev}/compose.yaml",
+            f"desired/{plan.revision}/compose.yaml",
+            self.tick.ctx.masker,
+        )
+        out.images = images
+        if lkg is not None and lkg.project != ready.project:  # down the old, up the new
+            gone = f"project {lkg.project} is taken down"
+            out.services = tuple(
+                [diff.ServiceRow(n, "remove", (gone,)) for n in diff.service_defs(old_compose)]
+                + [
+                    diff.ServiceRow(n, "create", (f"new project {ready.project}",))
+                    for n in diff.service_defs(ready.compose)
+                ]
+            )
+            return
+        out.services = diff.services(
+            old_compose,
+            ready.compose,
+            revision_changed=lkg is None or lkg.revision != plan.revision,
+            env=out.env,
+            images=images,
+        )
+
+    def _before(
+        self, record: Applied | None, key: bytes, after: reasons.Fingerprint
+    ) -> tuple[reasons.Fingerprint | None, str | None]:
+        """The applied revision's fingerprint (applied.json) and compose text; from its files
+        when the record predates fingerprints (then secret rotation cannot be told)."""
+        if record is None:
+            return None, None
+        where = self.state.revision_dir(record.revision)
+        raw = read_if_exists(where / COMPOSE_FILE)
+        compose = raw.decode("utf-8", "replace") if raw is not None else None
+        kept = explain.fingerprint_of(record)
+        if kept is not None and self.state.read_hash_key() is not None:
+            return kept, compose
+        env = (read_if_exists(where / ENV_FILE) or b"").decode("utf-8", "replace")
+        self.tick.ctx.learn(mask.secrets_in_env_file(env))
+        fp = reasons.fingerprint(key, compose or "", env, {})
+        return reasons.Fingerprint(fp.compose_sha256, fp.env, after.secrets), compose
+
+    def _images(
+        self,
+        compose: str,
+        credential: Credential | None,
+        cred_host: str | None,
+        release: Release | None,
+    ) -> tuple[diff.ImageRow, ...]:
+        doc = composefile.load(compose)
+        known = release.images if release is not None else {}
+        rows: list[diff.ImageRow] = []
+        registry = Registry(self.cfg.docker.command_timeout_s, self.cfg.docker.command_timeout_s)
+        try:
+            for service, image in composefile.images(doc if isinstance(doc, dict) else {}):
+                before = known[service].digest if service in known else ""
+                if "$" in image:
+                    why = "not checked: the reference uses a variable"
+                    rows.append(diff.ImageRow(service, image, before, skipped=why))
+                    continue
+                try:
+                    after = registry.digest(image, credential, cred_host)
+                except DeployError as err:
+                    rows.append(
+                        diff.ImageRow(service, image, before, "", self.tick.ctx.masker(err.message))
+                    )
+                    continue
+                rows.append(diff.ImageRow(service, image, before, after))
+        finally:
+            registry.close()
+        return tuple(rows)
+
+
+__all__ = ["EXIT_CHANGES", "EXIT_ERROR", "EXIT_NO_CHANGE", "run_plan"]

@@ -1,0 +1,114 @@
+"""Every apply, restore and rollback carries its reasons (``core.reasons``): gathered here from
+the tick's facts, set on the tick record (the report's ``reasons``), logged in one line (event
+``apply.reasons``), and kept in ``applied.json`` by the commit step (``agent.steps.commit``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+
+from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.core import reasons
+from monky_deployd.core.plan import AppliedFacts, Apply, Ready, Restore
+from monky_deployd.core.records import Applied, Held, Journal
+from monky_deployd.core.report import TickRecord
+from monky_deployd.core.services import Service
+
+log = logging.getLogger("monky_deployd")
+
+
+def note(rec: TickRecord, found: tuple[reasons.Reason, ...], *, quiet: bool = False) -> None:
+    """Set the tick's reasons and log them in one line (``quiet``: a first guess, before the
+    checks; the report carries it if a check refuses the apply)."""
+    rec.reasons = list(found)
+    if quiet:
+        return
+    log.info(
+        f"reasons: {reasons.describe(found)}",
+        extra={"event": "apply.reasons", "phase": "plan", "reasons": [r.kind for r in found]},
+    )
+
+
+def drift(
+    expected: tuple[str, ...], running: tuple[Service, ...] | None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(missing, stopped): services of ``expected`` with no container, or one not running."""
+    seen = {s.name: s.state for s in running or ()}
+    missing = tuple(n for n in expected if n not in seen)
+    stopped = tuple(n for n in expected if n in seen and seen[n] != "running")
+    return missing, stopped
+
+
+def for_restore(
+    plan: Restore, running: tuple[Service, ...] | None, interrupted: Journal | None
+) -> tuple[reasons.Reason, ...]:
+    rev = plan.applied.revision
+    cut = f"{interrupted.phase} of {interrupted.revision}" if interrupted else None
+    missing, stopped = drift(plan.missing, running) if cut is None else ((), ())
+    return reasons.explain(
+        reasons.Facts(rev, rev, missing=missing, stopped=stopped, interrupted=cut)
+    )
+
+
+def retry_facts(revision: str, held: Held | None, forced: bool) -> tuple[int, str, bool]:
+    """(attempt, code, forced): attempt N after a held failure, or the operator's --retry."""
+    if held is None or held.revision != revision:
+        return 0, "", False
+    return held.attempts + 1, held.code, forced
+
+
+def before(state: StateDir, previous: AppliedFacts | None) -> reasons.Fingerprint | None:
+    """The applied revision's fingerprint from applied.json; None when none was kept."""
+    record = state.read_applied() if previous is not None else None
+    return fingerprint_of(record)
+
+
+def fingerprint_of(record: Applied | None) -> reasons.Fingerprint | None:
+    if record is None or not (record.compose_sha256 or record.env_hashes):
+        return None
+    return reasons.Fingerprint(record.compose_sha256, record.env_hashes, record.secret_hashes)
+
+
+def for_apply(
+    plan: Apply,
+    held: Held | None,
+    forced: bool,
+    *,
+    fp_before: reasons.Fingerprint | None = None,
+    fp_after: reasons.Fingerprint | None = None,
+    images_before: Mapping[str, str] | None = None,
+    images_after: Mapping[str, str] | None = None,
+) -> tuple[reasons.Reason, ...]:
+    prev = plan.previous.revision if plan.previous else None
+    attempt, code, forced = retry_facts(plan.revision, held, forced)
+    return reasons.explain(
+        reasons.Facts(
+            plan.revision,
+            prev,
+            fp_before,
+            fp_after,
+            images_before or {},
+            images_after or {},
+            retry_attempt=attempt,
+            retry_code=code,
+            forced=forced,
+        )
+    )
+
+
+def checked(
+    state: StateDir,
+    rec: TickRecord,
+    plan: Apply,
+    ready: Ready,
+    secrets: Mapping[str, object],
+    held: Held | None,
+    forced: bool,
+) -> Ready:
+    """Once every check passed: the new fingerprint (the hash key is made now, if it is the
+    first), the full reasons noted, and the fingerprint handed to the commit step."""
+    after = reasons.fingerprint(state.hash_key(), ready.compose, ready.env_text, secrets)
+    note(rec, for_apply(plan, held, forced, fp_before=before(state, plan.previous), fp_after=after))
+    return replace(ready, fingerprint=after)

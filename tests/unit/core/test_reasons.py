@@ -1,0 +1,121 @@
+"""core.reasons: which keys changed is exactly the symmetric difference plus the common keys
+whose value moved; no value ever reaches a reason, a fingerprint or a label override."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monky_deployd.core import reasons
+from monky_deployd.core.reasons import Facts, Fingerprint, Reason
+
+KEY = b"k" * 32
+names = st.from_regex(r"[A-Z][A-Z0-9_]{0,7}", fullmatch=True)
+# values that cannot be mistaken for a name or a hash: they carry a marker
+values = st.text(
+    st.characters(codec="utf-8", exclude_characters="\n"),
+    min_size=1,
+    max_size=20,
+).map(lambda v: f"VAL<{v}>")
+env_maps = st.dictionaries(names, values, max_size=8)
+
+
+def env_text(env: dict[str, str]) -> str:
+    return "# a comment with ${NOT_A_KEY}\n" + "".join(f"{k}={v}\n" for k, v in env.items())
+
+
+@given(old=env_maps, new=env_maps)
+def test_changed_keys_are_the_symmetric_difference_and_the_moved_values(
+    old: dict[str, str], new: dict[str, str]
+) -> None:
+    a = reasons.fingerprint(KEY, "c", env_text(old), {})
+    b = reasons.fingerprint(KEY, "c", env_text(new), {})
+    ch = reasons.key_changes(a.env, b.env)
+    assert set(ch.added) == set(new) - set(old)
+    assert set(ch.removed) == set(old) - set(new)
+    assert set(ch.changed) == {k for k in set(old) & set(new) if old[k] != new[k]}
+    assert bool(ch) == (set(ch.added) | set(ch.removed) | set(ch.changed) != set())
+
+
+@given(old=env_maps, new=env_maps, secrets_old=env_maps, secrets_new=env_maps)
+def test_no_value_reaches_a_reason_or_a_fingerprint(
+    old: dict[str, str],
+    new: dict[str, str],
+    secrets_old: dict[str, str],
+    secrets_new: dict[str, str],
+) -> None:
+    before = reasons.fingerprint(KEY, "services: {}\n", env_text(old), secrets_old)
+    after = reasons.fingerprint(KEY, "services: {a: {}}\n", env_text(new), secrets_new)
+    found = reasons.explain(Facts("r2", "r1", before, after))
+    shown = json.dumps([r.as_wire() for r in found]) + reasons.describe(found)
+    kept = json.dumps([dict(after.env), dict(after.secrets), dict(before.env)])
+    for value in [*old.values(), *new.values(), *secrets_old.values(), *secrets_new.values()]:
+        assert value not in shown and value not in kept
+    kinds = [r.kind for r in found]
+    assert kinds[:2] == ["REVISION", "COMPOSE"]
+    assert ("ENV_KEYS" in kinds) == bool(reasons.key_changes(before.env, after.env))
+    rotated = {k for k in set(secrets_old) & set(secrets_new) if secrets_old[k] != secrets_new[k]}
+    assert ("SECRET_ROTATED" in kinds) == bool(rotated)
+
+
+def test_the_keyed_hash_depends_on_the_key_the_name_and_the_value() -> None:
+    h = reasons.keyed_hash(KEY, "A", "1")
+    assert h != reasons.keyed_hash(b"j" * 32, "A", "1")
+    assert h != reasons.keyed_hash(KEY, "B", "1")
+    assert h != reasons.keyed_hash(KEY, "A", "2")
+    assert reasons.keyed_hash(KEY, "A1", "") != reasons.keyed_hash(KEY, "A", "1")
+    assert len(h) == 64 and h == reasons.keyed_hash(KEY, "A", "1")
+
+
+def test_each_kind_from_its_facts() -> None:
+    fp = Fingerprint("x", {"A": "1"}, {"S": "1"})
+    assert reasons.explain(Facts("r1", "r1", fp, fp)) == ()
+    assert reasons.explain(Facts("r1")) == (Reason("REVISION", "(none) -> r1"),)
+    drift = reasons.explain(Facts("r1", "r1", missing=("web",), stopped=("db",)))
+    assert drift == (Reason("DRIFT", "web missing; db stopped"),)
+    killed = reasons.explain(Facts("r1", "r1", interrupted="up of r2"))
+    assert killed == (Reason("DRIFT", "a tick was killed during up of r2"),)
+    retry = reasons.explain(Facts("r2", "r1", retry_attempt=3, retry_code="PULL_FAILED"))
+    assert retry[1] == Reason("RETRY", "attempt 3 after PULL_FAILED")
+    forced = reasons.explain(Facts("r2", "r1", retry_attempt=3, forced=True))
+    assert [r.kind for r in forced] == ["REVISION", "FORCED"]
+    back = reasons.explain(Facts("r1", "r1", rollback_to="r1"))
+    assert back == (Reason("ROLLBACK", "to r1"),)
+    img = reasons.explain(
+        Facts("r1", "r1", images_before={"web": "h/w@sha256:aa", "db": ""},
+              images_after={"web": "sha256:bb", "db": "sha256:cc", "new": "sha256:dd"})
+    )  # fmt: skip
+    assert img == (Reason("IMAGE_DIGEST", "web: sha256:aa -> sha256:bb"),)
+    same = reasons.explain(Facts("r1", "r1", images_before={"w": "r@sha256:a"},
+                                 images_after={"w": "sha256:a"}))  # fmt: skip
+    assert same == ()
+
+
+def test_a_record_without_a_fingerprint_gives_no_content_reasons() -> None:
+    after = Fingerprint("x", {"A": "1"}, {})
+    assert [r.kind for r in reasons.explain(Facts("r2", "r1", None, after))] == ["REVISION"]
+
+
+def test_env_assignments_read_the_rendered_file() -> None:
+    text = '# c\n\nexport A=1\nB = "two words"\nA=3\nC:4\n  # x=y\n'
+    assert reasons.env_assignments(text) == {"A": "3", "B": '"two words"', "C": "4"}
+
+
+@given(
+    revision=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True),
+    services=st.lists(st.from_regex(r"[a-z][a-z0-9_.-]{0,10}", fullmatch=True), max_size=5),
+)
+def test_the_labels_override_is_compose_yaml_for_every_service(
+    revision: str, services: list[str]
+) -> None:
+    doc = yaml.safe_load(reasons.labels_override(revision, "tick1", services))
+    got = doc["services"] or {}
+    assert set(got) == set(services)
+    for svc in got.values():
+        assert svc["labels"] == {
+            reasons.LABEL_REVISION: revision,
+            reasons.LABEL_DEPLOY_ID: "tick1",
+        }
