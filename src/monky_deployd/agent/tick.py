@@ -307,9 +307,12 @@ class _Tick:
     # -- restore and apply -------------------------------------------------------------------
 
     def _check_owned(self, project: str) -> None:
-        """PROJECT_NOT_OWNED unless every container of ``project`` came from our revisions/."""
+        """PROJECT_NOT_OWNED unless every container of ``project`` came from our revisions/
+        (with no container: unless its volumes/networks are of a project we started)."""
         dirs = docker_api.project_working_dirs(self.cfg.docker, project)
-        prepare.check_owned(project, dirs, str(self.state.revisions_dir.absolute()))
+        left = [] if dirs else docker_api.project_leftovers(self.cfg.docker, project)
+        known = bool(left) and project in self.state.read_projects()
+        prepare.check_owned(project, dirs, str(self.state.revisions_dir.absolute()), left, known)
 
     def _restore(self, plan: Restore) -> None:
         with self.phase("preflight"):
@@ -337,6 +340,7 @@ class _Tick:
             ready = explain.checked(
                 self.state, self.rec, plan, ready, self.secrets, self.held, forced
             )
+            self.state.own_project(ready.project)  # before anything of it is created
             steps.run(self.ctx, apply_steps(plan, ready), self.phase)
         except DeployError as err:
             recover.recover(
