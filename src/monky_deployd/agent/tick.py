@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.adapters.box import docker_api, preflight
+from monky_deployd.adapters.box import docker_api, leftovers, preflight
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
@@ -101,6 +101,11 @@ def run_tick(
         with deadline.tick(cfg.tick_deadline_s):
             state = StateDir(cfg.state_dir).ensure()
             with state.lock(cfg.lock_wait_s):
+                if swept := leftovers.sweep(state):
+                    log.warning(
+                        f"removed {len(swept)} half-written leftover(s) of a killed tick",
+                        extra={"event": "state.swept", "paths": swept},
+                    )
                 _Tick(cfg, state, rec, clock, wire, options).run()
     except DeployError as err:
         _fail(rec, err)

@@ -141,3 +141,34 @@ def test_projects_the_agent_started_are_kept_private_bounded_and_torn_is_none(
         assert st.read_projects() == {"applied-one"}
     st.own_project("again")  # a torn record is replaced, not a fault
     assert st.read_projects() == {"applied-one", "again"}
+
+
+def test_the_sweep_removes_a_killed_ticks_half_writes_only(tmp_path: Path) -> None:
+    from monky_deployd.adapters.box import leftovers
+
+    st = StateDir(tmp_path / "s").ensure()
+    st.write_revision("r1", "services: {}\n", "A='1'\n")
+    half = [
+        st.root / ".applied.json.0123456789ab.tmp",
+        st.docker_dir / ".config.json.abcdef012345.tmp",
+        st.revisions_dir / ".r2.staging" / ".env.0123456789ab.tmp",
+    ]
+    (st.revisions_dir / ".r2.staging").mkdir()
+    # killed between the two renames of a re-written revision: r3 is only in .r3.old
+    (st.revisions_dir / ".r3.old").mkdir()
+    (st.revisions_dir / ".r3.old" / "compose.yaml").write_text("services: {}\n")
+    kept = [
+        st.root / ".suspend.json.0123456789ab.tmp",  # `suspend` writes without the tick's lock
+        st.root / "outbox",
+        st.revisions_dir / "r1" / "compose.yaml",
+    ]
+    (st.root / "outbox").mkdir()
+    for path in half + kept[:1]:
+        path.write_bytes(b"x")
+    swept = leftovers.sweep(st)
+    assert not any(p.exists() for p in half)
+    assert all(p.exists() for p in kept)
+    assert (st.revisions_dir / "r3" / "compose.yaml").is_file()
+    assert not (st.revisions_dir / ".r3.old").exists()
+    assert len(swept) == 4
+    assert leftovers.sweep(st) == []
