@@ -29,6 +29,7 @@ from monky_deployd.core.plan import (
     Hold,
     Paused,
     Ready,
+    Restore,
     rollback_steps,
 )
 from monky_deployd.core.records import Held, Suspended
@@ -235,6 +236,56 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
         detail=err.detail,
         outcome=err.outcome,
     )
+
+
+# -- after a restore ------------------------------------------------------------------------------
+
+
+def restore_failed(
+    ctx: steps.Context, plan: Restore, err: DeployError, held: Held | None, u: float
+) -> None:
+    """A restore (``up`` + verify of the applied revision) failed: no rollback (it is the
+    last-known-good), the next restore backs off (``core.recovery``); raises the tick's fault,
+    naming the revision and the service."""
+    cfg = ctx.cfg.backoff
+    after = recovery.after_restore_failure(
+        held,
+        applied=plan.applied.revision,
+        code=err.code,
+        message=err.message,
+        now=ctx.clock(),
+        base_s=cfg.base_s,
+        cap_s=cfg.cap_s,
+        jitter=cfg.jitter,
+        u=u,
+    )
+    ctx.state.write_held(after)
+    when = report.rfc3339(after.restore_next_at, "seconds") if after.restore_next_at else "-"
+    raise DeployError(
+        f"restoring revision {plan.applied.revision} failed: {err.message}; "
+        f"next restore attempt at {when} (attempt {after.restore_attempts})",
+        code=err.code,
+        hint=err.hint,
+        detail=err.detail,
+        outcome=err.outcome,
+    ) from err
+
+
+def restore_settled(state: StateDir, held: Held | None, applied: str) -> Held | None:
+    """The applied revision runs (restored and verified, or found running): forget a restore's
+    backoff. Returns the record that stays."""
+    after = recovery.after_restore(held, applied)
+    if after == held:
+        return held
+    if after is None:
+        state.clear_held()
+    else:
+        state.write_held(after)
+    log.info(
+        f"revision {applied} runs again: the restore backoff is over",
+        extra={"event": "restore.settled", "phase": "plan"},
+    )
+    return after
 
 
 # -- the report outbox ----------------------------------------------------------------------------

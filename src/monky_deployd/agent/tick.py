@@ -247,6 +247,8 @@ class _Tick:
                 interrupted,
             )
         )
+        if isinstance(plan, Noop | Hold) and applied is not None:  # the LKG runs
+            self.held = recover.restore_settled(self.state, self.held, applied.revision)
         if interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
@@ -326,10 +328,15 @@ class _Tick:
         from monky_deployd.agent import explain  # off the no-op tick's imports
 
         explain.note(self.rec, explain.for_restore(plan, self.running, self.interrupted))
-        steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
+        try:
+            steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
+        except DeployError as err:  # no rollback (it is the LKG): failed, the next backs off
+            recover.restore_failed(self.ctx, plan, err, self.held, self.options.rand())
+        self.held = recover.restore_settled(self.state, self.held, plan.applied.revision)
         self.rec.outcome = "applied"
         self.rec.message = (
-            f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} (no pull)"
+            f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} "
+            "(no pull, verified)"
         )
 
     def _apply(self, plan: Apply) -> None:

@@ -215,6 +215,11 @@ class Held:
     # the failed revision's containers replaced the last-known-good's and stay (no rollback:
     # on_failure retry, or no LKG): a held tick must not bring the LKG back behind its back
     box_changed: bool = False
+    # the last-known-good's restore (up + verify) failed this many times in a row; the next
+    # restore waits until ``restore_next_at`` (backoff). With ``revision`` the applied one, the
+    # record holds nothing else (the applied revision's restore is backing off).
+    restore_attempts: int = 0
+    restore_next_at: float | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
