@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.tenancy import Tenancy
@@ -208,7 +209,14 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
     )
     fail(rec, err)  # the real fault's line comes before the rollback's
     try:
-        steps.run(ctx, rollback_steps(ready, lkg), phase)
+        # its own deadline, even when the tick's ran out (a slow apply is rolled back, not
+        # stalled); tick_deadline_s + this + the report stay inside TimeoutStartSec
+        with deadline.tick(
+            cfg.rollback_budget_s,
+            "the rollback's budget: 2 x "
+            "docker.up_timeout_s + verify.deadline_s + poll + one request",
+        ):
+            steps.run(ctx, rollback_steps(ready, lkg), phase)
     except DeployError as rb_err:
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
         from monky_deployd.core import reasons  # off the no-op tick's imports
