@@ -176,6 +176,9 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
     """Roll back and hold, or back off (``core.recovery``); always raises the tick's fault."""
     plan, ready, err = f.plan, f.ready, f.err
     rec, state, cfg = ctx.rec, ctx.state, ctx.cfg
+    if plan.previous is not None:  # the failure may show the LKG's values (its containers, a
+        # volume they wrote): its secrets mask the fault's lines, the rollback's and the report
+        ctx.learn(ctx.secrets_at_rest(plan.previous.revision))
     failed_phase = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
     lkg = plan.previous
     step = recovery.after_failure(

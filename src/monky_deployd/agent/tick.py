@@ -347,6 +347,8 @@ class _Tick:
         from monky_deployd.agent import explain  # off the no-op tick's imports
 
         explain.note(self.rec, explain.for_apply(plan, self.held, forced), quiet=True)
+        if plan.previous is not None:  # the LKG's secrets too, before stage rewrites the config
+            self.ctx.learn(self.ctx.secrets_at_rest(plan.previous.revision))
         try:
             ready = self._check(plan)
             ready = explain.checked(
