@@ -4,7 +4,7 @@
       apply:   bundle -> secrets -> render -> registry -> preflight      (checks: nothing changes)
                -> stage -> pull -> [down] -> up -> verify -> commit        (the box steps)
                on failure: [rollback -> verify] (core.recovery), then hold or back off
-      restore: up
+      restore: up -> verify                  (a failure backs off: no rollback, it is the LKG)
       hold / backoff: nothing (the desired revision failed here before)
     -> report
 
