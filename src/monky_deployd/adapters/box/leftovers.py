@@ -25,7 +25,10 @@ from monky_deployd.adapters.box.state import StateDir
 _TMP = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}\.tmp")
 # the records a tick writes at the top of the state dir (the ones ``suspend`` writes are not)
 _TICK_RECORDS = frozenset(
-    {"applied.json", "token.json", "host.json", "held.json", "journal.json", "projects.json"}
+    {
+        *("applied.json", "token.json", "host.json", "held.json", "journal.json"),
+        *("projects.json", "hash.key"),
+    }
 )
 
 
