@@ -146,8 +146,12 @@ class Config(_Strict):
     locks: LocksCfg = LocksCfg()
     lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
     # The whole tick, overall: past it the tick ends with TICK_DEADLINE at the next phase, and
-    # every request and child gets at most the time left. Covers a full pull + up by default.
-    tick_deadline_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 1800.0
+    # every request and child gets at most the time left. 25 min covers a full pull (900 s),
+    # up (300 s) and verify (180 s) with the requests around them. What may run after it (a
+    # rollback within rollback_budget_s, the report within tenancy.deadline_s) still ends well
+    # inside the unit's TimeoutStartSec=45min, so the agent, not systemd's SIGKILL, ends a stuck
+    # tick and names the fault (tests/repo/test_deadlines.py holds the sum to the unit file).
+    tick_deadline_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 1500.0
     max_bundle_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
 
     @model_validator(mode="after")
@@ -157,6 +161,17 @@ class Config(_Strict):
                 self, "identity", Path(f"/opt/openziti/etc/identities/{self.env}.json")
             )
         return self
+
+    @property
+    def rollback_budget_s(self) -> float:
+        """The rollback's own deadline (it runs even when the tick's has run out, so a slow
+        apply is rolled back, not stalled): the failed project's ``down`` and the LKG's ``up``
+        (``docker.up_timeout_s`` each), its verify (``verify.deadline_s``, one more poll and
+        one Engine API request)."""
+        docker, verify = self.docker, self.verify
+        return (
+            2 * docker.up_timeout_s + verify.deadline_s + verify.poll_s + docker.command_timeout_s
+        )
 
     @property
     def identity_path(self) -> Path:

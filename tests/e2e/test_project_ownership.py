@@ -4,10 +4,12 @@ else runs on the box is refused (PROJECT_NOT_OWNED) before any pull, and keeps i
 from __future__ import annotations
 
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab
@@ -109,3 +111,104 @@ def test_a_restore_never_takes_over_containers_someone_else_started(
     assert run.rc == 5, run.stdout + run.stderr
     assert run.summary["code"] == "PROJECT_NOT_OWNED"
     assert running(lab.project) == foreign
+
+
+def labelled(kind: str, project: str) -> list[str]:
+    out = subprocess.run(
+        (
+            *("docker", kind, "ls", "--format", "{{.Name}}"),
+            *("--filter", f"label=com.docker.compose.project={project}"),
+        ),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted(out.split())
+
+
+@pytest.mark.parametrize("kind", ["volume", "network"])
+def test_a_foreign_project_with_only_a_volume_or_network_is_refused_and_kept(
+    lab: Lab, kind: str
+) -> None:
+    """Someone's project of that name has no container, only a volume (or a network) with
+    compose's project label: our `up` would adopt it, so the apply is refused, nothing pulled."""
+    name = f"{lab.project}_{uuid.uuid4().hex[:6]}"
+    subprocess.run(
+        ("docker", kind, "create", "--label", f"com.docker.compose.project={lab.project}", name),
+        check=True,
+        capture_output=True,
+    )
+    try:
+        pulls = lab.pulls()
+        lab.estate.tenancy.set_desired("r1", lab.bundle())
+        run = lab.tick()
+        assert run.rc == 5, run.stdout + run.stderr
+        assert run.summary["code"] == "PROJECT_NOT_OWNED"
+        first = run.errors[0]["message"]
+        assert first.startswith(f"PROJECT_NOT_OWNED: compose project '{lab.project}' already")
+        assert f"{kind} {name}" in first
+        assert lab.pulls() == pulls, "refused before any pull"
+        assert not list((lab.state_dir / "revisions").iterdir())
+        assert not lab.containers()
+        assert name in labelled(kind, lab.project), "the foreign one is untouched"
+    finally:
+        subprocess.run(("docker", kind, "rm", name), capture_output=True, check=False)
+
+
+def test_a_project_the_agent_started_keeps_its_volumes_across_a_rename_and_back(
+    lab: Lab,
+) -> None:
+    """The control: the agent's own project A (a named volume) is renamed to B (A is taken down,
+    its volume stays: A has only a volume now) and then back to A: A is in projects.json, so
+    its volume is the agent's, and the data in it survives."""
+    first, second = lab.project, lab.project + "b"
+    lab.extra_projects = (second,)
+
+    def with_volume(project: str, level: str) -> dict[str, object]:
+        bundle = lab.bundle(
+            project=project, env_template="DB_PASSWORD=${DB_PASSWORD}\nLOG_LEVEL=" + level
+        )
+        doc = yaml.safe_load(str(bundle["compose"]))
+        doc["services"]["web"]["volumes"] = ["data:/data"]
+        doc["volumes"] = {"data": {}}
+        bundle["compose"] = yaml.safe_dump(doc)
+        return bundle
+
+    try:
+        lab.estate.tenancy.set_desired("r1", with_volume(first, "info"))
+        assert lab.tick().rc == 0
+        subprocess.run(
+            ("docker", "exec", lab.containers()["web"], "sh", "-c", "echo kept > /data/f"),
+            check=True,
+        )
+        lab.estate.tenancy.set_desired("r2", with_volume(second, "debug"))
+        assert lab.tick().rc == 0
+        assert not lab.containers(first) and labelled("volume", first), "A: a volume only"
+        lab.estate.tenancy.set_desired("r3", with_volume(first, "warn"))
+        run = lab.tick()
+        assert run.rc == 0, run.stdout + run.stderr
+        out = subprocess.run(
+            ("docker", "exec", lab.containers()["web"], "cat", "/data/f"),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert out == "kept\n"
+    finally:
+        for project in (first, second):
+            remove_project(project)
+
+
+def remove_project(project: str) -> None:
+    """Containers, then the volumes (a volume in use cannot go) of a project a test made."""
+    ids = subprocess.run(
+        ("docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"),
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    if ids:
+        subprocess.run(("docker", "rm", "-f", *ids), capture_output=True, check=False)
+    volumes = labelled("volume", project)
+    if volumes:
+        subprocess.run(("docker", "volume", "rm", *volumes), capture_output=True, check=False)

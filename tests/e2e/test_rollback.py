@@ -266,3 +266,26 @@ def test_on_failure_retry_fixes_forward_without_a_rollback(lab: Lab) -> None:
     assert hold is not None and hold["next_attempt_at"] is not None
     assert json.loads((lab.state_dir / "applied.json").read_text())["revision"] == "r1"
     assert_held_then_newer_applies(lab, outcome="held", lkg_running=False)
+
+
+def test_a_tick_deadline_in_verify_still_rolls_back_on_the_rollbacks_own_budget(
+    lab: Lab,
+) -> None:
+    """r2's healthcheck stays 'starting' (its first probe is an hour away), so its verify waits;
+    the tick's deadline runs out there (TICK_DEADLINE). The rollback runs on its own deadline
+    (rollback_budget_s), not on the spent tick's: r1 is back and verified, r2 held, not
+    stalled."""
+    apply_good(lab)
+    lab.write_config(tick_deadline_s=20, verify={"stable_s": 2, "deadline_s": 300, "poll_s": 0.25})
+    slow = {"test": ["CMD", "true"], "interval": "1h", "start_period": "1h"}
+    lab.estate.tenancy.set_desired("r2", bundle(lab, log_level="debug", web={"healthcheck": slow}))
+    run = lab.tick()
+    assert run.rc == 1, run.stdout
+    assert run.errors[0]["code"] == "TICK_DEADLINE", run.errors[0]
+    assert run.errors[0]["phase"] == "verify"
+    report = lab.estate.tenancy.reports[-1]
+    assert report["code"] == "TICK_DEADLINE"
+    assert report["rollback"] == {"to_revision": "r1", "ok": True}
+    assert_lkg_running(lab)
+    record = held(lab)
+    assert record is not None and record["revision"] == "r2" and not record["stalled"]

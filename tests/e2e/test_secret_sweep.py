@@ -245,3 +245,55 @@ def test_no_secret_leaves_through_any_path(sweep: Sweep, registry: Registry) -> 
     leaks = sweep.report()
     print(f"secret sweep (seed {SEED}): bytes leaked per path {leaks}")
     assert not any(leaks.values()), f"secret bytes leaked per path: {leaks}"
+
+
+def test_a_rollback_masks_the_last_known_good_secrets_too(sweep: Sweep) -> None:
+    """r1 (the LKG) writes two of its secrets to a named volume (``$$``: the shell reads them,
+    not compose); the secrets are then rotated and r2's healthcheck prints that file and fails:
+    the failed verify's health output (the fault's first line, its detail, the rollback's
+    lines, the report) shows values of the LKG, not of the revision being applied. Both sets
+    are the tick's to mask (before, 570 bytes of them reached the journal)."""
+    lab, old = sweep.lab, dict(sweep.secrets)
+    bao = lab.estate.bao
+    bao.set_secret(APP, {**old, "mem": "64m"})
+    volume = {"volumes": ["data:/data"]}
+    writes = {
+        **volume,
+        "command": [
+            "sh",
+            "-c",
+            'printf %s "$$NASTY" > /data/lkg; printf %s "$$PEM" >> /data/lkg; exec sleep 3600',
+        ],
+    }
+    r1 = _bundle(lab, writes)
+    with_volume = yaml.safe_load(r1["compose"])
+    with_volume["volumes"] = {"data": {}}
+    r1["compose"] = yaml.safe_dump(with_volume)
+    lab.estate.tenancy.set_desired("r1", r1)
+    try:
+        assert sweep.tick("lkg:good", echoes=False).rc == 0
+        new = canaries(SEED + 1)
+        sweep.secrets.update({f"r2-{k}": v for k, v in new.items()})
+        bao.set_secret(APP, {**new, "mem": "64m"})
+        failing = {
+            **volume,
+            "healthcheck": {
+                "test": ["CMD-SHELL", "cat /data/lkg; exit 1"],
+                "interval": "1s",
+                "retries": 1,
+            },
+        }
+        r2 = _bundle(lab, failing)
+        doc = yaml.safe_load(r2["compose"])
+        doc["volumes"] = {"data": {}}
+        r2["compose"] = yaml.safe_dump(doc)
+        lab.estate.tenancy.set_desired("r2", r2)
+        run = sweep.tick("rollback:lkg-value")
+        assert run.errors[0]["code"] == "VERIFY_UNHEALTHY", run.stdout
+        assert lab.estate.tenancy.reports[-1]["rollback"] == {"to_revision": "r1", "ok": True}
+        leaks = sweep.report()
+        print(f"rollback sweep (seed {SEED}): bytes leaked per path {leaks}")
+        assert not any(leaks.values()), f"secret bytes leaked per path: {leaks}"
+    finally:
+        lab.cleanup()
+        subprocess.run(("docker", "volume", "rm", f"{lab.project}_data"), capture_output=True)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab
@@ -147,7 +148,64 @@ def test_removed_container_comes_back_without_a_pull(lab: Lab) -> None:
     assert "worker" in run.summary["message"]
     assert set(lab.containers()) == {"web", "worker"}
     assert lab.pulls() == pulls
-    assert lab.estate.tenancy.reports[-1]["message"].startswith("restored")
+    report = lab.estate.tenancy.reports[-1]
+    assert report["message"].startswith("restored") and "verified" in report["message"]
+    assert [p["name"] for p in report["phases"]][-2:] == ["up", "verify"], "verified like an apply"
+    assert {s["name"]: s["state"] for s in report["services"]} == {
+        "web": "running",
+        "worker": "running",
+    }
+
+
+def test_a_restore_that_fails_verify_is_reported_and_backs_off(lab: Lab) -> None:
+    """The applied revision's container is gone and cannot start again (its host file was
+    removed): the restore's verify fails. No rollback (it is the last-known-good): the tick
+    reports failed naming the service, the next tick backs off (no up, no report), and once
+    the cause is fixed `--retry` restores and verifies it."""
+    import json
+    import subprocess
+
+    ctl = lab.tmp / "ctl"
+    ctl.mkdir()
+    (ctl / "ok").write_text("")
+    bundle = lab.bundle()
+    doc = yaml.safe_load(bundle["compose"])
+    doc["services"]["web"]["command"] = ["sh", "-c", "test -f /ctl/ok && exec sleep 3600"]
+    doc["services"]["web"]["volumes"] = [f"{ctl}:/ctl:ro"]
+    bundle["compose"] = yaml.safe_dump(doc)
+    lab.estate.tenancy.set_desired("r1", bundle)
+    assert lab.tick().rc == 0
+    (ctl / "ok").unlink()
+    subprocess.run(("docker", "rm", "-f", lab.containers()["web"]), check=True, capture_output=True)
+    reports = len(lab.estate.tenancy.reports)
+    failed = lab.tick()
+    assert failed.rc == 1, failed.stdout
+    assert failed.summary["code"] == "VERIFY_EXITED"
+    first = failed.errors[0]["message"]
+    assert first.startswith("VERIFY_EXITED: restoring revision r1 failed:"), first
+    assert "web" in first
+    report = lab.estate.tenancy.reports[-1]
+    assert (report["outcome"], report["code"], report["revision"]) == (
+        "failed",
+        "VERIFY_EXITED",
+        "r1",
+    )
+    assert "rollback" not in report, "the last-known-good is not rolled back to itself"
+    assert [p["name"] for p in report["phases"]][-2:] == ["up", "verify"]
+    held = json.loads((lab.state_dir / "held.json").read_text())
+    assert (held["revision"], held["restore_attempts"]) == ("r1", 1)
+    waiting = lab.tick()
+    assert waiting.rc == 6, waiting.stdout
+    assert waiting.summary["code"] == "APPLY_BACKOFF"
+    assert "restoring revision r1" in waiting.summary["message"]
+    assert len(lab.estate.tenancy.reports) == reports + 1, "a backing-off tick reports nothing"
+    assert not lab.containers(), "and runs no up"
+    (ctl / "ok").write_text("")
+    fixed = lab.tick("--retry")
+    assert fixed.rc == 0, fixed.stdout
+    assert "verified" in fixed.summary["message"]
+    assert not (lab.state_dir / "held.json").exists()
+    assert lab.tick().summary["outcome"] == "noop"
 
 
 def test_project_change_stops_the_previous_project(lab: Lab) -> None:

@@ -182,7 +182,10 @@ record_bytes = (
         {},
         optional={
             k: json_values
-            for k in ("version", "revision", "project", "services", "applied_at", "kind", "token")
+            for k in (
+                *("version", "revision", "project", "services", "applied_at", "kind", "token"),
+                "names",
+            )
         },
     ).map(lambda d: json.dumps(d).encode())
     | st.integers(1, 100_000).map(lambda d: nested(d).encode())
@@ -194,16 +197,19 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 @FUZZ
-@given(applied=record_bytes, token=record_bytes, host=record_bytes)
+@given(applied=record_bytes, token=record_bytes, host=record_bytes, projects=record_bytes)
 def test_state_files_read_as_values_none_or_a_reason(
-    applied: bytes, token: bytes, host: bytes
+    applied: bytes, token: bytes, host: bytes, projects: bytes
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         state = StateDir(Path(tmp) / "s").ensure()
         state.applied_file.write_bytes(applied)
         state.token_file.write_bytes(token)
         state.host_file.write_bytes(host)
+        state.projects_file.write_bytes(projects)
         before = snapshot(state.root)
+        known = state.read_projects()
+        assert all(isinstance(name, str) for name in known)
         got = state.read_applied()
         assert got is None or isinstance(got, Applied)
         facts = state.read_host_facts()

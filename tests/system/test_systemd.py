@@ -2,7 +2,7 @@
 unit driving the host's Docker engine, against the loopback tenancy/OpenBao fakes on the host
 network (``transport: plain``) and a real registry.
 
-In order, in one container (about 3.5 minutes: the cadence is the real 60 s):
+In order, in one container (about 4 minutes: the cadence is the real 60 s):
 
 1. the sandbox is in force (proved before anything else: a copy of the installed unit with only
    ``ExecStart=`` swapped for a probe cannot write a directory it owns in /etc, has a private
@@ -21,7 +21,9 @@ In order, in one container (about 3.5 minutes: the cadence is the real 60 s):
 6. an upgrade (a second build of the .deb, dpkg -i over the first; its postinst reloads systemd):
    the timer keeps firing after the failure, the next tick runs the new code (its User-Agent) and
    no-ops on the applied revision (no pull); every tick started >= 60 s after the previous ended;
-7. purge removes the units, state, config and the timer's stamp, and leaves the deployed
+7. a tick that skips its apply on purpose (suspended while a new revision is desired) exits 6
+   and the unit is not failed (``SuccessExitStatus=6``: a held box must not fail it every minute);
+8. purge removes the units, state, config and the timer's stamp, and leaves the deployed
    application running (docs/packaging.md).
 
 Ticks are counted from the journal: systemd's own "Starting"/"Finished"/"Failed to start" entries
@@ -319,7 +321,21 @@ def test_the_package_under_real_systemd(pkg_image: str, built_deb: Path, lab: La
         runs = assert_cadence(box, enabled_us)
         assert len(runs) == 3 and len(summaries(box, enabled_us)) == 3  # reloads added no tick
 
-        # 7. Purge: the agent goes, the application stays.
+        # 7. A tick that skips its apply on purpose (suspended, with a new revision desired)
+        # exits 6, and SuccessExitStatus=6 keeps the unit from failing for it.
+        box.check(
+            "runuser -u monky-deployd -- /usr/bin/monky-deployd suspend --reason systemd-test"
+        )
+        lab.estate.tenancy.set_desired("r2", lab.bundle(env_template="LOG_LEVEL=debug\n"))
+        skipped_us = now_us(box)
+        assert box.sh(f"systemctl start {UNIT}", check=False).returncode == 0
+        assert box.check(f"systemctl show -p ExecMainStatus --value {UNIT}").strip() == "6"
+        assert box.sh(f"systemctl is-failed {UNIT}", check=False).stdout.strip() == "inactive"
+        skipped = summaries(box, skipped_us)
+        assert skipped and skipped[-1]["outcome"] == "held", skipped
+        assert skipped[-1]["code"] == "SUSPENDED"
+
+        # 8. Purge: the agent goes, the application stays.
         box.check(f"touch {STAMP}")  # what releases up to 0.1.0 (Persistent=true) left behind
         box.check("dpkg --purge monky-deployd >/dev/null")
         gone = box.sh(

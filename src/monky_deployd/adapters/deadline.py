@@ -32,6 +32,7 @@ class Bound:
     at: float  # time.monotonic() when it runs out
     seconds: float  # as configured
     kind: Literal["tick", "request"]
+    what: str = "tick_deadline_s"  # the setting it comes from (a tick deadline's)
 
     def left(self) -> float:
         return self.at - time.monotonic()
@@ -50,8 +51,10 @@ _request: ContextVar[Bound | None] = ContextVar("monky_request_deadline", defaul
 
 
 @contextmanager
-def tick(seconds: float) -> Iterator[None]:
-    token = _tick.set(Bound(time.monotonic() + seconds, seconds, "tick"))
+def tick(seconds: float, what: str = "tick_deadline_s") -> Iterator[None]:
+    """The tick's deadline, ``seconds`` from now (``what``: the setting it comes from); nested,
+    it replaces the outer one until it ends (a rollback's own budget after a spent tick)."""
+    token = _tick.set(Bound(time.monotonic() + seconds, seconds, "tick", what))
     try:
         yield
     finally:
@@ -130,9 +133,9 @@ def expired_in(exc: BaseException | None) -> Bound | None:
 def tick_error(where: str) -> DeployError:
     bound = _tick.get()
     seconds = bound.seconds if bound is not None else 0.0
+    what = bound.what if bound is not None else "tick_deadline_s"
     return DeployError(
-        f"the tick ran past its deadline of {seconds:g} s (tick_deadline_s) {where}; "
-        "it stops there",
+        f"the tick ran past its deadline of {seconds:g} s ({what}) {where}; it stops there",
         code=Code.TICK_DEADLINE,
         hint="which phase took the time (the phase.end lines of this tick): a service that "
         "answers slowly, a slow registry; raise tick_deadline_s only if the work is legitimate",

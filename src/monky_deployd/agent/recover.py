@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.tenancy import Tenancy
@@ -29,6 +30,7 @@ from monky_deployd.core.plan import (
     Hold,
     Paused,
     Ready,
+    Restore,
     rollback_steps,
 )
 from monky_deployd.core.records import Held, Suspended
@@ -174,6 +176,9 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
     """Roll back and hold, or back off (``core.recovery``); always raises the tick's fault."""
     plan, ready, err = f.plan, f.ready, f.err
     rec, state, cfg = ctx.rec, ctx.state, ctx.cfg
+    if plan.previous is not None:  # the failure may show the LKG's values (its containers, a
+        # volume they wrote): its secrets mask the fault's lines, the rollback's and the report
+        ctx.learn(ctx.secrets_at_rest(plan.previous.revision))
     failed_phase = next((p.name for p in reversed(rec.phases) if not p.ok), "-")
     lkg = plan.previous
     step = recovery.after_failure(
@@ -207,7 +212,14 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
     )
     fail(rec, err)  # the real fault's line comes before the rollback's
     try:
-        steps.run(ctx, rollback_steps(ready, lkg), phase)
+        # its own deadline, even when the tick's ran out (a slow apply is rolled back, not
+        # stalled); tick_deadline_s + this + the report stay inside TimeoutStartSec
+        with deadline.tick(
+            cfg.rollback_budget_s,
+            "the rollback's budget: 2 x "
+            "docker.up_timeout_s + verify.deadline_s + poll + one request",
+        ):
+            steps.run(ctx, rollback_steps(ready, lkg), phase)
     except DeployError as rb_err:
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
         from monky_deployd.core import reasons  # off the no-op tick's imports
@@ -235,6 +247,56 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
         detail=err.detail,
         outcome=err.outcome,
     )
+
+
+# -- after a restore ------------------------------------------------------------------------------
+
+
+def restore_failed(
+    ctx: steps.Context, plan: Restore, err: DeployError, held: Held | None, u: float
+) -> None:
+    """A restore (``up`` + verify of the applied revision) failed: no rollback (it is the
+    last-known-good), the next restore backs off (``core.recovery``); raises the tick's fault,
+    naming the revision and the service."""
+    cfg = ctx.cfg.backoff
+    after = recovery.after_restore_failure(
+        held,
+        applied=plan.applied.revision,
+        code=err.code,
+        message=err.message,
+        now=ctx.clock(),
+        base_s=cfg.base_s,
+        cap_s=cfg.cap_s,
+        jitter=cfg.jitter,
+        u=u,
+    )
+    ctx.state.write_held(after)
+    when = report.rfc3339(after.restore_next_at, "seconds") if after.restore_next_at else "-"
+    raise DeployError(
+        f"restoring revision {plan.applied.revision} failed: {err.message}; "
+        f"next restore attempt at {when} (attempt {after.restore_attempts})",
+        code=err.code,
+        hint=err.hint,
+        detail=err.detail,
+        outcome=err.outcome,
+    ) from err
+
+
+def restore_settled(state: StateDir, held: Held | None, applied: str) -> Held | None:
+    """The applied revision runs (restored and verified, or found running): forget a restore's
+    backoff. Returns the record that stays."""
+    after = recovery.after_restore(held, applied)
+    if after == held:
+        return held
+    if after is None:
+        state.clear_held()
+    else:
+        state.write_held(after)
+    log.info(
+        f"revision {applied} runs again: the restore backoff is over",
+        extra={"event": "restore.settled", "phase": "plan"},
+    )
+    return after
 
 
 # -- the report outbox ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@
       apply:   bundle -> secrets -> render -> registry -> preflight      (checks: nothing changes)
                -> stage -> pull -> [down] -> up -> verify -> commit        (the box steps)
                on failure: [rollback -> verify] (core.recovery), then hold or back off
-      restore: up
+      restore: up -> verify                  (a failure backs off: no rollback, it is the LKG)
       hold / backoff: nothing (the desired revision failed here before)
     -> report
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.adapters.box import docker_api, preflight
+from monky_deployd.adapters.box import docker_api, leftovers, preflight
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
@@ -101,6 +101,11 @@ def run_tick(
         with deadline.tick(cfg.tick_deadline_s):
             state = StateDir(cfg.state_dir).ensure()
             with state.lock(cfg.lock_wait_s):
+                if swept := leftovers.sweep(state):
+                    log.warning(
+                        f"removed {len(swept)} half-written leftover(s) of a killed tick",
+                        extra={"event": "state.swept", "paths": swept},
+                    )
                 _Tick(cfg, state, rec, clock, wire, options).run()
     except DeployError as err:
         _fail(rec, err)
@@ -242,6 +247,8 @@ class _Tick:
                 interrupted,
             )
         )
+        if isinstance(plan, Noop | Hold) and applied is not None:  # the LKG runs
+            self.held = recover.restore_settled(self.state, self.held, applied.revision)
         if interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
@@ -307,9 +314,12 @@ class _Tick:
     # -- restore and apply -------------------------------------------------------------------
 
     def _check_owned(self, project: str) -> None:
-        """PROJECT_NOT_OWNED unless every container of ``project`` came from our revisions/."""
+        """PROJECT_NOT_OWNED unless every container of ``project`` came from our revisions/
+        (with no container: unless its volumes/networks are of a project we started)."""
         dirs = docker_api.project_working_dirs(self.cfg.docker, project)
-        prepare.check_owned(project, dirs, str(self.state.revisions_dir.absolute()))
+        left = [] if dirs else docker_api.project_leftovers(self.cfg.docker, project)
+        known = bool(left) and project in self.state.read_projects()
+        prepare.check_owned(project, dirs, str(self.state.revisions_dir.absolute()), left, known)
 
     def _restore(self, plan: Restore) -> None:
         with self.phase("preflight"):
@@ -318,10 +328,15 @@ class _Tick:
         from monky_deployd.agent import explain  # off the no-op tick's imports
 
         explain.note(self.rec, explain.for_restore(plan, self.running, self.interrupted))
-        steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
+        try:
+            steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
+        except DeployError as err:  # no rollback (it is the LKG): failed, the next backs off
+            recover.restore_failed(self.ctx, plan, err, self.held, self.options.rand())
+        self.held = recover.restore_settled(self.state, self.held, plan.applied.revision)
         self.rec.outcome = "applied"
         self.rec.message = (
-            f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} (no pull)"
+            f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} "
+            "(no pull, verified)"
         )
 
     def _apply(self, plan: Apply) -> None:
@@ -332,11 +347,14 @@ class _Tick:
         from monky_deployd.agent import explain  # off the no-op tick's imports
 
         explain.note(self.rec, explain.for_apply(plan, self.held, forced), quiet=True)
+        if plan.previous is not None:  # the LKG's secrets too, before stage rewrites the config
+            self.ctx.learn(self.ctx.secrets_at_rest(plan.previous.revision))
         try:
             ready = self._check(plan)
             ready = explain.checked(
                 self.state, self.rec, plan, ready, self.secrets, self.held, forced
             )
+            self.state.own_project(ready.project)  # before anything of it is created
             steps.run(self.ctx, apply_steps(plan, ready), self.phase)
         except DeployError as err:
             recover.recover(

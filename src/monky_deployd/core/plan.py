@@ -10,7 +10,7 @@ Two decisions, both frozen dataclasses that carry their data (balena-supervisor'
    (``core.prepare``), the steps that change the box, in order, each naming its phase:
 
        Apply:    Stage -> Pull -> [Down the previous project] -> Up -> Verify -> Commit
-       Restore:  Up (pinned images when the release has them; no pull)
+       Restore:  Up (pinned images when the release has them; no pull) -> Verify
        Rollback: [Down the failed project] -> Up the LKG pinned (no pull) -> Verify
                  (after a failed Down, Up or Verify; ``core.recovery`` decides)
 
@@ -191,6 +191,8 @@ def _decide(f: Facts) -> Plan:
                 else ()
             )
             if applied is not None and missing and not (held.stalled or held.box_changed):
+                if (wait := _restore_backoff(f, applied, missing)) is not None:
+                    return wait
                 return Restore(
                     applied,
                     missing,
@@ -243,11 +245,30 @@ def _decide(f: Facts) -> Plan:
     if f.running is None:
         return _apply(f, desired, f"revision {desired}: container state unknown")
     missing = down_services(applied.services, f.running)
+    if missing and (wait := _restore_backoff(f, applied, missing)) is not None:
+        return wait
     if missing:
         return Restore(
             applied, missing, f"revision {desired} is applied but {', '.join(missing)} not running"
         )
     return Noop(applied, f"revision {desired} is applied and all services are running")
+
+
+def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) -> Backoff | None:
+    """A Backoff while the applied revision's last restore failed and its next one is not due
+    (``core.recovery.after_restore_failure``); ``--retry`` restores at once."""
+    held = f.held
+    if held is None or held.restore_next_at is None or f.retry or f.now >= held.restore_next_at:
+        return None
+    return Backoff(
+        f.desired_revision or applied.revision,
+        held,
+        held.restore_next_at,
+        f"restoring revision {applied.revision} ({', '.join(missing)} not running) failed "
+        f"{held.restore_attempts} time(s)"
+        + (f" ({held.code})" if held.revision == applied.revision else "")
+        + f"; next restore in {held.restore_next_at - f.now:.0f} s",
+    )
 
 
 def _apply(f: Facts, revision: str, reason: str) -> Plan:
@@ -397,8 +418,12 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
 
 def restore_steps(plan: Restore, pinned: bool = False) -> tuple[BoxStep, ...]:
     """The box steps of a restore: ``up`` the applied revision again, no pull (pinned to the
-    images its release recorded, when it has a release)."""
-    return (Up(plan.applied.project, plan.applied.revision, pinned),)
+    images its release recorded, when it has a release), then verify it like an apply."""
+    applied = plan.applied
+    return (
+        Up(applied.project, applied.revision, pinned),
+        Verify(applied.project, applied.revision, applied.services),
+    )
 
 
 def rollback_steps(failed: Ready, lkg: AppliedFacts) -> tuple[BoxStep, ...]:

@@ -16,7 +16,7 @@ Then ``ready`` gathers what ``core.plan.apply_steps`` needs.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from monky_deployd.core import envfile, registry_cred
@@ -128,12 +128,40 @@ def secrets_of(env: EnvValues, cred: Credential | None) -> tuple[str, ...]:
     return env.secrets + ((cred.password, cred.basic_auth()) if cred is not None else ())
 
 
-def check_owned(project: str, working_dirs: Mapping[str, str], revisions_root: str) -> None:
+def check_owned(
+    project: str,
+    working_dirs: Mapping[str, str],
+    revisions_root: str,
+    leftovers: Sequence[str] = (),
+    known: bool = False,
+) -> None:
     """Refuse (PROJECT_NOT_OWNED) a compose project the agent did not create: one with a
     container whose project directory (compose's ``working_dir`` label; ``working_dirs`` maps
-    container name -> label) is not one of the agent's ``revisions/<rev>/`` directories.
-    ``up --remove-orphans`` would otherwise delete that project's containers."""
+    container name -> label) is not one of the agent's ``revisions/<rev>/`` directories; or,
+    with no container at all, one whose volumes or networks (``leftovers``: compose labels them
+    with the project only) exist though the agent never started the project (``known``: it is
+    in ``projects.json`` or applied). ``up --remove-orphans`` would otherwise delete that
+    project's containers, and ``up`` would adopt its volumes."""
     root = posixpath.normpath(revisions_root) + "/"
+    hint = (
+        "the bundle's project name (pick one no other compose project on the box uses), "
+        f"or remove that project (`docker compose -p {project} down`) if it is really stale; "
+        f"the agent only touches projects started from {root}"
+    )
+    if not working_dirs and leftovers and not known:
+        named = ", ".join(leftovers[:10]) + (
+            f" and {len(leftovers) - 10} more" if len(leftovers) > 10 else ""
+        )
+        raise DeployError(
+            f"compose project {project!r} already exists on this box and was not created by "
+            f"monky-deployd: it has no container but {len(leftovers)} "
+            f"volume(s)/network(s) labelled with its name ({named}), and "
+            "monky-deployd never started a project of that name; nothing was pulled or changed",
+            code=Code.PROJECT_NOT_OWNED,
+            hint=hint.replace(
+                f"`docker compose -p {project} down`", "`docker volume rm` / `docker network rm`"
+            ),
+        )
     foreign = {
         name: wd
         for name, wd in sorted(working_dirs.items())
@@ -149,7 +177,5 @@ def check_owned(project: str, working_dirs: Mapping[str, str], revisions_root: s
         f"monky-deployd: {len(foreign)} of its containers were started elsewhere: {shown}; "
         "nothing was pulled or changed",
         code=Code.PROJECT_NOT_OWNED,
-        hint=f"the bundle's project name (pick one no other compose project on the box uses), "
-        f"or remove that project (`docker compose -p {project} down`) if it is really stale; "
-        f"the agent only touches projects started from {root}",
+        hint=hint,
     )

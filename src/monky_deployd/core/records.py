@@ -7,6 +7,8 @@
     held.json     ``Held``        a revision that failed: held, or waiting for its backoff
     suspend.json  ``Suspended``   ``monky-deployd suspend``: applies stop until resume/until
     journal.json  ``Journal``     the box step an apply is in, written before the step runs
+    projects.json ``Projects``    the compose projects the agent ever started (ownership proof
+                                  for a project that has volumes or networks but no container)
     revisions/<rev>/release.json  ``Release``  a verified revision: the images it ran (pinned)
 
 Each ``to_json`` writes the bytes the hand-rolled writers before it wrote (tests/unit/core/
@@ -39,6 +41,7 @@ __all__ = [
     "Held",
     "HostFacts",
     "Journal",
+    "Projects",
     "Release",
     "ReleaseImage",
     "Stored",
@@ -212,6 +215,11 @@ class Held:
     # the failed revision's containers replaced the last-known-good's and stay (no rollback:
     # on_failure retry, or no LKG): a held tick must not bring the LKG back behind its back
     box_changed: bool = False
+    # the last-known-good's restore (up + verify) failed this many times in a row; the next
+    # restore waits until ``restore_next_at`` (backoff). With ``revision`` the applied one, the
+    # record holds nothing else (the applied revision's restore is backing off).
+    restore_attempts: int = 0
+    restore_next_at: float | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
@@ -333,3 +341,39 @@ class Journal:
             except (ValidationError, TypeError):
                 pass
         raise ValueError("not a journal record")
+
+
+# -- projects.json -----------------------------------------------------------------------------
+
+PROJECTS_KEPT = 64  # the most recent names: a rename is rare, the file stays small
+
+
+def _no_names() -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Projects:
+    """The compose projects the agent started (written before its first ``up`` of a project).
+    A project with volumes or networks but no container is the agent's only when named here
+    (compose labels volumes and networks with the project, not with a working directory)."""
+
+    names: list[str] = field(default_factory=_no_names)
+
+    def with_name(self, name: str) -> Projects:
+        """These names and ``name``, the newest last, at most ``PROJECTS_KEPT``."""
+        names = [n for n in self.names if n != name] + [name]
+        return Projects(names[-PROJECTS_KEPT:])
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> Projects:
+        data = _parse(raw)
+        if isinstance(data, dict):
+            try:
+                return Projects(**data)
+            except (ValidationError, TypeError):
+                pass
+        raise ValueError("not a projects record")

@@ -13,11 +13,16 @@
     on_failure: retry                             jittered (never later than the cap)
 
 A new desired revision pre-empts a hold and a backoff on the very next tick (``core.plan``).
+
+A **restore** (the applied revision's containers died; ``up`` from its pinned images, then
+verify) that fails is not rolled back (it *is* the last-known-good): the tick reports ``failed``
+naming the service, and the next restore waits with the same backoff (``after_restore_failure``;
+kept in ``held.json`` beside a held revision's record, or alone under the applied revision).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from monky_deployd.core.errors import Code
 from monky_deployd.core.records import Held
@@ -87,6 +92,40 @@ def after_rollback(held: Held, ok: bool) -> Held:
         ok,
         not ok,
     )
+
+
+def after_restore_failure(
+    held: Held | None,
+    *,
+    applied: str,
+    code: Code,
+    message: str,
+    now: float,
+    base_s: float,
+    cap_s: float,
+    jitter: float,
+    u: float,
+) -> Held:
+    """The record after a failed restore of the ``applied`` revision: a held revision's record
+    keeps its hold and gains the restore's backoff; otherwise a record of the applied revision
+    that holds nothing but that backoff."""
+    attempts = (held.restore_attempts if held is not None else 0) + 1
+    next_at = now + backoff_delay(attempts, base_s, cap_s, jitter, u)
+    if held is not None and held.revision != applied:
+        return replace(held, restore_attempts=attempts, restore_next_at=next_at)
+    return Held(
+        applied, code.value, message, 0, now, restore_attempts=attempts, restore_next_at=next_at
+    )
+
+
+def after_restore(held: Held | None, applied: str) -> Held | None:
+    """The record once the applied revision runs again (restored and verified, or found
+    running): the restore's backoff is forgotten (None: no record stays)."""
+    if held is None or held.revision == applied:
+        return None
+    if held.restore_attempts == 0 and held.restore_next_at is None:
+        return held
+    return replace(held, restore_attempts=0, restore_next_at=None)
 
 
 def checkin_outcome(held: Held | None) -> str:

@@ -118,3 +118,57 @@ def test_applied_record_bytes_are_those_of_the_old_writer(tmp_path: Path) -> Non
     )
     st.applied_file.write_text('{"revision": "r1", "project": "shop", "services": "web"}')
     assert st.read_applied() is None
+
+
+def test_projects_the_agent_started_are_kept_private_bounded_and_torn_is_none(
+    tmp_path: Path,
+) -> None:
+    st = StateDir(tmp_path / "s").ensure()
+    assert st.read_projects() == frozenset()
+    st.own_project("shop")
+    st.own_project("shop-v2")
+    st.own_project("shop")
+    assert st.projects_file.stat().st_mode & 0o777 == 0o600
+    assert st.read_projects() == {"shop", "shop-v2"}
+    for i in range(100):
+        st.own_project(f"p{i}")
+    assert len(st.read_projects()) == 64 and "p99" in st.read_projects()
+    st.write_revision("r1", "services: {}\n", "")
+    st.write_applied(Applied("r1", "applied-one"))
+    assert "applied-one" in st.read_projects()  # the applied project always counts
+    for torn in (b"", b"{", b"[1]", b'{"names": [1, {}]}', b'{"names": "x"}'):
+        atomic_write(st.projects_file, torn, 0o600)
+        assert st.read_projects() == {"applied-one"}
+    st.own_project("again")  # a torn record is replaced, not a fault
+    assert st.read_projects() == {"applied-one", "again"}
+
+
+def test_the_sweep_removes_a_killed_ticks_half_writes_only(tmp_path: Path) -> None:
+    from monky_deployd.adapters.box import leftovers
+
+    st = StateDir(tmp_path / "s").ensure()
+    st.write_revision("r1", "services: {}\n", "A='1'\n")
+    half = [
+        st.root / ".applied.json.0123456789ab.tmp",
+        st.docker_dir / ".config.json.abcdef012345.tmp",
+        st.revisions_dir / ".r2.staging" / ".env.0123456789ab.tmp",
+    ]
+    (st.revisions_dir / ".r2.staging").mkdir()
+    # killed between the two renames of a re-written revision: r3 is only in .r3.old
+    (st.revisions_dir / ".r3.old").mkdir()
+    (st.revisions_dir / ".r3.old" / "compose.yaml").write_text("services: {}\n")
+    kept = [
+        st.root / ".suspend.json.0123456789ab.tmp",  # `suspend` writes without the tick's lock
+        st.root / "outbox",
+        st.revisions_dir / "r1" / "compose.yaml",
+    ]
+    (st.root / "outbox").mkdir()
+    for path in half + kept[:1]:
+        path.write_bytes(b"x")
+    swept = leftovers.sweep(st)
+    assert not any(p.exists() for p in half)
+    assert all(p.exists() for p in kept)
+    assert (st.revisions_dir / "r3" / "compose.yaml").is_file()
+    assert not (st.revisions_dir / ".r3.old").exists()
+    assert len(swept) == 4
+    assert leftovers.sweep(st) == []

@@ -160,3 +160,36 @@ def test_any_container_started_elsewhere_refuses_the_project(
     assert info.value.code is Code.PROJECT_NOT_OWNED
     assert info.value.message.startswith("compose project 'shop' already exists")
     assert stranger in info.value.message
+
+
+leftover = st.builds(
+    lambda kind, name: f"{kind} {name}",
+    st.sampled_from(["volume", "network"]),
+    st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,20}", fullmatch=True),
+)
+
+
+@given(st.lists(leftover, min_size=1, max_size=15, unique=True))
+def test_volumes_or_networks_of_a_project_never_started_here_refuse_it(left: list[str]) -> None:
+    """No container, but volumes/networks labelled with the project: the agent never started it,
+    so it is someone else's (our ``up`` would adopt their volumes)."""
+    with pytest.raises(DeployError) as info:
+        prepare.check_owned("shop", {}, ROOT, left, known=False)
+    assert info.value.code is Code.PROJECT_NOT_OWNED
+    assert info.value.message.startswith("compose project 'shop' already exists")
+    assert left[0] in info.value.message
+    assert "nothing was pulled or changed" in info.value.message
+
+
+@given(st.lists(leftover, max_size=5, unique=True))
+def test_leftovers_of_a_project_the_agent_started_are_its_own(left: list[str]) -> None:
+    prepare.check_owned("shop", {}, ROOT, left, known=True)
+
+
+@given(st.dictionaries(names, st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True), min_size=1))
+def test_our_containers_vouch_for_the_project_whatever_else_carries_its_label(
+    revs: dict[str, str],
+) -> None:
+    prepare.check_owned(
+        "shop", {n: f"{ROOT}/{r}" for n, r in revs.items()}, ROOT, ["volume shop_data"]
+    )

@@ -173,7 +173,7 @@ def test_a_first_apply_takes_nothing_down() -> None:
 def test_restore_only_brings_the_applied_project_up() -> None:
     plan = decide(facts(304, None, applied("r2", "shop"), (svc("db"),), None))
     assert isinstance(plan, Restore)
-    assert restore_steps(plan) == (Up("shop", "r2"),)
+    assert restore_steps(plan) == (Up("shop", "r2"), Verify("shop", "r2", ("db", "web")))
 
 
 def test_every_box_step_names_its_phase() -> None:
@@ -300,7 +300,8 @@ def test_rollback_steps_bring_the_lkg_back_then_verify_it() -> None:
 def test_restore_can_pin_the_release_images() -> None:
     plan = decide(facts(304, None, applied("r2", "shop"), (svc("db"),), None))
     assert isinstance(plan, Restore)
-    assert restore_steps(plan, pinned=True) == (Up("shop", "r2", True),)
+    assert restore_steps(plan, pinned=True)[0] == Up("shop", "r2", True)
+    assert isinstance(restore_steps(plan, pinned=True)[1], Verify)
 
 
 @given(
@@ -366,3 +367,56 @@ def test_a_killed_apply_of_the_desired_revision_is_resumed() -> None:
     cut = Journal("r2", "verify", "t1", 0.0)
     plan = decide(Facts(200, "r2", applied("r1"), None, BUNDLE, interrupted=cut))
     assert isinstance(plan, Apply) and plan.revision == "r2"
+
+
+def restore_failed(rev: str, attempts: int, next_at: float) -> Held:
+    return Held(
+        rev, "VERIFY_EXITED", "m", 0, 0.0, restore_attempts=attempts, restore_next_at=next_at
+    )
+
+
+@given(
+    status=st.sampled_from([200, 304]),
+    attempts=st.integers(1, 30),
+    next_at=st.floats(1.0, 1e9),
+    now=st.floats(0.0, 2e9),
+    retry=st.booleans(),
+)
+def test_a_failed_restore_of_the_applied_revision_backs_off_until_due_or_retry(
+    status: int, attempts: int, next_at: float, now: float, retry: bool
+) -> None:
+    was = applied("r1")
+    record = restore_failed("r1", attempts, next_at)
+    down = (svc("db"),)
+    plan = decide(
+        Facts(status, "r1" if status == 200 else None, was, down, BUNDLE, record, now, retry)
+    )
+    if now < next_at and not retry:
+        assert isinstance(plan, Backoff) and plan.next_at == next_at
+        assert "restoring revision r1" in plan.reason and "VERIFY_EXITED" in plan.reason
+    else:
+        assert isinstance(plan, Restore) and plan.missing == ("web",)
+    running = decide(Facts(status, "r1", was, (svc("db"), svc("web")), BUNDLE, record, now))
+    assert isinstance(running, Noop), "all running: nothing to restore, whatever the backoff"
+
+
+def test_a_failed_restore_behind_a_held_revision_backs_off_and_keeps_the_hold() -> None:
+    record = Held(
+        "r2",
+        "VERIFY_EXITED",
+        "m",
+        1,
+        0.0,
+        None,
+        "r1",
+        True,
+        restore_attempts=2,
+        restore_next_at=500.0,
+    )
+    wait = decide(Facts(200, "r2", applied("r1"), (), BUNDLE, record, 400.0))
+    assert isinstance(wait, Backoff) and wait.revision == "r2" and wait.next_at == 500.0
+    assert "restoring revision r1" in wait.reason and "2 time(s)" in wait.reason
+    due = decide(Facts(200, "r2", applied("r1"), (), BUNDLE, record, 500.0))
+    assert isinstance(due, Restore) and due.applied.revision == "r1"
+    new = decide(Facts(200, "r3", applied("r1"), (), BUNDLE, record, 400.0))
+    assert isinstance(new, Apply) and new.revision == "r3", "a new revision pre-empts it"

@@ -13,6 +13,8 @@ from monky_deployd.core.errors import Code
 from monky_deployd.core.records import Held
 from monky_deployd.core.recovery import (
     after_failure,
+    after_restore,
+    after_restore_failure,
     after_rollback,
     backoff_delay,
     checkin_outcome,
@@ -171,3 +173,44 @@ def test_the_report_carries_rollback_only_after_one() -> None:
     assert "rollback" not in body(rec)
     rec.rollback = RollbackRow(to_revision="r1", ok=False)
     assert body(rec)["rollback"] == {"to_revision": "r1", "ok": False}
+
+
+@given(
+    attempts=st.integers(0, 40),
+    now=st.floats(0, 1e9),
+    u=st.floats(0, 1),
+    other=st.booleans(),
+)
+def test_a_failed_restore_backs_off_like_an_apply_and_keeps_a_hold(
+    attempts: int, now: float, u: float, other: bool
+) -> None:
+    before: Held | None = None
+    if other:
+        before = Held(
+            "r2", "VERIFY_EXITED", "m", 1, 0.0, None, "r1", True, restore_attempts=attempts
+        )
+    elif attempts:
+        before = Held("r1", "VERIFY_TIMEOUT", "m", 0, 0.0, restore_attempts=attempts)
+    after = after_restore_failure(
+        before,
+        applied="r1",
+        code=Code.VERIFY_EXITED,
+        message="web exited 1",
+        now=now,
+        base_s=60,
+        cap_s=3600,
+        jitter=0.2,
+        u=u,
+    )
+    assert after.restore_attempts == attempts + 1
+    assert after.restore_next_at == now + backoff_delay(attempts + 1, 60, 3600, 0.2, u)
+    assert after.restore_next_at is not None and after.restore_next_at > now
+    if other:  # the held revision stays held, as it was
+        assert before is not None
+        assert (after.revision, after.rollback_ok, after.next_attempt_at) == ("r2", True, None)
+        reset = dataclasses.replace(after, restore_attempts=0, restore_next_at=None)
+        assert after_restore(after, "r1") == reset
+    else:
+        assert (after.revision, after.code, after.next_attempt_at) == ("r1", "VERIFY_EXITED", None)
+        assert after_restore(after, "r1") is None
+    assert checkin_outcome(after) == ("rolled_back" if other else "held")

@@ -6,7 +6,8 @@ asking the engine directly (``GET /containers/json``) costs a few milliseconds w
 most ``docker.api_max_body_bytes``, within ``docker.command_timeout_s`` overall. The verify phase
 inspects each container
 (``GET /containers/{id}/json``: exit code, restart policy, start time, health log, image ID) and a
-verified release records its images' digests (``GET /images/{id}/json``). Everything that
+verified release records its images' digests (``GET /images/{id}/json``). The ownership check
+also lists a project's volumes and networks (``GET /volumes``, ``GET /networks``). Everything that
 changes state still goes through ``docker compose`` (``compose.py``).
 """
 
@@ -86,6 +87,23 @@ def project_working_dirs(cfg: DockerCfg, project: str) -> dict[str, str]:
         }
     except (ValueError, AttributeError, TypeError, IndexError) as exc:
         raise _not_a_list(where) from exc
+
+
+def project_leftovers(cfg: DockerCfg, project: str) -> list[str]:
+    """The volumes and networks labelled ``com.docker.compose.project=<project>`` (what
+    compose created for it and ``down`` keeps or a failed ``up`` left), as ``volume NAME`` and
+    ``network NAME``: a project can exist on the box with no container at all."""
+    filters = json.dumps({"label": [f"{PROJECT_LABEL}={project}"]})
+    vols = _get(cfg, "/volumes", {"filters": filters}, f"project {project}'s volumes")
+    nets = _get(cfg, "/networks", {"filters": filters}, f"project {project}'s networks")
+    rows = (vols.get("Volumes") if isinstance(vols, dict) else None) or []
+    found = [f"volume {r.get('Name')}" for r in rows if isinstance(r, dict) and r.get("Name")]
+    found += [
+        f"network {r.get('Name')}"
+        for r in (nets if isinstance(nets, list) else [])
+        if isinstance(r, dict) and r.get("Name")
+    ]
+    return sorted(found)
 
 
 def _project_rows(cfg: DockerCfg, project: str) -> tuple[list[dict[str, Any]], str]:
@@ -184,7 +202,7 @@ def _get(cfg: DockerCfg, path: str, params: dict[str, str] | None, what: str) ->
         )
     try:
         return resp.json()
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise CommandError(
             f"the Docker engine at {where} answered {what} with something that is not JSON",
             code=Code.DOCKER_UNAVAILABLE,

@@ -60,6 +60,7 @@ from monky_deployd.core.records import (
     Held,
     HostFacts,
     Journal,
+    Projects,
     Release,
     Suspended,
     TokenState,
@@ -103,6 +104,7 @@ class StateDir:
         self.outbox_dir = root / "outbox"
         self.journal_file = root / "journal.json"
         self.hash_key_file = root / "hash.key"
+        self.projects_file = root / "projects.json"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root, follow_link=True)
@@ -300,6 +302,32 @@ class StateDir:
 
     def clear_journal(self) -> None:
         self._remove(self.journal_file)
+
+    # -- the projects the agent started -------------------------------------------------------
+
+    def read_projects(self) -> frozenset[str]:
+        """The compose projects the agent started (``projects.json``) and the applied one;
+        an unreadable record counts as none (the applied project still does)."""
+        names: set[str] = set()
+        raw = read_if_exists(self.projects_file)
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                names.update(Projects.from_json(raw).names)
+        applied = self.read_applied()
+        if applied is not None:
+            names.add(applied.project)
+        return frozenset(names)
+
+    def own_project(self, name: str) -> None:
+        """Record ``name`` as a project the agent starts (before anything of it is created)."""
+        raw = read_if_exists(self.projects_file)
+        known = Projects()
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                known = Projects.from_json(raw)
+        if known.names and known.names[-1] == name:
+            return
+        atomic_write(self.projects_file, known.with_name(name).to_json(), 0o600)
 
     # -- report outbox -----------------------------------------------------------------------
 
