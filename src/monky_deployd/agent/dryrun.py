@@ -282,7 +282,8 @@ class _Dry:
         out.services = diff.services(
             old_compose,
             ready.compose,
-            revision_changed=lkg is None or lkg.revision != plan.revision,
+            relabel_all=(lkg is None or lkg.revision != plan.revision)
+            and not (record is not None and record.service_labels),
             env=out.env,
             images=images,
         )

@@ -37,7 +37,7 @@ from monky_deployd.core.plan import (
     Verify,
     host_facts_usable,
 )
-from monky_deployd.core.records import Journal, Release, ReleaseImage
+from monky_deployd.core.records import Journal, Release, ReleaseImage, ServiceLabel
 from monky_deployd.core.report import TickRecord
 
 log = logging.getLogger("monky_deployd")
@@ -64,6 +64,8 @@ class Context:
     verified: dict[str, tuple[verdict.Passed, tuple[verdict.ContainerObs, ...]]] = field(
         default_factory=dict
     )
+    # each staged service's config hash and labels (Commit keeps them in applied.json)
+    labelled: dict[str, ServiceLabel] = field(default_factory=dict)
 
     def learn(self, secrets: Iterable[str]) -> None:
         """Add secrets to the tick's masker (children's output, errors, report, log lines)."""
@@ -107,6 +109,29 @@ def stage(ctx: Context, step: Stage) -> None:
         ctx.state.docker_dir, step.registry_host or "", step.credential
     )
     ctx.state.write_revision(step.revision, step.compose, step.env_text, step.labels)
+    if step.labels and step.deploy_id:
+        keep_labels(ctx, step)
+
+
+def keep_labels(ctx: Context, step: Stage) -> None:
+    """New labels only for a service whose compose config hash (without the labels) changed
+    since the applied record, or that is new: the others keep the revision and deploy that
+    last changed them, so compose does not recreate them for a label."""
+    from monky_deployd.core import reasons  # off the no-op tick's imports
+
+    hashes = ctx.compose(step.project, step.revision).config_hashes()
+    if not hashes:  # compose cannot read the project: every service labelled new, up says why
+        log.warning(
+            "compose config --hash gave no service hashes: every service gets new labels",
+            extra={"event": "stage.labels", "revision": step.revision},
+        )
+        return
+    applied = ctx.state.read_applied()
+    same = applied is not None and applied.project == step.project
+    before = applied.service_labels if applied is not None and same else {}
+    ctx.labelled = reasons.service_labels(hashes, before, step.revision, step.deploy_id)
+    text = reasons.labels_override(step.revision, step.deploy_id, hashes, ctx.labelled)
+    ctx.state.write_labels(step.revision, text)
 
 
 def pull(ctx: Context, step: Pull) -> None:
@@ -220,6 +245,7 @@ def commit(ctx: Context, step: Commit) -> None:
             fp.compose_sha256 if fp else "",
             dict(fp.env) if fp else {},
             dict(fp.secrets) if fp else {},
+            dict(ctx.labelled),
         )
     )
     ctx.state.clear_held()

@@ -293,6 +293,10 @@ class Stage:
     registry_host: str | None
     credential: Credential | None
     labels: str = ""  # the compose override of the containers' labels (core.reasons)
+    # with labels: the project and deploy id; the executor keeps the labels of each service
+    # whose compose config hash did not change (``core.reasons.service_labels``)
+    project: str = ""
+    deploy_id: str = ""
     phase: ClassVar[str] = "stage"
 
 
@@ -391,6 +395,8 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
             ready.registry_host,
             ready.credential,
             ready.labels,
+            ready.project,
+            ready.deploy_id,
         ),
         Pull(ready.project, ready.revision, ready.registry_host),
     ]
