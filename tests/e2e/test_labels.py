@@ -26,6 +26,12 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
+def db_repo(registry: Registry, busybox_image: str) -> str:
+    """db's own repository: a test pushes a new image under its tag."""
+    return registry.push(busybox_image, f"env-e2e-01/labelsdb{uuid.uuid4().hex[:8]}", "1.0")
+
+
+@pytest.fixture
 def lab(tmp_path: Path, registry: Registry, busybox_image: str) -> Iterator[Lab]:
     repo = registry.push(busybox_image, f"env-e2e-01/labels{uuid.uuid4().hex[:8]}", "1.0")
     lab = Lab(tmp_path, registry, repo)
@@ -36,10 +42,14 @@ def lab(tmp_path: Path, registry: Registry, busybox_image: str) -> Iterator[Lab]
         lab.cleanup()
 
 
-def two_services(lab: Lab, web_extra: dict[str, str] | None = None) -> Any:
+def two_services(
+    lab: Lab, web_extra: dict[str, str] | None = None, db_image: str | None = None
+) -> Any:
     b = lab.bundle(services=("web", "db"))
     doc = yaml.safe_load(b["compose"])
     doc["services"]["web"]["environment"].update(web_extra or {})
+    if db_image is not None:
+        doc["services"]["db"]["image"] = db_image
     b["compose"] = yaml.safe_dump(doc)
     return b
 
@@ -133,3 +143,39 @@ def test_only_the_changed_service_is_recreated_and_relabelled(lab: Lab) -> None:
     assert lab.containers() == ids2
     assert revision_of(lab) == {"web": ("r2", tick2), "db": ("r1", tick1)}
     assert with_revision(lab, "r3") == []
+
+
+def new_image_under(registry: Registry, ref: str, busybox_image: str) -> None:
+    """Build an image that differs from busybox (a label) and push it as ``ref``."""
+    tag = f"monky-labels-{uuid.uuid4().hex[:8]}"
+    build = subprocess.run(
+        ("docker", "build", "-q", "-t", tag, "--label", f"labels={tag}", "-"),
+        input=f"FROM {busybox_image}\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        check=False,
+    )
+    assert build.returncode == 0, build.stderr
+    host_repo, _, version = ref.rpartition(":")
+    registry.push(tag, host_repo.partition("/")[2], version)
+    subprocess.run(("docker", "image", "rm", tag), capture_output=True, check=False)
+
+
+def test_a_new_image_under_the_same_tag_relabels_only_its_service(
+    lab: Lab, registry: Registry, busybox_image: str, db_repo: str
+) -> None:
+    lab.estate.tenancy.set_desired("r1", two_services(lab, db_image=db_repo))
+    first = lab.tick()
+    assert first.rc == 0, first.stdout + first.stderr
+    ids1, tick1 = lab.containers(), applied(lab)["deploy_id"]
+
+    # r2: the same compose file, but db's tag now names a new image (compose recreates db)
+    new_image_under(registry, db_repo, busybox_image)
+    lab.estate.tenancy.set_desired("r2", two_services(lab, db_image=db_repo))
+    second = lab.tick()
+    assert second.rc == 0, second.stdout + second.stderr
+    ids2, tick2 = lab.containers(), applied(lab)["deploy_id"]
+    assert ids2["web"] == ids1["web"] and ids2["db"] != ids1["db"]
+    assert revision_of(lab) == {"web": ("r1", tick1), "db": ("r2", tick2)}
+    assert with_revision(lab, "r2") == ["db"]

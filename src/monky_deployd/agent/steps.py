@@ -109,33 +109,15 @@ def stage(ctx: Context, step: Stage) -> None:
         ctx.state.docker_dir, step.registry_host or "", step.credential
     )
     ctx.state.write_revision(step.revision, step.compose, step.env_text, step.labels)
-    if step.labels and step.deploy_id:
-        keep_labels(ctx, step)
-
-
-def keep_labels(ctx: Context, step: Stage) -> None:
-    """New labels only for a service whose compose config hash (without the labels) changed
-    since the applied record, or that is new: the others keep the revision and deploy that
-    last changed them, so compose does not recreate them for a label."""
-    from monky_deployd.core import reasons  # off the no-op tick's imports
-
-    hashes = ctx.compose(step.project, step.revision).config_hashes()
-    if not hashes:  # compose cannot read the project: every service labelled new, up says why
-        log.warning(
-            "compose config --hash gave no service hashes: every service gets new labels",
-            extra={"event": "stage.labels", "revision": step.revision},
-        )
-        return
-    applied = ctx.state.read_applied()
-    same = applied is not None and applied.project == step.project
-    before = applied.service_labels if applied is not None and same else {}
-    ctx.labelled = reasons.service_labels(hashes, before, step.revision, step.deploy_id)
-    text = reasons.labels_override(step.revision, step.deploy_id, hashes, ctx.labelled)
-    ctx.state.write_labels(step.revision, text)
 
 
 def pull(ctx: Context, step: Pull) -> None:
-    ctx.compose(step.project, step.revision).pull(step.registry_host)
+    compose = ctx.compose(step.project, step.revision)
+    compose.pull(step.registry_host)
+    if step.deploy_id:  # labels: new ones only for the services this apply changes
+        from monky_deployd.agent.explain import keep_labels  # off the no-op tick's imports
+
+        ctx.labelled = keep_labels(ctx.cfg.docker, ctx.state, compose, step.deploy_id)
 
 
 def down(ctx: Context, step: Down) -> None:

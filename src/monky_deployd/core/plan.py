@@ -293,18 +293,18 @@ class Stage:
     registry_host: str | None
     credential: Credential | None
     labels: str = ""  # the compose override of the containers' labels (core.reasons)
-    # with labels: the project and deploy id; the executor keeps the labels of each service
-    # whose compose config hash did not change (``core.reasons.service_labels``)
-    project: str = ""
-    deploy_id: str = ""
     phase: ClassVar[str] = "stage"
 
 
 @dataclass(frozen=True)
 class Pull:
+    """Pull the revision's images; with a ``deploy_id`` (labels on), then give new labels only
+    to the services the pull changed (``core.reasons.service_labels``: config hash, image)."""
+
     project: str
     revision: str
     registry_host: str | None
+    deploy_id: str = ""
     phase: ClassVar[str] = "pull"
 
 
@@ -395,10 +395,8 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
             ready.registry_host,
             ready.credential,
             ready.labels,
-            ready.project,
-            ready.deploy_id,
         ),
-        Pull(ready.project, ready.revision, ready.registry_host),
+        Pull(ready.project, ready.revision, ready.registry_host, ready.deploy_id),
     ]
     if plan.locks:  # an update lock: have the images ready, recreate nothing
         return tuple(steps)

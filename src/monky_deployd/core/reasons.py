@@ -28,7 +28,7 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from monky_deployd.core.records import ServiceLabel
@@ -294,14 +294,16 @@ def service_labels(
     before: Mapping[str, ServiceLabel],
     revision: str,
     deploy_id: str,
+    moved: Collection[str] = (),
 ) -> dict[str, ServiceLabel]:
     """Each service's labels for this apply: a service whose config hash (without the labels)
-    is the one ``before`` recorded keeps the revision and deploy that last changed it (its
-    container is not recreated for a label); a new or changed service gets this apply's."""
+    is the one ``before`` recorded and whose image did not move (``moved``) keeps the revision
+    and deploy that last changed it (its container is not recreated for a label); a new or
+    changed service gets this apply's."""
     out: dict[str, ServiceLabel] = {}
     for name, digest in hashes.items():
         old = before.get(name)
-        if old is not None and old.config_hash == digest and old.revision:
+        if old is not None and old.config_hash == digest and old.revision and name not in moved:
             out[name] = old
         else:
             out[name] = ServiceLabel(digest, revision, deploy_id)

@@ -141,7 +141,7 @@ def test_apply_steps_in_order_without_a_down_when_the_project_stays() -> None:
     assert isinstance(plan, Apply)
     cred = Credential("u", "p")
     assert apply_steps(plan, ready(cred=cred)) == (
-        Stage("r2", "services: {}\n", "A=1\n", "reg:5000", cred, project="shop"),
+        Stage("r2", "services: {}\n", "A=1\n", "reg:5000", cred),
         Pull("shop", "r2", "reg:5000"),
         Up("shop", "r2"),
         Verify("shop", "r2", ("web",)),
