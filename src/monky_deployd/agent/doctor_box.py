@@ -7,17 +7,14 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import httpx
-
 from monky_deployd.adapters.box import docker_api, preflight, runner
 from monky_deployd.adapters.box.compose import docker_env
-from monky_deployd.adapters.box.registry import Registry, insecure
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import user_name
+from monky_deployd.adapters.net.registry import Registry
 from monky_deployd.core import checks, registry_cred
 from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code, DeployError
@@ -120,12 +117,9 @@ def check_registry(run: Run) -> Check:
         info: dict[str, object] | None = _info(run)
     except DeployError:
         info = None
-    plain = insecure(host, info)
-    timeout = run.config.docker.command_timeout_s
-    # the system's CA store, as dockerd uses it (not certifi's bundle)
-    with httpx.Client(trust_env=False, verify=ssl.create_default_context()) as client:
-        reg = Registry(client, host, scheme="http" if plain else "https", timeout_s=timeout)
-        return Check("registry", "OK", reg.check_login(cred))
+    # https with the system's CA store (as dockerd), http when loopback or insecure per the engine
+    with Registry(run.config.docker.command_timeout_s, info=info) as reg:
+        return Check("registry", "OK", reg.check_login(host, cred))
 
 
 def check_disk(run: Run) -> Check:

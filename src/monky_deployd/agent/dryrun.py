@@ -26,13 +26,14 @@ from collections.abc import Callable
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.adapters.box import docker_api
+from monky_deployd.adapters.box import docker_api, preflight
+from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.locks import read_locks
 from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao, read_grant
-from monky_deployd.adapters.net.registry import Registry
+from monky_deployd.adapters.net.registry import ImageRef, Registry, insecure
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent import explain, logs, steps
 from monky_deployd.agent.tick import _Tick
@@ -282,7 +283,8 @@ class _Dry:
         out.services = diff.services(
             old_compose,
             ready.compose,
-            revision_changed=lkg is None or lkg.revision != plan.revision,
+            relabel_all=(lkg is None or lkg.revision != plan.revision)
+            and not (record is not None and record.service_labels),
             env=out.env,
             images=images,
         )
@@ -305,6 +307,16 @@ class _Dry:
         fp = reasons.fingerprint(key, compose or "", env, {})
         return reasons.Fingerprint(fp.compose_sha256, fp.env, after.secrets), compose
 
+    def _docker_info(self) -> dict[str, object] | None:
+        """``docker info`` (its insecure registries decide http or https, as for docker)."""
+        env = docker_env(self.cfg.docker, self.state.docker_dir)
+        try:
+            return preflight.docker_info(
+                env, self.cfg.docker.binary, self.cfg.docker.command_timeout_s
+            )
+        except DeployError:
+            return None  # the tick's own pre-flight check already named an engine fault
+
     def _images(
         self,
         compose: str,
@@ -315,9 +327,15 @@ class _Dry:
         doc = composefile.load(compose)
         known = release.images if release is not None else {}
         rows: list[diff.ImageRow] = []
-        registry = Registry(self.cfg.docker.command_timeout_s, self.cfg.docker.command_timeout_s)
+        found = tuple(composefile.images(doc if isinstance(doc, dict) else {}))
+        remote = any(not insecure(ImageRef.parse(i).registry) for _, i in found if "$" not in i)
+        registry = Registry(
+            self.cfg.docker.command_timeout_s,
+            self.cfg.docker.command_timeout_s,
+            info=self._docker_info() if remote else None,  # loopback: http without asking
+        )
         try:
-            for service, image in composefile.images(doc if isinstance(doc, dict) else {}):
+            for service, image in found:
                 before = known[service].digest if service in known else ""
                 if "$" in image:
                     why = "not checked: the reference uses a variable"

@@ -9,10 +9,14 @@ import logging
 from collections.abc import Mapping
 from dataclasses import replace
 
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.core import reasons
+from monky_deployd.adapters.box import docker_api
+from monky_deployd.adapters.box.compose import Compose
+from monky_deployd.adapters.box.state import COMPOSE_FILE, StateDir
+from monky_deployd.adapters.fsutil import read_if_exists
+from monky_deployd.config import DockerCfg
+from monky_deployd.core import composefile, reasons
 from monky_deployd.core.plan import AppliedFacts, Apply, Ready, Restore
-from monky_deployd.core.records import Applied, Held, Journal
+from monky_deployd.core.records import Applied, Held, Journal, ServiceLabel
 from monky_deployd.core.report import TickRecord
 from monky_deployd.core.services import Service
 
@@ -112,3 +116,51 @@ def checked(
     after = reasons.fingerprint(state.hash_key(), ready.compose, ready.env_text, secrets)
     note(rec, for_apply(plan, held, forced, fp_before=before(state, plan.previous), fp_after=after))
     return replace(ready, fingerprint=after)
+
+
+def keep_labels(
+    docker: DockerCfg, state: StateDir, compose: Compose, deploy_id: str
+) -> dict[str, ServiceLabel]:
+    """Rewrite the staged revision's labels override so that only a service this apply changes
+    gets its revision and deploy id: one whose compose config hash (``config --hash``, without
+    the labels) differs from applied.json's, or whose pulled image is not the one the applied
+    release ran, or a new one. The others keep the labels of the apply that last changed them,
+    so compose does not recreate them for a label. Returns what Commit keeps in applied.json
+    (empty when compose cannot hash the project: every service is then labelled new)."""
+    revision, project = compose.workdir.name, compose.project
+    hashes = compose.config_hashes()
+    if not hashes:
+        log.warning(
+            "compose config --hash gave no service hashes: every service gets new labels",
+            extra={"event": "apply.labels", "revision": revision},
+        )
+        return {}
+    applied = state.read_applied()
+    if applied is None or applied.project != project:
+        before: Mapping[str, ServiceLabel] = {}
+        moved: set[str] = set()
+    else:
+        before = applied.service_labels
+        moved = _images_moved(docker, state, applied.revision, revision)
+    stamped = reasons.service_labels(hashes, before, revision, deploy_id, moved)
+    state.write_labels(revision, reasons.labels_override(revision, deploy_id, hashes, stamped))
+    return stamped
+
+
+def _images_moved(docker: DockerCfg, state: StateDir, applied: str, revision: str) -> set[str]:
+    """The services whose image, as pulled now, is not the one the applied release ran (a new
+    image under the same tag: compose recreates them although their definition is the same)."""
+    release = state.read_release(applied)
+    raw = read_if_exists(state.revision_dir(revision) / COMPOSE_FILE)
+    if release is None or raw is None:
+        return set()
+    doc = composefile.load(raw.decode("utf-8", "replace"))
+    moved: set[str] = set()
+    for service, ref in composefile.images(doc if isinstance(doc, dict) else {}):
+        ran = release.images.get(service)
+        if ran is None or "$" in ref:  # a variable: the hash covers what it resolves to
+            continue
+        now = docker_api.image_id(docker, ref)
+        if now and ran.id and now != ran.id:
+            moved.add(service)
+    return moved

@@ -37,7 +37,7 @@ from monky_deployd.core.plan import (
     Verify,
     host_facts_usable,
 )
-from monky_deployd.core.records import Journal, Release, ReleaseImage
+from monky_deployd.core.records import Journal, Release, ReleaseImage, ServiceLabel
 from monky_deployd.core.report import TickRecord
 
 log = logging.getLogger("monky_deployd")
@@ -64,6 +64,8 @@ class Context:
     verified: dict[str, tuple[verdict.Passed, tuple[verdict.ContainerObs, ...]]] = field(
         default_factory=dict
     )
+    # each staged service's config hash and labels (Commit keeps them in applied.json)
+    labelled: dict[str, ServiceLabel] = field(default_factory=dict)
 
     def learn(self, secrets: Iterable[str]) -> None:
         """Add secrets to the tick's masker (children's output, errors, report, log lines)."""
@@ -110,7 +112,12 @@ def stage(ctx: Context, step: Stage) -> None:
 
 
 def pull(ctx: Context, step: Pull) -> None:
-    ctx.compose(step.project, step.revision).pull(step.registry_host)
+    compose = ctx.compose(step.project, step.revision)
+    compose.pull(step.registry_host)
+    if step.deploy_id:  # labels: new ones only for the services this apply changes
+        from monky_deployd.agent.explain import keep_labels  # off the no-op tick's imports
+
+        ctx.labelled = keep_labels(ctx.cfg.docker, ctx.state, compose, step.deploy_id)
 
 
 def down(ctx: Context, step: Down) -> None:
@@ -220,6 +227,7 @@ def commit(ctx: Context, step: Commit) -> None:
             fp.compose_sha256 if fp else "",
             dict(fp.env) if fp else {},
             dict(fp.secrets) if fp else {},
+            dict(ctx.labelled),
         )
     )
     ctx.state.clear_held()

@@ -190,12 +190,15 @@ def services(
     old_compose: str | None,
     new_compose: str,
     *,
-    revision_changed: bool,
+    relabel_all: bool,
     env: KeyChanges,
     images: tuple[ImageRow, ...],
     not_running: Mapping[str, str] | None = None,
 ) -> tuple[ServiceRow, ...]:
-    """What ``up`` would do to each service, and why."""
+    """What ``up`` would do to each service, and why. A service keeps the labels of the apply
+    that last changed it (``core.reasons.service_labels``), so a new revision alone recreates
+    nothing; ``relabel_all``: the applied record predates per-service labels, so this apply
+    labels (and recreates) every service once."""
     old, new = service_defs(old_compose), service_defs(new_compose)
     moved = {i.service for i in images if i.changed}
     env_names = tuple(sorted(env.added + env.removed + env.changed))
@@ -217,7 +220,7 @@ def services(
         used = _uses(new[name], env_names)
         if used:
             why.append(f".env changed ({', '.join(used)})")
-        if revision_changed:
+        if relabel_all:
             why.append("new revision label")
         state = (not_running or {}).get(name)
         if state is not None and not why:

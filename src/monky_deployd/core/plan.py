@@ -298,9 +298,13 @@ class Stage:
 
 @dataclass(frozen=True)
 class Pull:
+    """Pull the revision's images; with a ``deploy_id`` (labels on), then give new labels only
+    to the services the pull changed (``core.reasons.service_labels``: config hash, image)."""
+
     project: str
     revision: str
     registry_host: str | None
+    deploy_id: str = ""
     phase: ClassVar[str] = "pull"
 
 
@@ -392,7 +396,7 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
             ready.credential,
             ready.labels,
         ),
-        Pull(ready.project, ready.revision, ready.registry_host),
+        Pull(ready.project, ready.revision, ready.registry_host, ready.deploy_id),
     ]
     if plan.locks:  # an update lock: have the images ready, recreate nothing
         return tuple(steps)

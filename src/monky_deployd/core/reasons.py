@@ -28,8 +28,10 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+
+from monky_deployd.core.records import ServiceLabel
 
 REVISION = "REVISION"
 COMPOSE = "COMPOSE"
@@ -264,16 +266,45 @@ def from_wire(rows: Iterable[Mapping[str, str]]) -> tuple[Reason, ...]:
 # -- container labels --------------------------------------------------------------------------
 
 
-def labels_override(revision: str, deploy_id: str, services: Iterable[str]) -> str:
+def labels_override(
+    revision: str,
+    deploy_id: str,
+    services: Iterable[str],
+    kept: Mapping[str, ServiceLabel] | None = None,
+) -> str:
     """A compose override giving every service the revision and deploy-id labels, so
-    ``docker ps --filter label=monky-deployd.revision=r42`` answers which revision runs."""
+    ``docker ps --filter label=monky-deployd.revision=r42`` answers which revision runs. A
+    service in ``kept`` carries the revision and deploy that last changed it instead."""
     lines = ["# written by monky-deployd: which revision and deploy made each container", ""]
     lines.append("services:")
     for name in sorted(set(services)):
+        own = (kept or {}).get(name)
+        rev, dep = (own.revision, own.deploy_id) if own is not None else (revision, deploy_id)
         lines += [
             f"  {json.dumps(name)}:",
             "    labels:",
-            f"      {json.dumps(LABEL_REVISION)}: {json.dumps(revision)}",
-            f"      {json.dumps(LABEL_DEPLOY_ID)}: {json.dumps(deploy_id)}",
+            f"      {json.dumps(LABEL_REVISION)}: {json.dumps(rev)}",
+            f"      {json.dumps(LABEL_DEPLOY_ID)}: {json.dumps(dep)}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def service_labels(
+    hashes: Mapping[str, str],
+    before: Mapping[str, ServiceLabel],
+    revision: str,
+    deploy_id: str,
+    moved: Collection[str] = (),
+) -> dict[str, ServiceLabel]:
+    """Each service's labels for this apply: a service whose config hash (without the labels)
+    is the one ``before`` recorded and whose image did not move (``moved``) keeps the revision
+    and deploy that last changed it (its container is not recreated for a label); a new or
+    changed service gets this apply's."""
+    out: dict[str, ServiceLabel] = {}
+    for name, digest in hashes.items():
+        old = before.get(name)
+        if old is not None and old.config_hash == digest and old.revision and name not in moved:
+            out[name] = old
+        else:
+            out[name] = ServiceLabel(digest, revision, deploy_id)
+    return out

@@ -44,6 +44,7 @@ __all__ = [
     "Projects",
     "Release",
     "ReleaseImage",
+    "ServiceLabel",
     "Stored",
     "Suspended",
     "TokenState",
@@ -77,8 +78,29 @@ def _no_reasons() -> list[dict[str, str]]:
     return []
 
 
+@dataclass(frozen=True)
+class ServiceLabel:
+    """A service as applied: its compose config hash (``docker compose config --hash``, without
+    the labels override) and the revision and deploy that last changed it (its labels)."""
+
+    config_hash: str
+    revision: str
+    deploy_id: str = ""
+
+
+def _no_labels() -> dict[str, ServiceLabel]:
+    return {}
+
+
 # written only when set: a record without them keeps the bytes the older writer wrote
-_APPLIED_OPTIONAL = ("reasons", "deploy_id", "compose_sha256", "env_hashes", "secret_hashes")
+_APPLIED_OPTIONAL = (
+    "reasons",
+    "deploy_id",
+    "compose_sha256",
+    "env_hashes",
+    "secret_hashes",
+    "service_labels",
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +116,9 @@ class Applied:
     compose_sha256: str = ""
     env_hashes: dict[str, str] = field(default_factory=_no_hashes)
     secret_hashes: dict[str, str] = field(default_factory=_no_hashes)
+    # per service: its config hash and the revision/deploy its labels name (a service whose
+    # hash did not change keeps its labels, so a new revision does not recreate it)
+    service_labels: dict[str, ServiceLabel] = field(default_factory=_no_labels)
 
     def to_json(self) -> bytes:
         body = asdict(self)

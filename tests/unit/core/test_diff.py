@@ -34,7 +34,7 @@ def test_each_service_gets_its_action_and_why() -> None:
     rows = diff.services(
         OLD,
         NEW,
-        revision_changed=False,
+        relabel_all=False,
         env=KeyChanges(changed=("A",)),
         images=(ImageRow("db", "h/db:1", "h/db@sha256:1", "sha256:2"),),
     )
@@ -46,10 +46,10 @@ def test_each_service_gets_its_action_and_why() -> None:
     )
 
 
-def test_an_unchanged_service_is_kept_unless_the_revision_label_moves() -> None:
-    same = diff.services(OLD, OLD, revision_changed=False, env=KeyChanges(), images=())
+def test_an_unchanged_service_is_kept_unless_an_old_record_relabels_all() -> None:
+    same = diff.services(OLD, OLD, relabel_all=False, env=KeyChanges(), images=())
     assert {r.action for r in same} == {"keep"}
-    moved = diff.services(OLD, OLD, revision_changed=True, env=KeyChanges(), images=())
+    moved = diff.services(OLD, OLD, relabel_all=True, env=KeyChanges(), images=())
     assert {r.why for r in moved} == {("new revision label",)}
 
 
@@ -97,7 +97,7 @@ def test_actions_follow_the_service_sets(
     rows = diff.services(
         yaml.safe_dump({"services": old}),
         yaml.safe_dump({"services": new}),
-        revision_changed=moved,
+        relabel_all=moved,
         env=KeyChanges(),
         images=(),
     )

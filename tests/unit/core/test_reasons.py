@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from monky_deployd.core import reasons
 from monky_deployd.core.reasons import Facts, Fingerprint, Reason
+from monky_deployd.core.records import ServiceLabel
 
 KEY = b"k" * 32
 names = st.from_regex(r"[A-Z][A-Z0-9_]{0,7}", fullmatch=True)
@@ -119,3 +120,24 @@ def test_the_labels_override_is_compose_yaml_for_every_service(
             reasons.LABEL_REVISION: revision,
             reasons.LABEL_DEPLOY_ID: "tick1",
         }
+
+
+names = st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True)
+hashes = st.dictionaries(names, st.sampled_from(["h1", "h2", "h3"]), max_size=5)
+
+
+@given(before=hashes, now=hashes, moved=st.sets(names, max_size=3))
+def test_a_service_keeps_its_labels_until_its_config_hash_or_image_changes(
+    before: dict[str, str], now: dict[str, str], moved: set[str]
+) -> None:
+    old = {n: ServiceLabel(h, "r1", "tick1") for n, h in before.items()}
+    got = reasons.service_labels(now, old, "r2", "tick2", moved)
+    assert set(got) == set(now)
+    for name, label in got.items():
+        assert label.config_hash == now[name]
+        kept = before.get(name) == now[name] and name not in moved
+        assert (label.revision, label.deploy_id) == (("r1", "tick1") if kept else ("r2", "tick2"))
+    doc = yaml.safe_load(reasons.labels_override("r2", "tick2", now, got))
+    for name, svc in (doc["services"] or {}).items():
+        assert svc["labels"][reasons.LABEL_REVISION] == got[name].revision
+        assert svc["labels"][reasons.LABEL_DEPLOY_ID] == got[name].deploy_id

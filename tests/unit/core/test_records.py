@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from monky_deployd.core.records import (
     Applied,
     HostFacts,
+    ServiceLabel,
     Stored,
     TokenState,
     host_facts_from_json,
@@ -281,5 +282,12 @@ def test_an_applied_record_keeps_its_reasons_and_fingerprint_and_old_files_still
         "c" * 64,
         {"A": "h" * 64},
         {"S": "s" * 64},
+        {"web": ServiceLabel("w" * 64, "r1", "tick0")},
     )
     assert Applied.from_json(full.to_json()) == full
+    assert json.loads(full.to_json())["service_labels"]["web"] == {
+        "config_hash": "w" * 64,
+        "revision": "r1",
+        "deploy_id": "tick0",
+    }
+    assert loaded.service_labels == {}

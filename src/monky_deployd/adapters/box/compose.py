@@ -41,7 +41,7 @@ class Compose:
         self.env = docker_env(cfg, docker_dir)
         self.masker = masker  # every secret the project's output may echo
 
-    def _argv(self, *args: str) -> tuple[str, ...]:
+    def _argv(self, *args: str, labels: bool = True) -> tuple[str, ...]:
         return (
             self.cfg.binary,
             "compose",
@@ -52,7 +52,11 @@ class Compose:
             "--file",
             str(self.workdir / COMPOSE_FILE),
             *(("--file", str(self.workdir / PINS_FILE)) if self.pinned else ()),
-            *(("--file", str(labels)) if (labels := self.workdir / LABELS_FILE).is_file() else ()),
+            *(
+                ("--file", str(over))
+                if labels and (over := self.workdir / LABELS_FILE).is_file()
+                else ()
+            ),
             *args,
         )
 
@@ -97,6 +101,27 @@ class Compose:
         if result.returncode != 0:
             disk = "no space left on device" in runner.tail(result.stderr or result.stdout)
             raise runner.failure(result, Code.DISK_FULL if disk else Code.UP_FAILED, self.masker)
+
+    def config_hashes(self) -> dict[str, str] | None:
+        """Each service's config hash (``docker compose config --hash '*'``: the hash compose
+        compares to decide a recreate) WITHOUT the labels override; None when compose cannot
+        say (its last line is logged by the caller; ``up`` names the fault)."""
+        result = runner.run(
+            self._argv("config", "--hash", "*", labels=False),
+            env=self.env,
+            timeout=self.cfg.command_timeout_s,
+            cwd=str(self.workdir),
+            masker=self.masker,
+            check=False,
+        )
+        if result.returncode != 0:
+            return None
+        found: dict[str, str] = {}
+        for line in result.stdout.splitlines():
+            name, _, digest = line.strip().partition(" ")
+            if name and digest:
+                found[name] = digest.strip()
+        return found
 
     def down(self) -> None:
         """Stop and remove the project's containers and networks; volumes are kept."""

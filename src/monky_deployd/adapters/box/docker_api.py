@@ -273,6 +273,13 @@ def repo_digests(cfg: DockerCfg, image_id: str) -> list[str]:
     return [str(d) for d in digests] if isinstance(digests, list) else []
 
 
+def image_id(cfg: DockerCfg, ref: str) -> str:
+    """The ID (``sha256:...``) of the local image ``ref`` names; "" when there is none."""
+    info = _get(cfg, f"/images/{ref}/json", None, f"image {ref}")
+    found = info.get("Id") if isinstance(info, dict) else None
+    return found if isinstance(found, str) else ""
+
+
 def images_in_use(cfg: DockerCfg) -> set[str]:
     """The image ID of every container on the engine, of any project, in any state."""
     rows = _get(cfg, "/containers/json", {"all": "1"}, "every container")

@@ -393,6 +393,12 @@ class StateDir:
 
     # -- revisions ---------------------------------------------------------------------------
 
+    def write_labels(self, revision: str, labels: str) -> None:
+        """Replace a staged revision's labels override (``core.reasons.labels_override``)."""
+        where = self.revision_dir(revision)
+        refuse_link(where)
+        atomic_write(where / LABELS_FILE, labels.encode(), 0o600)
+
     def revision_dir(self, revision: str) -> Path:
         return self.revisions_dir / revision
 

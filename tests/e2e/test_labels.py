@@ -1,0 +1,181 @@
+"""End to end: a service keeps the revision labels of the apply that last changed it. The real
+CLI, the loopback estate, a real registry and the real Docker engine.
+
+Labels are part of a container's configuration: were every service relabelled on each revision,
+compose would recreate every container (a database restarted for a web change). The agent asks
+compose for each service's config hash without the labels override (``config --hash '*'``),
+keeps it in applied.json, and gives new labels only to a service whose hash moved."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.lab import CLI, Lab
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def db_repo(registry: Registry, busybox_image: str) -> str:
+    """db's own repository: a test pushes a new image under its tag."""
+    return registry.push(busybox_image, f"env-e2e-01/labelsdb{uuid.uuid4().hex[:8]}", "1.0")
+
+
+@pytest.fixture
+def lab(tmp_path: Path, registry: Registry, busybox_image: str) -> Iterator[Lab]:
+    repo = registry.push(busybox_image, f"env-e2e-01/labels{uuid.uuid4().hex[:8]}", "1.0")
+    lab = Lab(tmp_path, registry, repo)
+    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "s3cr3t-labels"})
+    try:
+        yield lab
+    finally:
+        lab.cleanup()
+
+
+def two_services(
+    lab: Lab, web_extra: dict[str, str] | None = None, db_image: str | None = None
+) -> Any:
+    b = lab.bundle(services=("web", "db"))
+    doc = yaml.safe_load(b["compose"])
+    doc["services"]["web"]["environment"].update(web_extra or {})
+    if db_image is not None:
+        doc["services"]["db"]["image"] = db_image
+    b["compose"] = yaml.safe_dump(doc)
+    return b
+
+
+def revision_of(lab: Lab) -> dict[str, tuple[str, str]]:
+    """service -> (revision label, deploy-id label) of the project's running containers."""
+    out = subprocess.run(
+        (
+            "docker",
+            "ps",
+            "--filter",
+            f"label=com.docker.compose.project={lab.project}",
+            "--format",
+            '{{.Label "com.docker.compose.service"}} {{.Label "monky-deployd.revision"}} '
+            '{{.Label "monky-deployd.deploy-id"}}',
+        ),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {s: (r, d) for s, r, d in (ln.split() for ln in out.splitlines() if ln.strip())}
+
+
+def with_revision(lab: Lab, revision: str) -> list[str]:
+    """``docker ps --filter label=monky-deployd.revision=<rev>``: the services it lists."""
+    out = subprocess.run(
+        (
+            "docker",
+            "ps",
+            "--filter",
+            f"label=com.docker.compose.project={lab.project}",
+            "--filter",
+            f"label=monky-deployd.revision={revision}",
+            "--format",
+            '{{.Label "com.docker.compose.service"}}',
+        ),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted(out.split())
+
+
+def plan_services(lab: Lab) -> dict[str, str]:
+    env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
+    proc = subprocess.run(
+        (*CLI, "plan", "--json", "--config", str(lab.config_path)),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return {s["name"]: s["action"] for s in json.loads(proc.stdout)["services"]}
+
+
+def applied(lab: Lab) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((lab.state_dir / "applied.json").read_text())
+    return data
+
+
+def test_only_the_changed_service_is_recreated_and_relabelled(lab: Lab) -> None:
+    lab.estate.tenancy.set_desired("r1", two_services(lab))
+    first = lab.tick()
+    assert first.rc == 0, first.stdout + first.stderr
+    ids1 = lab.containers()
+    tick1 = applied(lab)["deploy_id"]
+    assert revision_of(lab) == {"web": ("r1", tick1), "db": ("r1", tick1)}
+    kept = applied(lab)["service_labels"]
+    assert set(kept) == {"web", "db"} and kept["db"]["revision"] == "r1"
+
+    # r2 changes only web's environment: plan and apply agree that db stays
+    lab.estate.tenancy.set_desired("r2", two_services(lab, {"EXTRA": "1"}))
+    assert plan_services(lab) == {"web": "recreate", "db": "keep"}
+    second = lab.tick()
+    assert second.rc == 0, second.stdout + second.stderr
+    ids2 = lab.containers()
+    tick2 = applied(lab)["deploy_id"]
+    assert tick2 != tick1
+    assert ids2["db"] == ids1["db"] and ids2["web"] != ids1["web"]
+    assert revision_of(lab) == {"web": ("r2", tick2), "db": ("r1", tick1)}
+    assert with_revision(lab, "r2") == ["web"] and with_revision(lab, "r1") == ["db"]
+    assert applied(lab)["service_labels"]["db"] == kept["db"]
+
+    # r3 is r2 under a new name: nothing is recreated, every label stays
+    lab.estate.tenancy.set_desired("r3", two_services(lab, {"EXTRA": "1"}))
+    assert plan_services(lab) == {"web": "keep", "db": "keep"}
+    third = lab.tick()
+    assert third.rc == 0, third.stdout + third.stderr
+    assert lab.containers() == ids2
+    assert revision_of(lab) == {"web": ("r2", tick2), "db": ("r1", tick1)}
+    assert with_revision(lab, "r3") == []
+
+
+def new_image_under(registry: Registry, ref: str, busybox_image: str) -> None:
+    """Build an image that differs from busybox (a label) and push it as ``ref``."""
+    tag = f"monky-labels-{uuid.uuid4().hex[:8]}"
+    build = subprocess.run(
+        ("docker", "build", "-q", "-t", tag, "--label", f"labels={tag}", "-"),
+        input=f"FROM {busybox_image}\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        check=False,
+    )
+    assert build.returncode == 0, build.stderr
+    host_repo, _, version = ref.rpartition(":")
+    registry.push(tag, host_repo.partition("/")[2], version)
+    subprocess.run(("docker", "image", "rm", tag), capture_output=True, check=False)
+
+
+def test_a_new_image_under_the_same_tag_relabels_only_its_service(
+    lab: Lab, registry: Registry, busybox_image: str, db_repo: str
+) -> None:
+    lab.estate.tenancy.set_desired("r1", two_services(lab, db_image=db_repo))
+    first = lab.tick()
+    assert first.rc == 0, first.stdout + first.stderr
+    ids1, tick1 = lab.containers(), applied(lab)["deploy_id"]
+
+    # r2: the same compose file, but db's tag now names a new image (compose recreates db)
+    new_image_under(registry, db_repo, busybox_image)
+    lab.estate.tenancy.set_desired("r2", two_services(lab, db_image=db_repo))
+    second = lab.tick()
+    assert second.rc == 0, second.stdout + second.stderr
+    ids2, tick2 = lab.containers(), applied(lab)["deploy_id"]
+    assert ids2["web"] == ids1["web"] and ids2["db"] != ids1["db"]
+    assert revision_of(lab) == {"web": ("r1", tick1), "db": ("r2", tick2)}
+    assert with_revision(lab, "r2") == ["db"]
