@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -30,3 +31,16 @@ def real_bao() -> Iterator[RealBao]:
     cannot start."""
     with RealBao() as bao:
         yield bao
+
+
+@pytest.fixture
+def restore_root() -> Iterator[None]:
+    """``cli.main`` sets the root logger up (handlers, level): put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in handlers:
+        root.addHandler(h)
+    root.setLevel(level)

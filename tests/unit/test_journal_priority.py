@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -35,18 +34,6 @@ LEVELS = {
 def _stream_id(f: IO[str]) -> str:
     st_ = os.fstat(f.fileno())
     return f"{st_.st_dev}:{st_.st_ino}"
-
-
-@pytest.fixture
-def restore_root() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in handlers:
-        root.addHandler(h)
-    root.setLevel(level)
 
 
 def _log_all(out: IO[str], environ: dict[str, str], fmt: str = "json") -> None:

@@ -11,9 +11,7 @@ import json
 import logging
 import os
 import pty
-from collections.abc import Iterator
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,18 +21,6 @@ from monky_deployd.core.errors import Code, DeployError
 words = st.text(st.characters(min_codepoint=97, max_codepoint=122), min_size=1, max_size=8)
 sentence = st.lists(words, min_size=1, max_size=6).map(" ".join)
 lines = st.lists(sentence, min_size=1, max_size=4)
-
-
-@pytest.fixture
-def restore_root() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in handlers:
-        root.addHandler(h)
-    root.setLevel(level)
 
 
 def emit(fmt: str, err: DeployError, environ: dict[str, str] | None = None) -> str:

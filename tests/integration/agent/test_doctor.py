@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import pwd
 import socket
@@ -351,19 +350,6 @@ def test_a_broken_config_skips_the_rest_and_exits_2(tmp_path: Path) -> None:
 
 
 # -- the command line ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def restore_root() -> Iterator[None]:
-    """``cli.main`` sets the root logger up: put pytest's handlers back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in handlers:
-        root.addHandler(h)
-    root.setLevel(level)
 
 
 def test_cli_json_shape_and_exit_status(
