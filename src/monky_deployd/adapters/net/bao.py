@@ -4,6 +4,9 @@
 opened (plain or Ziti), so tenancy and OpenBao share one transport.
 Every ``hvac.Client`` here is built with an explicit URL and token: hvac never falls back to
 ``VAULT_ADDR``, ``VAULT_TOKEN`` or ``~/.vault-token``.
+``lookup-self``, the one OpenBao call of a steady tick, is sent straight over the same client
+with the same headers and cap (``Bao._get_json``): hvac, and ``requests`` under it, is imported
+only by a tick that logs in, renews, rotates, revokes or reads secrets (issue 15).
 
 Answers are translated at this boundary (messages name OpenBao and its address, never a token):
 
@@ -40,16 +43,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
-import hvac
-import hvac.adapters
-import hvac.exceptions
-import hvac.utils
 
+from monky_deployd import USER_AGENT
+from monky_deployd.adapters.httpio import read_capped
 from monky_deployd.adapters.net import baowords, httperrors
-from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import (
     BaoError,
@@ -57,6 +57,9 @@ from monky_deployd.core.errors import (
     DeployError,
     TokenError,
 )
+
+if TYPE_CHECKING:  # hvac (and requests under it) loads at the first call made through it:
+    import hvac  # lookup-self, a steady tick's only OpenBao call, goes straight over httpx
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +159,10 @@ class Bao:
         )
 
     def _hvac(self, token: str) -> hvac.Client:
+        import hvac
+
+        from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
+
         # url, token and verify are always explicit: hvac must not consult VAULT_ADDR,
         # VAULT_TOKEN, ~/.vault-token or VAULT_CACERT.
         return hvac.Client(
@@ -174,6 +181,8 @@ class Bao:
     # -- endpoints -----------------------------------------------------------------------
 
     def login_jwt(self, jwt: str) -> Login:
+        import hvac.exceptions
+
         what = f"POST /v1/auth/{self._cfg.jwt_mount}/login"
         try:
             answer = self._call(
@@ -206,13 +215,13 @@ class Bao:
             raise self._words.bad(what, "a login answer without auth.client_token") from exc
 
     def lookup_self(self, token: str) -> TokenInfo | None:
+        """The stored token's TTL; None when OpenBao says 403 (expired or revoked). Straight over
+        httpx: a steady tick's only OpenBao call imports no hvac; an error status is still
+        turned into hvac's exception and worded like every other call's."""
         what = "GET /v1/auth/token/lookup-self"
-        try:
-            answer = self._call(what, lambda: self._hvac(token).auth.token.lookup_self())
-        except hvac.exceptions.Forbidden:
+        answer = self._get_json(what, "/v1/auth/token/lookup-self", token)
+        if answer is None:
             return None  # expired or revoked (OpenBao answers 403 "permission denied")
-        except hvac.exceptions.VaultError as exc:
-            raise self._words.status_error(what, exc) from None
         try:
             data = answer["data"]
             expire = data.get("expire_time")
@@ -225,6 +234,8 @@ class Bao:
             raise self._words.bad(what, "a lookup-self answer without data.ttl") from exc
 
     def renew_self(self, token: str) -> TokenInfo:
+        import hvac.exceptions
+
         what = "POST /v1/auth/token/renew-self"
         try:
             answer = self._call(what, lambda: self._hvac(token).auth.token.renew_self())
@@ -255,6 +266,8 @@ class Bao:
             raise self._words.bad(what, "a renew-self answer without auth.lease_duration") from exc
 
     def read_secret(self, token: str, path: str, key: str) -> object:
+        import hvac.exceptions
+
         mount = self._cfg.kv_mount
         what = f"GET /v1/{mount}/data/{path}"
         try:
@@ -286,6 +299,8 @@ class Bao:
     def revoke_self(self, token: str) -> None:
         """Revoke ``token`` (after a rotation: the old lease). A 403 means it is already dead,
         which is what was wanted; any other failure raises (the caller only warns)."""
+        import hvac.exceptions
+
         what = "POST /v1/auth/token/revoke-self"
         try:
             self._call_empty(what, lambda: self._hvac(token).auth.token.revoke_self())
@@ -310,6 +325,8 @@ class Bao:
     def visible_kv_mounts(self, token: str) -> list[str] | None:
         """The KV v2 mounts ``token`` can see (``GET /v1/sys/internal/ui/mounts``, allowed by
         OpenBao's default policy), without the trailing slash; None when OpenBao will not say."""
+        import hvac.exceptions
+
         try:
             answer = self._call(
                 "GET /v1/sys/internal/ui/mounts",
@@ -328,8 +345,54 @@ class Bao:
 
     # -- plumbing ------------------------------------------------------------------------
 
+    def _get_json(self, what: str, path: str, token: str) -> dict[str, Any] | None:
+        """GET ``path`` with ``token`` as the hvac adapter would send it (same headers, same
+        ``read_capped``): the JSON object on 200, None on 403; any other error status raises the
+        same ``BaoError`` an hvac call would (hvac is imported only then)."""
+        url = f"{self.url}{path}"
+        headers = {"User-Agent": USER_AGENT, "X-Vault-Request": "true", "X-Vault-Token": token}
+        try:
+            response = read_capped(
+                self._http,
+                "GET",
+                url,
+                max_bytes=self._cfg.max_body_bytes,
+                deadline_s=self._cfg.deadline_s,
+                too_large=self._words.too_large,
+                headers=headers,
+                timeout=self._cfg.timeout_s,
+                follow_redirects=False,
+            )
+        except DeployError:
+            raise
+        except httpx.TransportError as exc:
+            raise httperrors.translate(exc, self._service, what) from exc
+        if response.status_code == 403:
+            return None
+        if response.status_code >= 400:
+            import hvac.exceptions
+
+            from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
+            from monky_deployd.core.mask import Masker
+
+            try:
+                HttpxAdapter._raise_for_error("GET", url, response, Masker((token,)))
+            except hvac.exceptions.VaultError as exc:
+                raise self._words.status_error(what, exc) from None
+        try:
+            answer = response.json() if response.status_code == 200 else None
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise self._words.bad(
+                what, f"HTTP {response.status_code} with a body that is not a JSON object"
+            )
+        return answer
+
     def _call_empty(self, what: str, fn: Callable[[], object]) -> None:
         """A call whose success is 204 (no body)."""
+        import hvac.exceptions
+
         try:
             answer = fn()
         except (hvac.exceptions.VaultError, DeployError):
@@ -341,6 +404,8 @@ class Bao:
             raise self._words.bad(what, f"HTTP {status}")
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
+        import hvac.exceptions
+
         try:
             answer = fn()
         except hvac.exceptions.VaultError:

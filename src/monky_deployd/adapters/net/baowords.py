@@ -5,11 +5,13 @@ it got; ``Words`` says it, with OpenBao's address and the mounts of config.yaml.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import hvac.exceptions
+from typing import TYPE_CHECKING
 
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import BaoError, Code, TokenError
+
+if TYPE_CHECKING:  # hvac loads only when a call is made through it (a no-op tick makes none)
+    import hvac.exceptions
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,8 @@ def deleted_version(body: object) -> tuple[bool, str, str] | None:
 
 
 def status_of(exc: hvac.exceptions.VaultError) -> int | None:
+    import hvac.exceptions
+
     for cls, status in (
         (hvac.exceptions.InvalidRequest, 400),
         (hvac.exceptions.Unauthorized, 401),
