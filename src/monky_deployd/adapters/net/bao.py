@@ -144,6 +144,8 @@ class Bao:
         self.address = f"{cfg.host}:{cfg.port}"
         self.url = f"http://{self.address}"
         self._words = baowords.Words(self.address, cfg)
+        # (token, path) -> the KV page read, or the refusal for a key (``read_secret``)
+        self._kv_pages: dict[tuple[str, str], dict[str, object] | Callable[[str], BaoError]] = {}
         self._service = httperrors.Service(
             name="OpenBao",
             address=self.address,
@@ -266,6 +268,21 @@ class Bao:
             raise self._words.bad(what, "a renew-self answer without auth.lease_duration") from exc
 
     def read_secret(self, token: str, path: str, key: str) -> object:
+        """``data.data[key]`` of the KV v2 ``path``. One read per distinct path and token for
+        the life of this ``Bao`` (one tick), however many keys a manifest takes from it: the
+        answer, or a path that is missing or deleted, is kept and worded for each key."""
+        page = self._kv_pages.get((token, path))
+        if page is None:
+            page = self._kv_pages[(token, path)] = self._read_kv(token, path)
+        if callable(page):
+            raise page(key)
+        if key not in page:
+            raise self._words.missing(path, key, f"the path has no key {key!r}")
+        return page[key]
+
+    def _read_kv(self, token: str, path: str) -> dict[str, object] | Callable[[str], BaoError]:
+        """The path's ``data.data``; for a path that does not exist or whose version is deleted
+        or destroyed, the refusal for a given key. Every other fault raises."""
         import hvac.exceptions
 
         mount = self._cfg.kv_mount
@@ -280,8 +297,8 @@ class Bao:
         except hvac.exceptions.InvalidPath as exc:
             gone = baowords.deleted_version(exc.json)
             if gone is not None:
-                raise self._words.deleted(path, key, *gone) from None
-            raise self._words.missing(path, key, "the path does not exist (HTTP 404)") from None
+                return lambda key: self._words.deleted(path, key, *gone)
+            return lambda key: self._words.missing(path, key, "the path does not exist (HTTP 404)")
         except hvac.exceptions.Forbidden:
             raise self._words.kv_forbidden(path, self.visible_kv_mounts(token)) from None
         except hvac.exceptions.VaultError as exc:
@@ -292,9 +309,7 @@ class Bao:
             raise self._words.bad(what, "a KV v2 answer without data.data") from exc
         if not isinstance(data, dict):
             raise self._words.bad(what, "a KV v2 answer whose data.data is not an object")
-        if key not in data:
-            raise self._words.missing(path, key, f"the path has no key {key!r}")
-        return data[key]
+        return data
 
     def revoke_self(self, token: str) -> None:
         """Revoke ``token`` (after a rotation: the old lease). A 403 means it is already dead,
