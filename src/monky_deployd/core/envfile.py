@@ -24,7 +24,7 @@ import re
 import unicodedata
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from itertools import cycle
+from itertools import chain
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -103,15 +103,25 @@ class _Assignment(NamedTuple):
     name: str
     start: int  # span of the value in the template (quotes included)
     end: int
-    parts: tuple[_Part, ...]
-    refs: tuple[str, ...]  # the names of ``parts``' references, in order
+    # None for a simple line (``_SIMPLE_LINES``): its parts are ``_plain(template[start:end])``,
+    # built only when it is written; a 4 MiB template holds 200,000 of them (``parts_of``)
+    parts: tuple[_Part, ...] | None
+    refs: tuple[str, ...]  # the names of the parts' references, in order
+
+    def parts_of(self, template: str) -> tuple[_Part, ...]:
+        return _plain(template[self.start : self.end]) if self.parts is None else self.parts
 
 
 def _assignment(name: str, start: int, end: int, parts: tuple[_Part, ...]) -> _Assignment:
     return _Assignment(name, start, end, parts, tuple(text for text, ref in parts if ref))
 
 
-_NONEMPTY = itemgetter(0)
+_NAME, _REFS = itemgetter(0), itemgetter(4)
+
+
+def _names(assignments: list[_Assignment]) -> set[str]:
+    """Every variable the assignments reference (over the distinct lists of names: in C)."""
+    return set(chain.from_iterable(set(map(_REFS, assignments))))
 
 
 def template_variables(template: str) -> set[str]:
@@ -119,7 +129,7 @@ def template_variables(template: str) -> set[str]:
 
     Raises ``EnvError`` ``ENV_TEMPLATE_INVALID`` when Compose itself could not read the template.
     """
-    return {name for a in _parse(template) for name in a.refs}
+    return _names(_parse(template))
 
 
 def render(template: str, values: Mapping[str, str]) -> str:
@@ -151,7 +161,7 @@ def _no_cycle_collection() -> Iterator[None]:
 def _render(template: str, values: Mapping[str, str]) -> str:
     assignments = _parse(template)
     _check_reserved(assignments)
-    wanted = {name for a in assignments for name in a.refs}
+    wanted = _names(assignments)
     missing = sorted(wanted - values.keys())
     if missing:
         raise EnvError(
@@ -161,7 +171,7 @@ def _render(template: str, values: Mapping[str, str]) -> str:
             hint="the bundle's manifest needs an entry (without `use`) for each variable named, "
             "and each entry's OpenBao KV path and key must exist",
         )
-    _check_carriable(assignments, values)
+    _check_carriable(template, assignments, values)
     dollars = {name: values[name].replace("$", "$$") for name in wanted}
     out: list[str] = []
     pos = 0
@@ -169,7 +179,12 @@ def _render(template: str, values: Mapping[str, str]) -> str:
         if not a.refs:
             continue
         out.append(template[pos : a.start])
-        out.append(_quote(a.parts, dollars))
+        if a.parts is None:  # a simple line: literal, name, literal, ... with each secret put in
+            pieces = _PLAIN_REF.split(template[a.start : a.end])
+            pieces[1::2] = [dollars[name] for name in pieces[1::2]]
+            out.append('"' + _escape_double("".join(pieces)) + '"')
+        else:
+            out.append(_quote(a.parts, dollars))
         pos = a.end
     out.append(template[pos:])
     return "".join(out)
@@ -179,7 +194,7 @@ def _render(template: str, values: Mapping[str, str]) -> str:
 
 
 def _check_reserved(assignments: list[_Assignment]) -> None:
-    clash = sorted({a.name for a in assignments if a.name in RESERVED_NAMES})
+    clash = sorted(RESERVED_NAMES.intersection(map(_NAME, assignments)))
     if clash:
         raise EnvError(
             f"the .env template assigns {', '.join(clash)}, which docker compose takes from the "
@@ -191,9 +206,11 @@ def _check_reserved(assignments: list[_Assignment]) -> None:
         )
 
 
-def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) -> None:
+def _check_carriable(
+    template: str, assignments: list[_Assignment], values: Mapping[str, str]
+) -> None:
     faults: dict[str, str] = {}
-    for name in sorted({n for a in assignments for n in a.refs}):
+    for name in sorted(_names(assignments)):
         value = values[name]
         if "\0" in value:
             faults[name] = "contains a NUL character, which no process environment can hold"
@@ -212,7 +229,7 @@ def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) 
         if bound <= MAX_ENV_STRING_BYTES:
             continue
         size = len(a.name.encode()) + 2  # "=" and the terminating NUL
-        for text, ref in a.parts:
+        for text, ref in a.parts_of(template):
             size += len((values[text] if ref else text).encode("utf-8", "surrogatepass"))
         if size > MAX_ENV_STRING_BYTES:
             faults[a.name] = (
@@ -265,6 +282,7 @@ def _parse(template: str) -> list[_Assignment]:
     found: list[_Assignment] = []
     append = found.append
     new = tuple.__new__  # an _Assignment without its Python-level __new__: one per line
+    same_refs: dict[tuple[str, ...], tuple[str, ...]] = {}
     while True:
         # a run of simple `NAME=value` lines (the common template), one C match each: what the
         # walk below would find for each of them
@@ -272,12 +290,11 @@ def _parse(template: str) -> list[_Assignment]:
             name, value = fast.groups()
             start = fast.start(2)
             if "$" in value:
-                pieces = _PLAIN_REF.split(value)  # literal, name, literal, ...
-                parts = tuple(filter(_NONEMPTY, zip(pieces, cycle((False, True)))))
-                refs = tuple(pieces[1::2])
-                append(new(_Assignment, (name, start, start + len(value), parts, refs)))
+                refs = tuple(_PLAIN_REF.findall(value))
+                refs = same_refs.setdefault(refs, refs)  # one tuple per distinct list of names
             else:
-                append(new(_Assignment, (name, start, start + len(value), _plain(value), ())))
+                refs = ()  # never rewritten: its parts are never asked for
+            append(new(_Assignment, (name, start, start + len(value), None, refs)))
             i = fast.end()
         i = _GO_SPACE_RUN.match(src, i).end()  # type: ignore[union-attr]  # `*` always matches
         if i >= n:
@@ -287,13 +304,6 @@ def _parse(template: str) -> list[_Assignment]:
             if nl < 0:
                 return found
             i = nl
-            continue
-        fast = _SIMPLE_STATEMENT.match(src, i)
-        if fast is not None:  # `NAME=value` in plain characters: what the loop below would find
-            value = fast.group(2)
-            start = fast.start(2)
-            found.append(_assignment(fast.group(1), start, start + len(value), _plain(value)))
-            i = fast.end()
             continue
         stmt = i
         if _EXPORT.match(src, i):
