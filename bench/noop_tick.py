@@ -2,12 +2,13 @@
 five libraries, interleaved in one run (issue 15's goal: the tick at most 0.8x the baseline's
 wall and CPU time, peak RSS at most the baseline's).
 
-    .venv/bin/python bench/noop_tick.py [--runs N] [--src DIR]
+    .venv/bin/python bench/noop_tick.py [--runs N] [--src DIR] [--save-walls FILE]
 
 No Docker needed: ``monky_deployd_testkit.steady`` is the box (loopback tenancy answering 304 to
 the applied revision, a loopback Engine API listing the project's container as running, the
 state an earlier apply left). The first tick spends the lease and is not counted. ``--src DIR``
-runs the ticks from another checkout's ``src`` (e.g. ``/path/to/main/src``: before/after).
+runs the ticks from another checkout's ``src`` (e.g. ``/path/to/main/src``: before/after);
+``--save-walls`` writes the ticks' wall times for ``bench/fleet.py --durations``.
 Prints a table: median and p90 wall, median CPU (user+sys), median peak RSS, and the tick's
 ratio to the baseline; then the leases, check-ins and engine calls the counted ticks made.
 """
@@ -15,6 +16,7 @@ ratio to the baseline; then the leases, check-ins and engine calls the counted t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -47,6 +49,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--src", type=Path, help="run the ticks from this src/ instead")
+    ap.add_argument("--save-walls", type=Path, help="write the ticks' wall ms here (JSON)")
     args = ap.parse_args()
     load_before = os.getloadavg()
     with (
@@ -74,6 +77,8 @@ def main() -> int:
             f"{all(v is not None for v in t.checkin_if_none_match[1:])}), "
             f"engine calls {len(box.engine_calls) - 1}"
         )
+    if args.save_walls:
+        args.save_walls.write_text(json.dumps([round(r.wall_ms, 1) for r in noop]) + "\n")
     b, n = stats(base), stats(noop)
     print(
         f"runs={args.runs}  src={args.src or 'this checkout'}  load average before/after: "
