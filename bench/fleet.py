@@ -18,7 +18,8 @@ What is the agent's and what is modelled:
 - tenancy: check-in 304; leases at most 5 per environment per rolling hour (429 with
   ``retry_after_s`` beyond it), TTL 24 h, renewable, OpenBao caps a token at ``--max-ttl-h``
   (default 7 days). One box per environment unless ``--boxes-per-env``. Boxes start in the
-  steady state: a lease with 6-24 h left, created up to the max TTL ago.
+  steady state: a lease with 6-24 h left, created up to the max TTL ago; ``--cold``: no token
+  (a fleet installed at once), with ``--boxes-per-env 10`` the lease budget is contended.
 - the outage (``--outage``): tenancy is down from minute 15 for 10 minutes. ``refused``: a
   request fails at once; ``stall``: a request hangs until the client's read timeout
   (``tenancy.timeout_s``, 15 s) or until tenancy is back, whichever is first (then answered:
@@ -125,6 +126,7 @@ class Model:
             q.popleft()
         if len(q) >= BUDGET:
             box.lease_not_before = q[0] + BUDGET_WINDOW
+            self.counts["tenancy.lease 429"] += 1
             return None
         q.append(at)
         self.lease_counts[(box.env, int(at // HOUR))] += 1
@@ -194,6 +196,7 @@ def tick(m: Model, box: Box, start: float, duration: float) -> float:
     """One tick at ``start``; returns when it ended."""
     usable, spent = token_phase(m, box, start)
     if not usable:
+        m.counts["tick refused: no token"] += 1
         return start + spent + duration
     at = start + spent + duration / 2
     m.hit(at, "tenancy.checkin")
@@ -210,13 +213,13 @@ def run(args: argparse.Namespace, durations: list[float]) -> Model:
     m = Model(args, rng)
     boxes: list[Box] = []
     for i in range(args.boxes):
+        env = i // args.boxes_per_env
+        if args.cold:  # installed a minute ago: no token yet
+            boxes.append(Box(env, None, None))
+            continue
         left = rng.uniform(RENEW_BELOW_S, LEASE_TTL)
         tok = Token(left, rng.uniform(left, args.max_ttl_h * HOUR))
-        boxes.append(
-            Box(
-                i // args.boxes_per_env, tok, token_plan.Known("lease", left, True, True, LEASE_TTL)
-            )
-        )
+        boxes.append(Box(env, tok, token_plan.Known("lease", left, True, True, LEASE_TTL)))
     # steady state at t=0: each box somewhere in its cycle
     queue = [(rng.uniform(0, CADENCE_S + args.delay), i) for i in range(args.boxes)]
     heapq.heapify(queue)
@@ -252,6 +255,7 @@ def main() -> int:
     ap.add_argument("--max-ttl-h", type=float, default=7 * 24)
     ap.add_argument("--durations", type=Path, help="JSON list of measured tick wall ms")
     ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--cold", action="store_true", help="every box starts without a token")
     args = ap.parse_args()
     ms = json.loads(args.durations.read_text()) if args.durations else MEASURED_MS
     durations = [x / 1000 for x in ms]
@@ -288,6 +292,8 @@ def main() -> int:
             )
             if args.boxes <= 0 or math.isnan(mean):
                 return 1
+            if args.cold or args.boxes_per_env > 1:
+                print("        " + ", ".join(f"{k} {v}" for k, v in sorted(m.counts.items())))
     print(
         "herd = peak 10 s rate after recovery / steady mean (goal <= 2); pk/mean = steady peak "
         "1 s / mean (goal <= 1.3); leases per environment per clock hour (budget 5)"
