@@ -14,7 +14,7 @@ What is the agent's and what is modelled:
   (``--delay 10 20`` compares other values; AccuracySec=1s is ignored).
 - tick durations: drawn from measured no-op ticks (``--durations FILE``: a JSON list of wall ms,
   e.g. ``bench/noop_tick.py --save-walls FILE``; default: the sample below, measured on a
-  loaded 2-core machine, so longer than a quiet box's).
+  loaded 2-core machine).
 - tenancy: check-in 304; leases at most 5 per environment per rolling hour (429 with
   ``retry_after_s`` beyond it), TTL 24 h, renewable, OpenBao caps a token at ``--max-ttl-h``
   (default 7 days). One box per environment unless ``--boxes-per-env``. Boxes start in the
@@ -47,11 +47,11 @@ from pathlib import Path
 from monky_deployd.core import plan, token_plan
 from monky_deployd.core.services import Service
 
-# Wall ms of 21 no-op ticks (bench/noop_tick.py --save-walls, 2026-12-03, load average 5 on 2
-# cores: a quiet box's ticks are about 3x shorter).
+# Wall ms of 21 no-op ticks as whole processes (bench/noop_tick.py --save-walls, 2026-12-03 07:45,
+# load average 4.3 on 2 shared cores: a quiet box's ticks are shorter).
 MEASURED_MS = [
-    1474, 1290, 1610, 1388, 2296, 1502, 1433, 1219, 1950, 1380, 1455,
-    1520, 1801, 1340, 1410, 1675, 1298, 1466, 1590, 2010, 1360,
+    475.2, 502.0, 672.6, 926.5, 719.2, 694.3, 972.6, 1091.8, 811.0, 819.0, 574.6, 957.3, 534.6,
+    656.5, 1008.5, 574.8, 985.0, 806.0, 832.5, 515.4, 780.2,
 ]  # fmt: skip
 
 TIMER = Path(__file__).resolve().parents[1] / "packaging/systemd/monky-deployd.timer"
