@@ -38,7 +38,7 @@ from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api, leftovers
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
-from monky_deployd.adapters.net.bao import Bao, read_grant
+from monky_deployd.adapters.net.bao import Bao, KvPages, read_grant
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.agent import logs, recover, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
@@ -419,9 +419,10 @@ class _Tick:
         assert self.token is not None and self.bao is not None
         found: dict[ManifestEntry, object] = {}
         absent: dict[str, str] = {}
+        pages: KvPages = {}  # one OpenBao read per distinct path
         for entry in bundle.manifest:
             try:
-                found[entry] = self.bao.read_secret(self.token.token, entry.path, entry.key)
+                found[entry] = self.bao.read_secret(self.token.token, entry.path, entry.key, pages)
             except BaoError as err:
                 if err.code is not Code.SECRET_MISSING or entry.use is not None:
                     raise

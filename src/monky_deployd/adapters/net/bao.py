@@ -59,7 +59,9 @@ from monky_deployd.core.errors import (
 )
 
 if TYPE_CHECKING:  # hvac (and requests under it) loads at the first call made through it:
-    import hvac  # lookup-self, a steady tick's only OpenBao call, goes straight over httpx
+    # lookup-self, a steady tick's only OpenBao call, goes straight over httpx. A method that
+    # names hvac imports it itself (mypy finds a method that forgets: no module-level `hvac`).
+    from hvac import Client as HvacClient
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +134,10 @@ def read_grant(path: Path) -> str:
     return text
 
 
+# (token, path) -> the KV page read, or the refusal for a key (``Bao.read_secret``)
+KvPages = dict[tuple[str, str], "dict[str, object] | Callable[[str], BaoError]"]
+
+
 # -- the client ------------------------------------------------------------------------------
 
 
@@ -144,8 +150,6 @@ class Bao:
         self.address = f"{cfg.host}:{cfg.port}"
         self.url = f"http://{self.address}"
         self._words = baowords.Words(self.address, cfg)
-        # (token, path) -> the KV page read, or the refusal for a key (``read_secret``)
-        self._kv_pages: dict[tuple[str, str], dict[str, object] | Callable[[str], BaoError]] = {}
         self._service = httperrors.Service(
             name="OpenBao",
             address=self.address,
@@ -160,7 +164,7 @@ class Bao:
             bad=self._words.bad,
         )
 
-    def _hvac(self, token: str) -> hvac.Client:
+    def _hvac(self, token: str) -> HvacClient:
         import hvac
 
         from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
@@ -267,13 +271,15 @@ class Bao:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self._words.bad(what, "a renew-self answer without auth.lease_duration") from exc
 
-    def read_secret(self, token: str, path: str, key: str) -> object:
-        """``data.data[key]`` of the KV v2 ``path``. One read per distinct path and token for
-        the life of this ``Bao`` (one tick), however many keys a manifest takes from it: the
-        answer, or a path that is missing or deleted, is kept and worded for each key."""
-        page = self._kv_pages.get((token, path))
+    def read_secret(self, token: str, path: str, key: str, pages: KvPages | None = None) -> object:
+        """``data.data[key]`` of the KV v2 ``path``. With ``pages`` (one apply's: the tick's
+        secrets phase), one read per distinct path and token however many keys a manifest takes
+        from it: the answer, or a path that is missing or deleted, is kept there and worded for
+        each key. Without, every call reads."""
+        pages = {} if pages is None else pages
+        page = pages.get((token, path))
         if page is None:
-            page = self._kv_pages[(token, path)] = self._read_kv(token, path)
+            page = pages[(token, path)] = self._read_kv(token, path)
         if callable(page):
             raise page(key)
         if key not in page:
@@ -328,6 +334,8 @@ class Bao:
         """``GET /v1/sys/health`` (unauthenticated; doctor): returns when OpenBao answers and is
         unsealed (a standby counts); OPENBAO_SEALED, OPENBAO_UNAVAILABLE, OPENBAO_UNREACHABLE
         otherwise, as for every other call."""
+        import hvac.exceptions
+
         what = "GET /v1/sys/health"
         try:
             self._call(

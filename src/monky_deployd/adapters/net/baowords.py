@@ -11,7 +11,7 @@ from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import BaoError, Code, TokenError
 
 if TYPE_CHECKING:  # hvac loads only when a call is made through it (a no-op tick makes none)
-    import hvac.exceptions
+    from hvac.exceptions import VaultError
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Words:
             detail=words,
         )
 
-    def status_error(self, what: str, exc: hvac.exceptions.VaultError) -> BaoError:
+    def status_error(self, what: str, exc: VaultError) -> BaoError:
         words = errors_text(exc)
         status = status_of(exc)
         if status == 503 and "sealed" in words.lower():
@@ -177,7 +177,7 @@ def deleted_version(body: object) -> tuple[bool, str, str] | None:
     return destroyed, when, version
 
 
-def status_of(exc: hvac.exceptions.VaultError) -> int | None:
+def status_of(exc: VaultError) -> int | None:
     import hvac.exceptions
 
     for cls, status in (
@@ -196,7 +196,7 @@ def status_of(exc: hvac.exceptions.VaultError) -> int | None:
     return None
 
 
-def errors_text(exc: hvac.exceptions.VaultError) -> str:
+def errors_text(exc: VaultError) -> str:
     errors = getattr(exc, "errors", None)
     if errors:
         return "; ".join(str(e) for e in errors)[:500]
