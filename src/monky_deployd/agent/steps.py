@@ -317,17 +317,18 @@ def refresh_host_facts(ctx: Context, *, store: bool = True) -> wire.HostFacts:
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
     versions = {"docker": "", "compose": ""}
-    for key, argv in (
-        ("docker", (binary, "version", "--format", "{{.Server.Version}}")),
-        ("compose", (binary, "compose", "version", "--short")),
-    ):
-        try:
-            result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
-            versions[key] = result.stdout.strip()
-        except DeployError as err:
-            if err.code is Code.TICK_DEADLINE:
-                raise
-            versions[key] = ""
+    try:  # the engine's own answer (GET /version): what `docker version` prints, no Go process
+        versions["docker"] = docker_api.engine_version(ctx.cfg.docker)[0].strip("?")
+    except DeployError as err:
+        if err.code is Code.TICK_DEADLINE:
+            raise
+    argv = (binary, "compose", "version", "--short")
+    try:
+        result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
+        versions["compose"] = result.stdout.strip()
+    except DeployError as err:
+        if err.code is Code.TICK_DEADLINE:
+            raise
     facts = wire.HostFacts(hostname=socket.gethostname(), **versions)
     if store and facts.docker and facts.compose:  # (``plan`` writes nothing)
         ctx.state.write_host_facts(facts)
