@@ -1,79 +1,102 @@
-"""Measure a steady-state (no-op) tick as a whole process, against the baseline of importing the
-agent's libraries. Prints median wall time, CPU time (user+sys) and peak RSS over N runs.
+"""A steady-state (no-op) tick as a whole process, against the baseline of importing the agent's
+five libraries, interleaved in one run (issue 15's goal: the tick at most 0.8x the baseline's
+wall and CPU time, peak RSS at most the baseline's).
 
-    .venv/bin/python bench/noop_tick.py [N]
+    .venv/bin/python bench/noop_tick.py [--runs N] [--src DIR] [--save-walls FILE]
 
-Needs the Docker engine (scripts/docker-up.sh): it applies one revision to a real container first.
+No Docker needed: ``monky_deployd_testkit.steady`` is the box (loopback tenancy answering 304 to
+the applied revision, a loopback Engine API listing the project's container as running, the
+state an earlier apply left). The first tick spends the lease and is not counted. ``--src DIR``
+runs the ticks from another checkout's ``src`` (e.g. ``/path/to/main/src``: before/after);
+``--save-walls`` writes the ticks' wall times for ``bench/fleet.py --durations``.
+Prints a table: median and p90 wall, median CPU (user+sys), median peak RSS, and the tick's
+ratio to the baseline; then the leases, check-ins and engine calls the counted ticks made.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from monky_deployd_testkit import dockerlab
-from monky_deployd_testkit.lab import CLI, Lab
+from _spawn import Launcher, Row
 
-ROOT = Path(__file__).resolve().parents[1]
+from monky_deployd_testkit.steady import SteadyBox
 
 BASELINE = (sys.executable, "-c", "import httpx, pydantic, hvac, yaml, pythonjsonlogger")
 
 
-def measure(argv: tuple[str, ...], env: dict[str, str]) -> tuple[float, float, int, int]:
-    """(wall ms, cpu ms, peak RSS KiB, exit code) of one child process."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = (time.perf_counter() - started) * 1000
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    cpu = (usage.ru_utime + usage.ru_stime) * 1000
-    return wall, cpu, usage.ru_maxrss, proc.returncode
+def p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[-1] if len(values) > 1 else values[0]
 
 
-def report(name: str, rows: list[tuple[float, float, int, int]]) -> None:
-    wall = statistics.median(r[0] for r in rows)
-    cpu = statistics.median(r[1] for r in rows)
-    rss = statistics.median(r[2] for r in rows)
-    codes = sorted({r[3] for r in rows})
-    print(
-        f"{name:<34} runs={len(rows):<3} wall_ms={wall:7.1f} cpu_ms={cpu:7.1f} "
-        f"peak_rss_mib={rss / 1024:6.1f} exit={codes}"
+def stats(rows: list[Row]) -> tuple[float, float, float, float]:
+    wall = [r[0] for r in rows]
+    return (
+        statistics.median(wall),
+        p90(wall),
+        statistics.median(r[1] for r in rows),
+        statistics.median(r[2] for r in rows),
     )
 
 
 def main() -> int:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 15
-    image = dockerlab.ensure_busybox_image()
-    with tempfile.TemporaryDirectory(prefix="monky-bench-") as tmp, dockerlab.Registry() as reg:
-        lab = Lab(Path(tmp), reg, reg.push(image, "env-e2e-01/web", "bench"))
-        try:
-            lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "x"})
-            lab.estate.tenancy.set_desired("r1", lab.bundle())
-            first = lab.tick()
-            if first.rc != 0:
-                print(first.stdout, file=sys.stderr)
-                return 1
-            env = {"PATH": os.environ["PATH"], "HOME": str(Path(tmp) / "home")}
-            tick = (*CLI, "apply", "--once", "--config", str(lab.config_path))
-            base, noop = [], []
-            for _ in range(n):  # interleave so both see the same machine conditions
-                base.append(measure(BASELINE, env))
-                noop.append(measure(tick, env))
-            report("import baseline", base)
-            report("no-op tick (whole process)", noop)
-            t = lab.estate.tenancy
-            print(
-                f"leases={len(t.leases)} reports={len(t.reports)} "
-                f"checkins={len(t.checkins)} "
-                f"registry_manifest_requests={lab.pulls()}"
-            )
-        finally:
-            lab.cleanup()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=21)
+    ap.add_argument("--src", type=Path, help="run the ticks from this src/ instead")
+    ap.add_argument("--save-walls", type=Path, help="write the ticks' wall ms here (JSON)")
+    args = ap.parse_args()
+    load_before = os.getloadavg()
+    with (
+        Launcher() as launcher,
+        tempfile.TemporaryDirectory(prefix="monky-bench-") as tmp,
+        SteadyBox(Path(tmp)) as box,
+    ):
+        env = box.env()
+        if args.src:
+            env["PYTHONPATH"] = str(args.src.resolve())
+        first = subprocess.run(box.argv, env=env, capture_output=True, text=True, check=False)
+        if first.returncode != 0:
+            print(first.stdout[-2000:], first.stderr[-2000:], file=sys.stderr)
+            return 1
+        leases = len(box.estate.tenancy.leases)
+        base: list[Row] = []
+        noop: list[Row] = []
+        for _ in range(args.runs):  # interleaved: both see the same machine
+            base.append(launcher.run(BASELINE, env))
+            noop.append(launcher.run(box.argv, env))
+        t = box.estate.tenancy
+        extra = (
+            f"counted ticks: leases spent {len(t.leases) - leases}, reports {len(t.reports)}, "
+            f"check-ins {len(t.checkins) - 1} (all 304: "
+            f"{all(v is not None for v in t.checkin_if_none_match[1:])}), "
+            f"engine calls {len(box.engine_calls) - 1}"
+        )
+    if args.save_walls:
+        args.save_walls.write_text(json.dumps([round(r.wall_ms, 1) for r in noop]) + "\n")
+    b, n = stats(base), stats(noop)
+    print(
+        f"runs={args.runs}  src={args.src or 'this checkout'}  load average before/after: "
+        f"{load_before[0]:.2f} / {os.getloadavg()[0]:.2f}  ({os.cpu_count()} CPUs)"
+    )
+    print(
+        f"{'':30} {'wall med ms':>11} {'wall p90 ms':>11} {'cpu med ms':>10} {'peak RSS MiB':>12}"
+    )
+    for name, s in (("import baseline", b), ("no-op tick (whole process)", n)):
+        print(f"{name:30} {s[0]:11.1f} {s[1]:11.1f} {s[2]:10.1f} {s[3]:12.1f}")
+    print(
+        f"{'ratio tick / baseline':30} {n[0] / b[0]:11.2f} {n[1] / b[1]:11.2f} "
+        f"{n[2] / b[2]:10.2f} {n[3] / b[3]:12.2f}   (goal: <= 0.80, <= 0.80, <= 0.80, <= 1.00)"
+    )
+    print(
+        f"exit codes: baseline {sorted({r[3] for r in base})}, tick {sorted({r[3] for r in noop})}"
+    )
+    print(extra)
     return 0
 
 

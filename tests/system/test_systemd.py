@@ -55,7 +55,7 @@ UNIT = "monky-deployd.service"
 TIMER = "monky-deployd.timer"
 STAMP = "/var/lib/systemd/timers/stamp-monky-deployd.timer"
 CADENCE_S = 60.0  # OnUnitInactiveSec=
-SPREAD_S = 10.0  # RandomizedDelaySec=
+SPREAD_S = 20.0  # RandomizedDelaySec=
 TICK_WAIT_S = CADENCE_S + SPREAD_S + 60  # the next tick, with room for a slow tick
 # systemd's catalogue ids for a unit's job: starting, started/finished, failed.
 STARTING = "7d4958e842da4a758f6c1cdc7b36dcc5"

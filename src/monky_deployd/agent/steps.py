@@ -15,15 +15,14 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from monky_deployd.adapters.box import docker_api, docker_config, runner
-from monky_deployd.adapters.box.compose import Compose, docker_env
+from monky_deployd.adapters.box import docker_api
 from monky_deployd.adapters.box.state import ENV_FILE, Applied, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.agent import logs
 from monky_deployd.config import Config
-from monky_deployd.core import mask, prune, report, wire
+from monky_deployd.core import mask, report, wire
 from monky_deployd.core import verify as verdict
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.plan import (
@@ -39,6 +38,9 @@ from monky_deployd.core.plan import (
 )
 from monky_deployd.core.records import Journal, Release, ReleaseImage, ServiceLabel
 from monky_deployd.core.report import TickRecord
+
+if TYPE_CHECKING:  # the box-step adapters load in the step that uses them (a no-op tick: none)
+    from monky_deployd.adapters.box.compose import Compose
 
 log = logging.getLogger("monky_deployd")
 
@@ -75,6 +77,8 @@ class Context:
     def compose(self, project: str, revision: str, *, pinned: bool = False) -> Compose:
         """``docker compose`` for a revision; one this tick did not write (a restore, the
         previous project's ``down``) first teaches the masker the secrets it holds at rest."""
+        from monky_deployd.adapters.box.compose import Compose
+
         if revision != self.staged:
             self.learn(self.secrets_at_rest(revision))
         return Compose(
@@ -89,6 +93,8 @@ class Context:
     def secrets_at_rest(self, revision: str) -> tuple[str, ...]:
         """The values of the revision's ``.env`` and the registry credential of the docker
         config: what compose may echo when it runs that revision."""
+        from monky_deployd.adapters.box import docker_config
+
         env = _read(self.state.revision_dir(revision) / ENV_FILE)
         cfg = _read(self.state.docker_dir / docker_config.CONFIG_NAME)
         return mask.secrets_in_env_file(env.decode("utf-8", errors="replace")) + (
@@ -104,6 +110,8 @@ def _read(path: Path) -> bytes:
 
 
 def stage(ctx: Context, step: Stage) -> None:
+    from monky_deployd.adapters.box import docker_config
+
     ctx.staged = step.revision
     docker_config.write_docker_config(
         ctx.state.docker_dir, step.registry_host or "", step.credential
@@ -241,6 +249,10 @@ def commit(ctx: Context, step: Commit) -> None:
 def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
     """``docker image rm <id>`` (never forced) for images only pruned releases ran
     (``core.prune``); a refusal (a container uses it, several tags name it) is only logged."""
+    from monky_deployd.adapters.box import runner
+    from monky_deployd.adapters.box.compose import docker_env
+    from monky_deployd.core import prune
+
     kept = [r for r in (ctx.state.read_release(rev) for rev in keep) if r is not None]
     try:
         in_use = docker_api.images_in_use(ctx.cfg.docker)
@@ -307,20 +319,24 @@ def host_facts(ctx: Context) -> wire.HostFacts:
 
 
 def refresh_host_facts(ctx: Context, *, store: bool = True) -> wire.HostFacts:
+    from monky_deployd.adapters.box import runner
+    from monky_deployd.adapters.box.compose import docker_env
+
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
     versions = {"docker": "", "compose": ""}
-    for key, argv in (
-        ("docker", (binary, "version", "--format", "{{.Server.Version}}")),
-        ("compose", (binary, "compose", "version", "--short")),
-    ):
-        try:
-            result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
-            versions[key] = result.stdout.strip()
-        except DeployError as err:
-            if err.code is Code.TICK_DEADLINE:
-                raise
-            versions[key] = ""
+    try:  # the engine's own answer (GET /version): what `docker version` prints, no Go process
+        versions["docker"] = docker_api.engine_version(ctx.cfg.docker)[0].strip("?")
+    except DeployError as err:
+        if err.code is Code.TICK_DEADLINE:
+            raise
+    argv = (binary, "compose", "version", "--short")
+    try:
+        result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
+        versions["compose"] = result.stdout.strip()
+    except DeployError as err:
+        if err.code is Code.TICK_DEADLINE:
+            raise
     facts = wire.HostFacts(hostname=socket.gethostname(), **versions)
     if store and facts.docker and facts.compose:  # (``plan`` writes nothing)
         ctx.state.write_host_facts(facts)

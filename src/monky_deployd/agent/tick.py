@@ -30,21 +30,20 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.adapters.box import docker_api, leftovers, preflight
-from monky_deployd.adapters.box.compose import docker_env
+from monky_deployd.adapters.box import docker_api, leftovers
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
-from monky_deployd.adapters.net.bao import Bao, read_grant
+from monky_deployd.adapters.net.bao import Bao, KvPages, read_grant
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.agent import logs, recover, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import mask, prepare, recovery, report, wire
-from monky_deployd.core.bundle import Bundle, ManifestEntry
+from monky_deployd.core import mask, recovery, report, wire
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
     AppliedFacts,
@@ -65,6 +64,10 @@ from monky_deployd.core.plan import (
 from monky_deployd.core.records import Held, Journal
 from monky_deployd.core.report import PhaseTiming, TickRecord
 from monky_deployd.core.services import Service
+
+if TYPE_CHECKING:  # an apply's checks and box adapters load when an apply runs (issue 15)
+    from monky_deployd.core import prepare
+    from monky_deployd.core.bundle import Bundle, ManifestEntry
 
 log = logging.getLogger("monky_deployd")
 
@@ -316,6 +319,8 @@ class _Tick:
     def _check_owned(self, project: str) -> None:
         """PROJECT_NOT_OWNED unless every container of ``project`` came from our revisions/
         (with no container: unless its volumes/networks are of a project we started)."""
+        from monky_deployd.core import prepare
+
         dirs = docker_api.project_working_dirs(self.cfg.docker, project)
         left = [] if dirs else docker_api.project_leftovers(self.cfg.docker, project)
         known = bool(left) and project in self.state.read_projects()
@@ -378,6 +383,10 @@ class _Tick:
 
     def _check(self, plan: Apply) -> Ready:
         """Every check of an apply, each in its phase: nothing on the box changes."""
+        from monky_deployd.adapters.box import preflight
+        from monky_deployd.adapters.box.compose import docker_env
+        from monky_deployd.core import prepare
+
         with self.phase("bundle"):
             bundle = prepare.check_bundle(plan.revision, plan.bundle)
         with self.phase("secrets"):
@@ -405,12 +414,15 @@ class _Tick:
     def _read_secrets(self, bundle: Bundle) -> prepare.SecretReads:
         """Every manifest entry from OpenBao. A variable's secret that OpenBao lacks is noted
         (ENV_INCOMPLETE names them all at render); a missing registry credential ends the tick."""
+        from monky_deployd.core import prepare
+
         assert self.token is not None and self.bao is not None
         found: dict[ManifestEntry, object] = {}
         absent: dict[str, str] = {}
+        pages: KvPages = {}  # one OpenBao read per distinct path
         for entry in bundle.manifest:
             try:
-                found[entry] = self.bao.read_secret(self.token.token, entry.path, entry.key)
+                found[entry] = self.bao.read_secret(self.token.token, entry.path, entry.key, pages)
             except BaoError as err:
                 if err.code is not Code.SECRET_MISSING or entry.use is not None:
                     raise

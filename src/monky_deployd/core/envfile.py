@@ -19,9 +19,13 @@ container, are in docs/envfile.md.
 
 from __future__ import annotations
 
+import gc
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
 from monky_deployd.core.errors import Code, EnvError
@@ -42,8 +46,9 @@ _GO_SPACE_RUN = re.compile("[" + re.escape("".join(sorted(_GO_SPACE))) + "]*")
 _LINE_SPACE_RUN = re.compile("[" + re.escape("".join(sorted(_LINE_SPACE))) + "]*")
 _ASCII_KEY_RUN = re.compile(r"[A-Za-z0-9_.\-\[\]\t\v\f\r \x85\xa0]*")
 _QUOTED_BODY = {
-    q: re.compile(r"(?:[^\\" + q + r"]|\\.)*", re.DOTALL) for q in "\"'"
+    q: re.compile(r"[^\\" + q + r"]*(?:\\.[^\\" + q + r"]*)*", re.DOTALL) for q in "\"'"
 }  # up to the closing quote; a backslash takes the next character (the quote too) with it
+# (written as runs between escapes: an alternation tried at every character took ~1 s on 4 MiB)
 _BACKSLASHED = re.compile(r"\\(.)", re.DOTALL)
 # The common statement, read in one match (the general walk gives the same assignment): an ASCII
 # name, `=` and an unquoted value of plain characters and `${NAME}` references, single spaces
@@ -53,6 +58,9 @@ _PLAIN_WORD = rf"(?:{_PLAIN_CHAR}|\$\{{[A-Za-z_][A-Za-z0-9_]*\}})+"
 _SIMPLE_STATEMENT = re.compile(
     rf"([A-Za-z_][A-Za-z0-9_.-]*)=((?:{_PLAIN_WORD}(?: {_PLAIN_WORD})*)?)(?=\n|\Z)"
 )
+# The same statement after the white space the walk skips first: a run of such lines is read
+# back to back, one match each.
+_SIMPLE_LINES = re.compile(_GO_SPACE_RUN.pattern + _SIMPLE_STATEMENT.pattern)
 # compose-go's template pattern: $$ | $name | ${name[:?][-+?]rest} | ${ (invalid). Compose's
 # `rest` is a greedy `.*\}` (to the last `}` of the line); matching it here would rescan the line
 # for every default (quadratic in a long line), so the pattern stops after the modifier and
@@ -64,6 +72,7 @@ _SUBST = re.compile(
 _PLAIN_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # compose-go's expandEscapes: the escapes it decodes inside double quotes.
 _ESCAPE = re.compile(r"\\(?:[abcfnrtv$\"\\]|0[0-9]{0,3})")
+_ESCAPE_SPLIT = re.compile(f"({_ESCAPE.pattern})")  # text, escape, text, ...
 _SIMPLE_ESCAPES = {
     "a": "\a",
     "b": "\b",
@@ -96,12 +105,25 @@ class _Assignment(NamedTuple):
     name: str
     start: int  # span of the value in the template (quotes included)
     end: int
-    parts: tuple[_Part, ...]
-    refs: tuple[str, ...]  # the names of ``parts``' references, in order
+    # None for a simple line (``_SIMPLE_LINES``): its parts are ``_plain(template[start:end])``,
+    # built only when it is written; a 4 MiB template holds 200,000 of them (``parts_of``)
+    parts: tuple[_Part, ...] | None
+    refs: tuple[str, ...]  # the names of the parts' references, in order
+
+    def parts_of(self, template: str) -> tuple[_Part, ...]:
+        return _plain(template[self.start : self.end]) if self.parts is None else self.parts
 
 
 def _assignment(name: str, start: int, end: int, parts: tuple[_Part, ...]) -> _Assignment:
     return _Assignment(name, start, end, parts, tuple(text for text, ref in parts if ref))
+
+
+_NAME, _REFS = itemgetter(0), itemgetter(4)
+
+
+def _names(assignments: list[_Assignment]) -> set[str]:
+    """Every variable the assignments reference (over the distinct lists of names: in C)."""
+    return set(chain.from_iterable(set(map(_REFS, assignments))))
 
 
 def template_variables(template: str) -> set[str]:
@@ -109,7 +131,7 @@ def template_variables(template: str) -> set[str]:
 
     Raises ``EnvError`` ``ENV_TEMPLATE_INVALID`` when Compose itself could not read the template.
     """
-    return {name for a in _parse(template) for name in a.refs}
+    return _names(_parse(template))
 
 
 def render(template: str, values: Mapping[str, str]) -> str:
@@ -119,9 +141,29 @@ def render(template: str, values: Mapping[str, str]) -> str:
     ``ENV_NAME_RESERVED``, ``ENV_INCOMPLETE`` (naming every unresolved variable) or
     ``ENV_VALUE_UNCARRIABLE``; messages name variables, never values.
     """
+    with _no_cycle_collection():
+        return _render(template, values)
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause Python's cycle collector while a template is read and written: that makes no
+    cycles, but a 4 MiB template makes a million small tuples, and the collector's passes over
+    them were a third of the render's time (bench/envfile_render.py). The previous state is
+    restored; the memory is the same either way."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _render(template: str, values: Mapping[str, str]) -> str:
     assignments = _parse(template)
     _check_reserved(assignments)
-    wanted = {name for a in assignments for name in a.refs}
+    wanted = _names(assignments)
     missing = sorted(wanted - values.keys())
     if missing:
         raise EnvError(
@@ -131,14 +173,20 @@ def render(template: str, values: Mapping[str, str]) -> str:
             hint="the bundle's manifest needs an entry (without `use`) for each variable named, "
             "and each entry's OpenBao KV path and key must exist",
         )
-    _check_carriable(assignments, values)
+    _check_carriable(template, assignments, values)
+    dollars = {name: values[name].replace("$", "$$") for name in wanted}
     out: list[str] = []
     pos = 0
     for a in assignments:
         if not a.refs:
             continue
         out.append(template[pos : a.start])
-        out.append(_quote(a.parts, values))
+        if a.parts is None:  # a simple line: literal, name, literal, ... with each secret put in
+            pieces = _PLAIN_REF.split(template[a.start : a.end])
+            pieces[1::2] = [dollars[name] for name in pieces[1::2]]
+            out.append('"' + _escape_double("".join(pieces)) + '"')
+        else:
+            out.append(_quote(a.parts, dollars))
         pos = a.end
     out.append(template[pos:])
     return "".join(out)
@@ -148,7 +196,7 @@ def render(template: str, values: Mapping[str, str]) -> str:
 
 
 def _check_reserved(assignments: list[_Assignment]) -> None:
-    clash = sorted({a.name for a in assignments if a.name in RESERVED_NAMES})
+    clash = sorted(RESERVED_NAMES.intersection(map(_NAME, assignments)))
     if clash:
         raise EnvError(
             f"the .env template assigns {', '.join(clash)}, which docker compose takes from the "
@@ -160,9 +208,11 @@ def _check_reserved(assignments: list[_Assignment]) -> None:
         )
 
 
-def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) -> None:
+def _check_carriable(
+    template: str, assignments: list[_Assignment], values: Mapping[str, str]
+) -> None:
     faults: dict[str, str] = {}
-    for name in sorted({n for a in assignments for n in a.refs}):
+    for name in sorted(_names(assignments)):
         value = values[name]
         if "\0" in value:
             faults[name] = "contains a NUL character, which no process environment can hold"
@@ -177,12 +227,17 @@ def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) 
             continue
         # A cheap bound first: a value's literal text has at most twice the characters of its
         # span in the template (`$` doubled, `$N` braced), each at most 4 bytes in UTF-8.
-        bound = 4 * len(a.name) + 2 + 8 * (a.end - a.start) + sum(encoded[n] for n in a.refs)
+        bound = 4 * len(a.name) + 2 + 8 * (a.end - a.start) + sum(map(encoded.__getitem__, a.refs))
         if bound <= MAX_ENV_STRING_BYTES:
             continue
-        size = len(a.name.encode()) + 2  # "=" and the terminating NUL
-        for text, ref in a.parts:
-            size += len((values[text] if ref else text).encode("utf-8", "surrogatepass"))
+        parts = a.parts_of(template)
+        literal = "".join([text for text, ref in parts if not ref])
+        size = (
+            len(a.name.encode())
+            + 2  # "=" and the terminating NUL
+            + len(literal.encode("utf-8", "surrogatepass"))
+            + sum([encoded[text] for text, ref in parts if ref])
+        )
         if size > MAX_ENV_STRING_BYTES:
             faults[a.name] = (
                 f"would make an environment string of about {size} bytes; Linux starts no "
@@ -202,9 +257,10 @@ def _check_carriable(assignments: list[_Assignment], values: Mapping[str, str]) 
 # -- writing ----------------------------------------------------------------------------------
 
 
-def _quote(parts: tuple[_Part, ...], values: Mapping[str, str]) -> str:
-    """A double-quoted .env value that Compose decodes to exactly ``parts`` with secrets in."""
-    text = "".join(values[t].replace("$", "$$") if ref else t for t, ref in parts)
+def _quote(parts: tuple[_Part, ...], dollars: Mapping[str, str]) -> str:
+    """A double-quoted .env value that Compose decodes to exactly ``parts`` with secrets in
+    (``dollars``: each secret with its ``$`` already doubled)."""
+    text = "".join([dollars[t] if ref else t for t, ref in parts])
     return '"' + _escape_double(text) + '"'
 
 
@@ -231,7 +287,22 @@ def _parse(template: str) -> list[_Assignment]:
     n = len(src)
     i = 1 if src.startswith("\ufeff") else 0
     found: list[_Assignment] = []
+    append = found.append
+    new = tuple.__new__  # an _Assignment without its Python-level __new__: one per line
+    same_refs: dict[tuple[str, ...], tuple[str, ...]] = {}
     while True:
+        # a run of simple `NAME=value` lines (the common template), one C match each: what the
+        # walk below would find for each of them
+        while (fast := _SIMPLE_LINES.match(src, i)) is not None:
+            name, value = fast.groups()
+            start = fast.start(2)
+            if "$" in value:
+                refs = tuple(_PLAIN_REF.findall(value))
+                refs = same_refs.setdefault(refs, refs)  # one tuple per distinct list of names
+            else:
+                refs = ()  # never rewritten: its parts are never asked for
+            append(new(_Assignment, (name, start, start + len(value), None, refs)))
+            i = fast.end()
         i = _GO_SPACE_RUN.match(src, i).end()  # type: ignore[union-attr]  # `*` always matches
         if i >= n:
             return found
@@ -240,13 +311,6 @@ def _parse(template: str) -> list[_Assignment]:
             if nl < 0:
                 return found
             i = nl
-            continue
-        fast = _SIMPLE_STATEMENT.match(src, i)
-        if fast is not None:  # `NAME=value` in plain characters: what the loop below would find
-            value = fast.group(2)
-            start = fast.start(2)
-            found.append(_assignment(fast.group(1), start, start + len(value), _plain(value)))
-            i = fast.end()
             continue
         stmt = i
         if _EXPORT.match(src, i):
@@ -297,9 +361,9 @@ def _read_quoted(src: str, start: int) -> tuple[int, tuple[_Part, ...]]:
     if body >= len(src) or src[body] != quote:  # no closing quote (a lone `\` at the end)
         raise _invalid(src, start, "has a quoted value without its closing quote")
     # A backslash is kept with the character it escapes, except before the quote itself.
-    text = _BACKSLASHED.sub(
-        lambda m: quote if m.group(1) == quote else m.group(0), src[start + 1 : body]
-    )
+    text = src[start + 1 : body]
+    if "\\" + quote in text:  # without one, nothing changes
+        text = _BACKSLASHED.sub(lambda m: quote if m.group(1) == quote else m.group(0), text)
     if quote == '"':
         return body + 1, _substitutions(src, start, _expand_escapes(text))
     return body + 1, _single_quoted_parts(text)
@@ -307,23 +371,26 @@ def _read_quoted(src: str, start: int) -> tuple[int, tuple[_Part, ...]]:
 
 def _expand_escapes(text: str) -> str:
     """compose-go's expandEscapes: decode escapes, keeping ``$`` in pre-interpolation form."""
+    if "\\" not in text:
+        return text
+    pieces = _ESCAPE_SPLIT.split(text)
+    pieces[1::2] = [_decode_escape(seq) for seq in pieces[1::2]]
+    return "".join(pieces)
 
-    def decode(match: re.Match[str]) -> str:
-        seq = match.group(0)
-        if seq == "\\$":
-            return "$$"
-        if seq.startswith("\\0"):
-            digits = seq[2:]
-            # Go rewrites `\0ddd` to `\ddd`, which decodes only as three octal digits <= 255;
-            # otherwise the rewritten `\ddd` is kept (so `\0` alone becomes a lone backslash).
-            if len(digits) == 3 and all(c in "01234567" for c in digits):
-                code = int(digits, 8)
-                if code <= 255:
-                    return chr(code)
-            return "\\" + digits
-        return _SIMPLE_ESCAPES[seq[1]]
 
-    return _ESCAPE.sub(decode, text)
+def _decode_escape(seq: str) -> str:
+    if seq == "\\$":
+        return "$$"
+    if seq.startswith("\\0"):
+        digits = seq[2:]
+        # Go rewrites `\0ddd` to `\ddd`, which decodes only as three octal digits <= 255;
+        # otherwise the rewritten `\ddd` is kept (so `\0` alone becomes a lone backslash).
+        if len(digits) == 3 and all(c in "01234567" for c in digits):
+            code = int(digits, 8)
+            if code <= 255:
+                return chr(code)
+        return "\\" + digits
+    return _SIMPLE_ESCAPES[seq[1]]
 
 
 def _plain(text: str) -> tuple[_Part, ...]:

@@ -4,6 +4,9 @@
 opened (plain or Ziti), so tenancy and OpenBao share one transport.
 Every ``hvac.Client`` here is built with an explicit URL and token: hvac never falls back to
 ``VAULT_ADDR``, ``VAULT_TOKEN`` or ``~/.vault-token``.
+``lookup-self``, the one OpenBao call of a steady tick, is sent straight over the same client
+with the same headers and cap (``Bao._get_json``): hvac, and ``requests`` under it, is imported
+only by a tick that logs in, renews, rotates, revokes or reads secrets (issue 15).
 
 Answers are translated at this boundary (messages name OpenBao and its address, never a token):
 
@@ -40,16 +43,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
-import hvac
-import hvac.adapters
-import hvac.exceptions
-import hvac.utils
 
+from monky_deployd import USER_AGENT
+from monky_deployd.adapters.httpio import read_capped
 from monky_deployd.adapters.net import baowords, httperrors
-from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import (
     BaoError,
@@ -57,6 +57,11 @@ from monky_deployd.core.errors import (
     DeployError,
     TokenError,
 )
+
+if TYPE_CHECKING:  # hvac (and requests under it) loads at the first call made through it:
+    # lookup-self, a steady tick's only OpenBao call, goes straight over httpx. A method that
+    # names hvac imports it itself (mypy finds a method that forgets: no module-level `hvac`).
+    from hvac import Client as HvacClient
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +134,10 @@ def read_grant(path: Path) -> str:
     return text
 
 
+# (token, path) -> the KV page read, or the refusal for a key (``Bao.read_secret``)
+KvPages = dict[tuple[str, str], "dict[str, object] | Callable[[str], BaoError]"]
+
+
 # -- the client ------------------------------------------------------------------------------
 
 
@@ -155,7 +164,11 @@ class Bao:
             bad=self._words.bad,
         )
 
-    def _hvac(self, token: str) -> hvac.Client:
+    def _hvac(self, token: str) -> HvacClient:
+        import hvac
+
+        from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
+
         # url, token and verify are always explicit: hvac must not consult VAULT_ADDR,
         # VAULT_TOKEN, ~/.vault-token or VAULT_CACERT.
         return hvac.Client(
@@ -174,6 +187,8 @@ class Bao:
     # -- endpoints -----------------------------------------------------------------------
 
     def login_jwt(self, jwt: str) -> Login:
+        import hvac.exceptions
+
         what = f"POST /v1/auth/{self._cfg.jwt_mount}/login"
         try:
             answer = self._call(
@@ -206,13 +221,13 @@ class Bao:
             raise self._words.bad(what, "a login answer without auth.client_token") from exc
 
     def lookup_self(self, token: str) -> TokenInfo | None:
+        """The stored token's TTL; None when OpenBao says 403 (expired or revoked). Straight over
+        httpx: a steady tick's only OpenBao call imports no hvac; an error status is still
+        turned into hvac's exception and worded like every other call's."""
         what = "GET /v1/auth/token/lookup-self"
-        try:
-            answer = self._call(what, lambda: self._hvac(token).auth.token.lookup_self())
-        except hvac.exceptions.Forbidden:
+        answer = self._get_json(what, "/v1/auth/token/lookup-self", token)
+        if answer is None:
             return None  # expired or revoked (OpenBao answers 403 "permission denied")
-        except hvac.exceptions.VaultError as exc:
-            raise self._words.status_error(what, exc) from None
         try:
             data = answer["data"]
             expire = data.get("expire_time")
@@ -225,6 +240,8 @@ class Bao:
             raise self._words.bad(what, "a lookup-self answer without data.ttl") from exc
 
     def renew_self(self, token: str) -> TokenInfo:
+        import hvac.exceptions
+
         what = "POST /v1/auth/token/renew-self"
         try:
             answer = self._call(what, lambda: self._hvac(token).auth.token.renew_self())
@@ -254,7 +271,26 @@ class Bao:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self._words.bad(what, "a renew-self answer without auth.lease_duration") from exc
 
-    def read_secret(self, token: str, path: str, key: str) -> object:
+    def read_secret(self, token: str, path: str, key: str, pages: KvPages | None = None) -> object:
+        """``data.data[key]`` of the KV v2 ``path``. With ``pages`` (one apply's: the tick's
+        secrets phase), one read per distinct path and token however many keys a manifest takes
+        from it: the answer, or a path that is missing or deleted, is kept there and worded for
+        each key. Without, every call reads."""
+        pages = {} if pages is None else pages
+        page = pages.get((token, path))
+        if page is None:
+            page = pages[(token, path)] = self._read_kv(token, path)
+        if callable(page):
+            raise page(key)
+        if key not in page:
+            raise self._words.missing(path, key, f"the path has no key {key!r}")
+        return page[key]
+
+    def _read_kv(self, token: str, path: str) -> dict[str, object] | Callable[[str], BaoError]:
+        """The path's ``data.data``; for a path that does not exist or whose version is deleted
+        or destroyed, the refusal for a given key. Every other fault raises."""
+        import hvac.exceptions
+
         mount = self._cfg.kv_mount
         what = f"GET /v1/{mount}/data/{path}"
         try:
@@ -267,8 +303,8 @@ class Bao:
         except hvac.exceptions.InvalidPath as exc:
             gone = baowords.deleted_version(exc.json)
             if gone is not None:
-                raise self._words.deleted(path, key, *gone) from None
-            raise self._words.missing(path, key, "the path does not exist (HTTP 404)") from None
+                return lambda key: self._words.deleted(path, key, *gone)
+            return lambda key: self._words.missing(path, key, "the path does not exist (HTTP 404)")
         except hvac.exceptions.Forbidden:
             raise self._words.kv_forbidden(path, self.visible_kv_mounts(token)) from None
         except hvac.exceptions.VaultError as exc:
@@ -279,13 +315,13 @@ class Bao:
             raise self._words.bad(what, "a KV v2 answer without data.data") from exc
         if not isinstance(data, dict):
             raise self._words.bad(what, "a KV v2 answer whose data.data is not an object")
-        if key not in data:
-            raise self._words.missing(path, key, f"the path has no key {key!r}")
-        return data[key]
+        return data
 
     def revoke_self(self, token: str) -> None:
         """Revoke ``token`` (after a rotation: the old lease). A 403 means it is already dead,
         which is what was wanted; any other failure raises (the caller only warns)."""
+        import hvac.exceptions
+
         what = "POST /v1/auth/token/revoke-self"
         try:
             self._call_empty(what, lambda: self._hvac(token).auth.token.revoke_self())
@@ -298,6 +334,8 @@ class Bao:
         """``GET /v1/sys/health`` (unauthenticated; doctor): returns when OpenBao answers and is
         unsealed (a standby counts); OPENBAO_SEALED, OPENBAO_UNAVAILABLE, OPENBAO_UNREACHABLE
         otherwise, as for every other call."""
+        import hvac.exceptions
+
         what = "GET /v1/sys/health"
         try:
             self._call(
@@ -310,6 +348,8 @@ class Bao:
     def visible_kv_mounts(self, token: str) -> list[str] | None:
         """The KV v2 mounts ``token`` can see (``GET /v1/sys/internal/ui/mounts``, allowed by
         OpenBao's default policy), without the trailing slash; None when OpenBao will not say."""
+        import hvac.exceptions
+
         try:
             answer = self._call(
                 "GET /v1/sys/internal/ui/mounts",
@@ -328,8 +368,54 @@ class Bao:
 
     # -- plumbing ------------------------------------------------------------------------
 
+    def _get_json(self, what: str, path: str, token: str) -> dict[str, Any] | None:
+        """GET ``path`` with ``token`` as the hvac adapter would send it (same headers, same
+        ``read_capped``): the JSON object on 200, None on 403; any other error status raises the
+        same ``BaoError`` an hvac call would (hvac is imported only then)."""
+        url = f"{self.url}{path}"
+        headers = {"User-Agent": USER_AGENT, "X-Vault-Request": "true", "X-Vault-Token": token}
+        try:
+            response = read_capped(
+                self._http,
+                "GET",
+                url,
+                max_bytes=self._cfg.max_body_bytes,
+                deadline_s=self._cfg.deadline_s,
+                too_large=self._words.too_large,
+                headers=headers,
+                timeout=self._cfg.timeout_s,
+                follow_redirects=False,
+            )
+        except DeployError:
+            raise
+        except httpx.TransportError as exc:
+            raise httperrors.translate(exc, self._service, what) from exc
+        if response.status_code == 403:
+            return None
+        if response.status_code >= 400:
+            import hvac.exceptions
+
+            from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
+            from monky_deployd.core.mask import Masker
+
+            try:
+                HttpxAdapter._raise_for_error("GET", url, response, Masker((token,)))
+            except hvac.exceptions.VaultError as exc:
+                raise self._words.status_error(what, exc) from None
+        try:
+            answer = response.json() if response.status_code == 200 else None
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise self._words.bad(
+                what, f"HTTP {response.status_code} with a body that is not a JSON object"
+            )
+        return answer
+
     def _call_empty(self, what: str, fn: Callable[[], object]) -> None:
         """A call whose success is 204 (no body)."""
+        import hvac.exceptions
+
         try:
             answer = fn()
         except (hvac.exceptions.VaultError, DeployError):
@@ -341,6 +427,8 @@ class Bao:
             raise self._words.bad(what, f"HTTP {status}")
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
+        import hvac.exceptions
+
         try:
             answer = fn()
         except hvac.exceptions.VaultError:

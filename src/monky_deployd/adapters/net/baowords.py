@@ -5,11 +5,13 @@ it got; ``Words`` says it, with OpenBao's address and the mounts of config.yaml.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import hvac.exceptions
+from typing import TYPE_CHECKING
 
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import BaoError, Code, TokenError
+
+if TYPE_CHECKING:  # hvac loads only when a call is made through it (a no-op tick makes none)
+    from hvac.exceptions import VaultError
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class Words:
             detail=words,
         )
 
-    def status_error(self, what: str, exc: hvac.exceptions.VaultError) -> BaoError:
+    def status_error(self, what: str, exc: VaultError) -> BaoError:
         words = errors_text(exc)
         status = status_of(exc)
         if status == 503 and "sealed" in words.lower():
@@ -175,7 +177,9 @@ def deleted_version(body: object) -> tuple[bool, str, str] | None:
     return destroyed, when, version
 
 
-def status_of(exc: hvac.exceptions.VaultError) -> int | None:
+def status_of(exc: VaultError) -> int | None:
+    import hvac.exceptions
+
     for cls, status in (
         (hvac.exceptions.InvalidRequest, 400),
         (hvac.exceptions.Unauthorized, 401),
@@ -192,7 +196,7 @@ def status_of(exc: hvac.exceptions.VaultError) -> int | None:
     return None
 
 
-def errors_text(exc: hvac.exceptions.VaultError) -> str:
+def errors_text(exc: VaultError) -> str:
     errors = getattr(exc, "errors", None)
     if errors:
         return "; ".join(str(e) for e in errors)[:500]
