@@ -185,6 +185,14 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, addr: tuple[str, int], fake: LoopbackServer) -> None:
         self.fake = fake
         super().__init__(addr, _Handler)
+        # a wake-up with nothing to accept must not block the serving thread in accept(): it
+        # would never see shutdown() (a suite run hung in a fixture's teardown that way)
+        self.socket.setblocking(False)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, addr = self.socket.accept()
+        conn.setblocking(True)  # the handler's reads and writes block, as before
+        return conn, addr
 
 
 class LoopbackServer:
