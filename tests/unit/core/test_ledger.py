@@ -117,7 +117,9 @@ def test_a_lease_is_counted_once_and_leases_in_the_last_hour_slide() -> None:
 def test_desired_follows_what_the_check_in_heard() -> None:
     led = ledger.record(Ledger(), tick(0, "applied", revision="r2"), token=None)
     assert led.desired == "r2"
-    led = ledger.record(led, tick(60, "failed", "TENANCY_UNREACHABLE", None, heard=False), token=None)
+    led = ledger.record(
+        led, tick(60, "failed", "TENANCY_UNREACHABLE", None, heard=False), token=None
+    )
     assert led.desired == "r2", "a tick that did not hear tenancy keeps what was seen"
     led = ledger.record(led, tick(120, "idle", revision=None), token=None)
     assert led.desired is None
@@ -131,7 +133,9 @@ def test_a_steady_noop_is_quiet_and_anything_else_is_not() -> None:
     assert ledger.quiet(first_noop, second)
     lease = TokenSeen("lease", 9e9, True, "lse_9", 179.0)
     assert not ledger.quiet(second, ledger.record(second, tick(180), token=lease))
-    assert not ledger.quiet(second, ledger.record(second, tick(180, "held", "SUSPENDED"), token=None))
+    assert not ledger.quiet(
+        second, ledger.record(second, tick(180, "held", "SUSPENDED"), token=None)
+    )
 
 
 @given(st.binary(max_size=600) | st.text(max_size=600).map(str.encode))
