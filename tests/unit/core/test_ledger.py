@@ -67,9 +67,10 @@ def test_any_sequence_of_ticks_stays_bounded_and_round_trips(ticks: list[Entry])
         assert Ledger.from_json(raw) == led
     assert len(led.history) <= ledger.HISTORY_MAX
     assert sum(led.ticks.values()) == len(ticks)
-    for e in (led.last, *led.history):
-        if e is not None:
-            assert len(e.message) <= ledger.TEXT_MAX and "\n" not in e.message
+    kept: list[Entry | None] = [led.last, *led.history]
+    for one in kept:
+        if one is not None:
+            assert len(one.message) <= ledger.TEXT_MAX and "\n" not in one.message
 
 
 @given(st.lists(outcomes, min_size=1, max_size=40))
