@@ -3,7 +3,7 @@
 Reads the state dir (the tick ledger, applied.json, held.json, token.json's bookkeeping, the
 suspend record, a killed tick's journal), the update-lock directory, the Engine API (the
 project's containers: read-only GETs on the local socket) and, where systemd runs,
-``systemctl show`` for the timer's next start. No request to tenancy or OpenBao, no lock taken,
+``systemctl list-timers`` for the timer's next start. No request to tenancy or OpenBao, no lock taken,
 nothing written: the state dir is byte-identical afterwards. An engine that does not answer is
 a line in the output, never a crash. ``core.status`` decides the exit status and shapes the
 table; ``view`` is the JSON (``--json``; schema version ``SCHEMA``, OPERATIONS.md).
@@ -89,20 +89,25 @@ def services(cfg: Config, project: str | None) -> dict[str, Any]:
 
 
 def next_timer_run() -> str | None:
-    """The timer's next start (``systemctl show``), or None without systemd or the timer."""
-    argv = ("systemctl", "show", TIMER, "-p", "NextElapseUSecRealtime")
-    for extra in (("--timestamp=unix",), ()):  # systemd before 251 knows no --timestamp=unix
-        try:
-            result = runner.run((*argv, *extra), env=runner.base_env(), timeout=5, check=False)
-        except DeployError:
-            return None  # no systemctl here
-        if result.returncode == 0:
-            value = result.stdout.strip().partition("=")[2].strip()
-            if value.startswith("@") and value[1:].isdigit():
-                return _t(float(value[1:]))
-            return None if value in ("", "n/a") else value  # systemd's own words
-        if "booted with systemd" in result.stderr or "connect to bus" in result.stderr:
-            return None  # systemctl without systemd (a container)
+    """The timer's next start, or None without systemd or the timer. ``list-timers`` and not
+    ``show -p NextElapseUSecRealtime``: the timer is monotonic (OnBootSec=, OnUnitInactiveSec=),
+    so that property is empty and NextElapseUSecMonotonic counts from boot; list-timers turns
+    it into wall-clock time (its JSON: microseconds since the epoch; systemd 252)."""
+    argv = ("systemctl", "list-timers", TIMER, "--all", "--output=json")
+    try:
+        result = runner.run(argv, env=runner.base_env(), timeout=5, check=False)
+    except DeployError:
+        return None  # no systemctl here
+    if result.returncode != 0:
+        return None  # not booted with systemd (a container), or no bus
+    try:
+        rows = json.loads(result.stdout)
+    except ValueError:
+        return None
+    for row in rows if isinstance(rows, list) else []:
+        nxt = row.get("next") if isinstance(row, dict) else None
+        if row.get("unit") == TIMER and isinstance(nxt, int) and not isinstance(nxt, bool):
+            return _t(nxt / 1e6) if 0 < nxt < 2**63 - 1 else None
     return None
 
 
