@@ -83,13 +83,14 @@ def verdict(f: Facts) -> Verdict:
         return _v("failed", f"the last tick {last.outcome} ({last.code}): {last.message}")
     if f.suspended or last.code == "SUSPENDED":
         return _v("paused", "applies are suspended (monky-deployd resume)")
-    if last.code == "UPDATE_LOCKED" or (f.locked and f.desired != f.applied):
+    behind = f.desired is not None and f.desired != f.applied
+    if last.code == "UPDATE_LOCKED" or (f.locked and behind):
         return _v("paused", "an update lock stops the apply (monky-deployd lock list)")
     if f.held is not None and (f.desired is None or f.held == f.desired):
         return _v("held", f"revision {f.held} failed here and is held or backing off")
     if last.outcome == "held" or last.outcome in FAILURE:
         return _v("held", f"the last tick was held ({last.code}): {last.message}")
-    if f.desired is not None and f.desired != f.applied:
+    if behind:
         return _v(
             "not_applied",
             f"tenancy wants revision {f.desired}, the box runs {f.applied or '(nothing)'}",
