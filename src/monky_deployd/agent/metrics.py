@@ -25,13 +25,14 @@ from monky_deployd import __version__
 from monky_deployd.adapters.box import locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import atomic_write
+from monky_deployd.agent.window import TEXTFILE_NAME
 from monky_deployd.config import Config
 from monky_deployd.core import gates, ledger
 from monky_deployd.core.errors import DeployError
 
 log = logging.getLogger("monky_deployd")
 
-TEXTFILE = "monky-deployd.prom"
+TEXTFILE = TEXTFILE_NAME
 
 
 @dataclass(frozen=True)
@@ -225,31 +226,20 @@ def render(s: Snapshot) -> bytes:
     return generate_latest(registry)
 
 
-def publish(cfg: Config, state: StateDir, led: ledger.Ledger, *, quiet: bool) -> None:
-    """Rewrite the textfile, or only touch it after a quiet tick."""
+def publish(cfg: Config, state: StateDir, led: ledger.Ledger) -> None:
+    """Rewrite the textfile (``agent.window`` only touches it after a quiet tick)."""
     directory = cfg.metrics.textfile_dir
-    if directory is None:
-        return
-    path = directory / TEXTFILE
-    if quiet:
-        try:
-            os.utime(path, follow_symlinks=False)
-            return
-        except FileNotFoundError:
-            pass  # not written yet (or the directory is missing): write it below
-        except OSError as exc:
-            _warn(path, exc.strerror or str(exc))
-            return
-    if not directory.is_dir():
+    if directory is None or not directory.is_dir():
         return  # no textfile collector here: no metrics
+    path = directory / TEXTFILE
     try:
         now = led.last.finished_at if led.last is not None else time.time()  # the tick's clock
         atomic_write(path, render(snapshot(cfg, state, led, now)), 0o644, durable=False)
     except DeployError as err:
-        _warn(path, err.message)
+        warn(path, err.message)
 
 
-def _warn(path: Path, why: str) -> None:
+def warn(path: Path, why: str) -> None:
     log.warning(
         f"the metrics textfile {path} could not be written ({why}); the tick's outcome stands",
         extra={"event": "metrics.failed", "phase": "summary", "path": str(path)},

@@ -6,14 +6,16 @@ the tick has released it), so two ticks never interleave their updates. A tick t
 lock held (LOCK_BUSY) did nothing and is not recorded: the holder records its own.
 
 Cost on a steady no-op tick (``core.ledger.quiet``): one small read, one small write without
-fsync, one ``utime`` of the metrics textfile; ``prometheus_client`` is imported only when the
-textfile is rewritten (a tick that changed something, or no textfile yet). A fault here never
+fsync, one ``utime`` of the metrics textfile; ``agent.metrics`` and ``prometheus_client`` are
+imported only when the textfile is rewritten (a tick that changed something, or no textfile
+yet). A fault here never
 changes the tick's outcome: it is a warning.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +27,8 @@ from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.report import TickRecord
 
 log = logging.getLogger("monky_deployd")
+
+TEXTFILE_NAME = "monky-deployd.prom"
 
 
 def entry_of(rec: TickRecord, duration_ms: int) -> ledger.Entry:
@@ -94,7 +98,23 @@ def record(cfg: Config, rec: TickRecord, duration_ms: int) -> None:
             extra={"event": "ledger.failed", "phase": "summary", "code": err.code},
         )
         return
-    if cfg.metrics.textfile_dir is not None:
-        from monky_deployd.agent import metrics  # small; prometheus_client only when writing
+    directory = cfg.metrics.textfile_dir
+    if directory is None or (quiet and _touched(directory / TEXTFILE_NAME)):
+        return
+    from monky_deployd.agent import metrics  # prometheus_client: only to rewrite the file
 
-        metrics.publish(cfg, state, after, quiet=quiet)
+    metrics.publish(cfg, state, after)
+
+
+def _touched(path: Path) -> bool:
+    """A quiet tick sets the textfile's mtime (node-exporter's node_textfile_mtime_seconds: the
+    last tick of any kind); False when there is no file yet (it is written then)."""
+    try:
+        os.utime(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        from monky_deployd.agent import metrics
+
+        metrics.warn(path, exc.strerror or str(exc))
+    return True
