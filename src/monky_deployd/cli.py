@@ -1,7 +1,8 @@
 """``monky-deployd``: the command line.
 
     apply --once [--retry]              one tick (what the timer runs)
-    status                              applied revision, held revision, suspend, update locks
+    status [--json]                     where the box is (agent/status.py; its own exit
+                                        statuses, OPERATIONS.md "Status")
     doctor [--json]                     live checks, one line each (exit 0 OK, 1 WARN, 2 FAIL)
     plan [--json] [--login]             what the next apply would change; changes nothing
                                         (exit 0 no change, 1 changes, 2 error)
@@ -25,7 +26,6 @@ Exit codes (documented in OPERATIONS.md):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import getpass
 import json
 import logging
@@ -124,8 +124,11 @@ def _parser() -> argparse.ArgumentParser:
         "lease, not stored)",
     )
     plan.add_argument("--debug", action="store_true", help="log the plan's steps on stderr")
-    status = sub.add_parser("status", help="what is applied, held, suspended and locked (JSON)")
+    status = sub.add_parser(
+        "status", help="where the box is: revisions, last tick, token, services, history"
+    )
     _config_arg(status)
+    status.add_argument("--json", action="store_true", help="JSON (schema in OPERATIONS.md)")
     suspend = sub.add_parser("suspend", help="stop applies (check-ins continue)")
     _config_arg(suspend)
     suspend.add_argument("--reason", default="", help="why (shown in status and the journal)")
@@ -142,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _operator(args: argparse.Namespace, cfg: Config) -> int:
-    """status, suspend, resume and lock: small reads and writes of the state and lock dirs."""
+    """suspend, resume and lock: small reads and writes of the state and lock dirs."""
     from monky_deployd.adapters.box import locks
     from monky_deployd.adapters.box.state import StateDir
 
@@ -161,9 +164,9 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
         print(locks.take(cfg.locks.dir, args.name, holder, args.reason, ttl))
     elif args.command == "lock" and args.action == "release":
         print("released" if locks.release(cfg.locks.dir, args.name) else "not held")
-    else:
+    else:  # lock list
         found = locks.read_locks(cfg.locks.dir)
-        valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
+        _, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
         rows = [
             {
                 "name": lk.name,
@@ -175,31 +178,7 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
             }
             for lk in found
         ]
-        if args.command == "lock":
-            print(json.dumps(rows, indent=2))
-        else:
-            applied, held, sus = state.read_applied(), state.read_held(), state.read_suspend()
-            body = {
-                "applied": None if applied is None else dataclasses.asdict(applied),
-                "held": None if held is None else dataclasses.asdict(held),
-                "next_attempt_at": rfc3339(held.next_attempt_at, "seconds")
-                if held and held.next_attempt_at
-                else None,
-                "stalled": bool(held and held.stalled),
-                "suspended": None
-                if sus is None or not sus.active(now)
-                else {
-                    "since": rfc3339(sus.since, "seconds"),
-                    "until": rfc3339(sus.until, "seconds") if sus.until else None,
-                    "reason": sus.reason,
-                },
-                "locks": rows,
-                "locked": bool(valid),
-                "interrupted": None
-                if (cut := state.read_journal()) is None
-                else dataclasses.asdict(cut),
-            }
-            print(json.dumps(body, indent=2))
+        print(json.dumps(rows, indent=2))
     return EXIT_OK
 
 
@@ -261,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         return _plan(args, cfg)
     if args.command != "apply":
         try:
+            if args.command == "status":
+                from monky_deployd.agent import status
+
+                return status.run(cfg, as_json=args.json)
             return _operator(args, cfg)
         except ValueError as exc:  # a duration that does not parse
             print(f"monky-deployd {args.command}: {exc}", file=sys.stderr)

@@ -130,6 +130,14 @@ class LocksCfg(_Strict):
     default_ttl_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 3600.0
 
 
+class MetricsCfg(_Strict):
+    # node-exporter's textfile-collector directory (Debian's prometheus-node-exporter reads
+    # this one): each tick that changed something rewrites monky-deployd.prom there (a quiet
+    # tick only touches it). A directory that does not exist means no metrics; null turns
+    # them off.
+    textfile_dir: Path | None = Path("/var/lib/prometheus/node-exporter")
+
+
 class Config(_Strict):
     env: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
     transport: Literal["ziti", "plain"] = "ziti"
@@ -144,6 +152,7 @@ class Config(_Strict):
     verify: VerifyCfg = VerifyCfg()
     backoff: BackoffCfg = BackoffCfg()
     locks: LocksCfg = LocksCfg()
+    metrics: MetricsCfg = MetricsCfg()
     lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
     # The whole tick, overall: past it the tick ends with TICK_DEADLINE at the next phase, and
     # every request and child gets at most the time left. 25 min covers a full pull (900 s),

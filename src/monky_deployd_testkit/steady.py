@@ -91,6 +91,7 @@ class SteadyBox:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self.state_dir = tmp / "state"
         self.config_path = tmp / "config.yaml"
+        self.textfile_dir = tmp / "textfile"
 
     def __enter__(self) -> SteadyBox:
         self.estate.start()
@@ -98,6 +99,9 @@ class SteadyBox:
         grant = self.estate.write_grant(self.tmp / "grant.jwt")
         cfg = self.estate.config(state_dir=self.state_dir, grant_file=grant)
         cfg["docker"] = {"host": f"tcp://127.0.0.1:{self._server.server_address[1]}"}
+        # metrics on, as on a box with node-exporter: a quiet tick only touches the textfile
+        self.textfile_dir.mkdir(exist_ok=True)
+        cfg["metrics"] = {"textfile_dir": str(self.textfile_dir)}
         self.config_path.write_text(yaml.safe_dump(cfg))
         self.estate.tenancy.set_desired(
             REVISION,

@@ -88,6 +88,7 @@ def test_ziti_identity_faults_are_named_first_through_the_cli(tmp_path: Path) ->
         "identity": str(identity),
         "state_dir": str(tmp_path / "state"),
         "grant_file": str(tmp_path / "grant.jwt"),
+        "metrics": {"textfile_dir": None},
     }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -48,9 +48,9 @@ def cli(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def status(lab: Lab) -> dict[str, object]:
-    out = cli(lab, "status")
-    assert out.returncode == 0, out.stderr
+    out = cli(lab, "status", "--json")
     body: dict[str, object] = json.loads(out.stdout)
+    assert out.returncode == body["exit_status"] == 9, out.stderr  # paused: locked or suspended
     return body
 
 

@@ -234,13 +234,14 @@ def test_a_failed_rollback_stalls_and_never_loops(lab: Lab) -> None:
     hold = held(lab)
     assert hold is not None and hold["stalled"] is True
     status = subprocess.run(
-        (*CLI, "status", "--config", str(lab.config_path)),
+        (*CLI, "status", "--json", "--config", str(lab.config_path)),
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
         env={"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")},
     )
-    assert json.loads(status.stdout)["stalled"] is True
+    body = json.loads(status.stdout)
+    assert status.returncode == 7 and body["state"] == "stalled" and body["held"]["stalled"]
     pulls, reports = lab.pulls(), len(lab.estate.tenancy.reports)
     again = lab.tick()
     assert again.rc == 1 and again.summary["code"] == "ROLLBACK_FAILED"

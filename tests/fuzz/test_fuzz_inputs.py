@@ -66,6 +66,7 @@ def test_registry_entry_selection_refuses_by_name(manifest: list[dict[str, objec
 CONFIG_KEYS = [
     "env", "transport", "identity", "tenancy", "openbao", "grant_file", "state_dir", "token",
     "docker", "disk", "lock_wait_s", "max_bundle_bytes", "host", "port", "timeout_s", "binary",
+    "metrics", "textfile_dir",
 ]  # fmt: skip
 configs = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | any_text,

@@ -73,6 +73,8 @@ def test_a_noop_tick_loads_no_openbao_client_metrics_or_subprocess(
     _, modules = steady_modules
     top = {m.split(".")[0] for m in modules}
     assert top & FORBIDDEN_TOP_LEVEL == set()
+    box, _ = steady_modules
+    assert (box.textfile_dir / "monky-deployd.prom").is_file()  # metrics on: only touched
     assert "monky_deployd.agent.tick" in modules  # the dump saw a real tick
 
 

@@ -287,6 +287,12 @@ def test_the_package_under_real_systemd(pkg_image: str, built_deb: Path, lab: La
         assert first_start_us < manual_end_us + CADENCE_S * 1e6
         assert set(lab.containers()) == {"web"}  # the hardened unit drove the host's engine
         pulls = lab.pulls()
+        # `status` under real systemd, as root (this image has no D-Bus, which systemctl needs
+        # for another user): the timer's next start, the box at r1 (exit 0)
+        shown = box.sh("monky-deployd status --json", check=False)
+        body = json.loads(shown.stdout)
+        assert shown.returncode == 0 and body["state"] == "ok", shown.stdout + shown.stderr
+        assert body["timer"]["next_run_at"] is not None and body["revisions"]["applied"] == "r1"
 
         # 4. A daemon-reload right after a tick: no extra tick 10-20 s later (the next is >= 60 s).
         box.check("systemctl daemon-reload")

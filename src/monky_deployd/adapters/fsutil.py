@@ -83,10 +83,13 @@ def open_dir(directory: Path) -> int:
         raise
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically; the file ends up with ``mode``. Neither
     ``path`` nor its directory may be a symbolic link (STATE_LINK): every open is relative to
-    the directory's fd, with O_NOFOLLOW."""
+    the directory's fd, with O_NOFOLLOW. ``durable=False`` skips both fsyncs: a crashed
+    process still leaves the old file or the new one, but after a power loss the file may be
+    the old one or (on some filesystems) empty. Only for records whose loss costs little and
+    whose reader copes with an empty file: the tick ledger on a steady no-op tick."""
     directory = path.parent
     tmp_name = ""
     dir_fd = -1
@@ -106,12 +109,14 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp_name, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         tmp_name = ""
-        os.fsync(dir_fd)
+        if durable:
+            os.fsync(dir_fd)
     except OSError as exc:
         raise DeployError(
             f"cannot write {path}: {exc.strerror or exc}",

@@ -40,7 +40,7 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao, KvPages, read_grant
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import logs, recover, steps
+from monky_deployd.agent import logs, recover, steps, window
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask, recovery, report, wire
@@ -123,6 +123,7 @@ def run_tick(
             ),
         )
     rec.finished_at = clock()
+    window.record(cfg, rec, int((time.monotonic() - t0) * 1000))  # ledger + metrics textfile
     level = {"applied": logging.INFO, "noop": logging.INFO, "idle": logging.INFO}.get(
         rec.outcome, logging.WARNING if rec.outcome == "held" else logging.ERROR
     )

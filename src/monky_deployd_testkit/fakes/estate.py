@@ -158,6 +158,8 @@ class Estate(Generic[B]):
             },
             "grant_file": str(grant_file),
             "state_dir": str(state_dir),
+            # no metrics textfile unless a test asks: never into the machine's node-exporter dir
+            "metrics": {"textfile_dir": None},
         }
         cfg.update(overrides)
         return cfg

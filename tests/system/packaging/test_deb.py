@@ -13,6 +13,7 @@ from tests.system.debian import DIST, VERSION, Box
 pytestmark = pytest.mark.docker
 
 IDS = "/opt/openziti/etc/identities"
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 
 # The tunneler's side before the agent arrives: user/group ziti and an identity file ziti:ziti 0640.
 TUNNELER_PRESENT = f"""
@@ -33,6 +34,7 @@ def _install(box: Box, deb: Path) -> None:
 def box(pkg_image: str, built_deb: Path) -> Iterator[Box]:
     with Box(pkg_image) as b:
         b.sh(TUNNELER_PRESENT)
+        b.sh(f"install -d -m 0755 {TEXTFILE_DIR}")  # prometheus-node-exporter's, root's
         _install(b, built_deb)
         yield b
 
@@ -81,6 +83,15 @@ def test_identity_acls_survive_a_tunneler_rewrite(box: Box) -> None:
     assert box.sh(f"stat -c '%a %U %G' {IDS}/env-dev-08.json").stdout == "640 ziti ziti\n"
     read = box.sh(f"runuser -u monky-deployd -- cat {IDS}/env-dev-08.json")
     assert "https://new:1280" in read.stdout
+
+
+def test_the_agent_may_write_node_exporters_textfile_directory(box: Box) -> None:
+    """metrics.textfile_dir: an ACL for the agent's user; the directory stays root's."""
+    assert "user:monky-deployd:rwx" in box.sh(f"getfacl -cp {TEXTFILE_DIR}").stdout
+    assert box.sh(f"stat -c '%U %G' {TEXTFILE_DIR}").stdout.split() == ["root", "root"]
+    box.sh(f"runuser -u monky-deployd -- touch {TEXTFILE_DIR}/monky-deployd.prom")
+    unit = box.sh("cat /lib/systemd/system/monky-deployd.service").stdout
+    assert f"ReadWritePaths=-{TEXTFILE_DIR}" in unit
 
 
 def test_installed_units_verify_clean(box: Box) -> None:

@@ -12,6 +12,8 @@ Layout::
     <state_dir>/journal.json         the box step running now; left behind by a killed tick
     <state_dir>/hash.key             32 random bytes: the key of the per-key value hashes in
                                      applied.json (``core.reasons``; 0600, made at first commit)
+    <state_dir>/ledger.json          the tick ledger: last tick, counters, leases, history
+                                     (core.ledger; 0600; rewritten by every tick, after it)
     <state_dir>/outbox/<ts>-<tick>.json  reports tenancy did not take, oldest first (0600;
                                      at most OUTBOX_MAX, the oldest dropped)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
@@ -55,6 +57,7 @@ from monky_deployd.adapters.fsutil import (
     refuse_link,
 )
 from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.ledger import Ledger
 from monky_deployd.core.records import (
     Applied,
     Held,
@@ -105,6 +108,7 @@ class StateDir:
         self.journal_file = root / "journal.json"
         self.hash_key_file = root / "hash.key"
         self.projects_file = root / "projects.json"
+        self.ledger_file = root / "ledger.json"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root, follow_link=True)
@@ -328,6 +332,23 @@ class StateDir:
         if known.names and known.names[-1] == name:
             return
         atomic_write(self.projects_file, known.with_name(name).to_json(), 0o600)
+
+    # -- tick ledger -------------------------------------------------------------------------
+
+    def read_ledger(self) -> tuple[Ledger, str | None]:
+        """The tick ledger and None; a fresh ledger and the reason when there is none (``"absent"``)
+        or it is unreadable (a reason, never its content)."""
+        raw = read_if_exists(self.ledger_file)
+        if raw is None:
+            return Ledger(), "absent"
+        try:
+            return Ledger.from_json(raw), None
+        except ValueError as exc:
+            return Ledger(), str(exc)
+
+    def write_ledger(self, ledger: Ledger, *, durable: bool = True) -> None:
+        """``durable=False`` for a quiet tick (``core.ledger.quiet``): no fsync."""
+        atomic_write(self.ledger_file, ledger.to_json(), 0o600, durable=durable)
 
     # -- report outbox -----------------------------------------------------------------------
 

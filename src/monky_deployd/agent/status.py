@@ -1,0 +1,221 @@
+"""``monky-deployd status``: what the box knows about itself, from local state only.
+
+Reads the state dir (the tick ledger, applied.json, held.json, token.json's bookkeeping, the
+suspend record, a killed tick's journal), the update-lock directory, the Engine API (the
+project's containers: read-only GETs on the local socket) and, where systemd runs,
+``systemctl list-timers`` for the timer's next start. No request to tenancy or OpenBao, no lock
+taken, nothing written: the state dir is byte-identical afterwards. An engine that does not
+answer is a line in the output, never a crash. ``core.status`` decides the exit status and
+shapes the table; ``view`` is the JSON (``--json``; schema version ``SCHEMA``, OPERATIONS.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Any
+
+from monky_deployd.adapters.box import docker_api, locks, runner
+from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.config import Config
+from monky_deployd.core import gates, ledger, status
+from monky_deployd.core.errors import DeployError
+from monky_deployd.core.report import rfc3339
+
+SCHEMA = 1
+TIMER = "monky-deployd.timer"
+
+
+def _t(ts: float | None) -> str | None:
+    return None if ts is None else rfc3339(ts, "seconds")
+
+
+def _entry(e: ledger.Entry | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {
+        "tick_id": e.tick_id,
+        "started_at": _t(e.started_at),
+        "finished_at": _t(e.finished_at),
+        "outcome": e.outcome,
+        "code": e.code,
+        "message": e.message,
+        "revision": e.revision,
+        "duration_ms": e.duration_ms,
+        "rollback_to": e.rollback_to,
+        "rollback_ok": e.rollback_ok,
+        "repeats": e.repeats,
+    }
+
+
+def _digest_of(ref: str, known: list[str]) -> str:
+    """The RepoDigest of ``ref``'s repository (an image pulled from several has several)."""
+    head, _, tail = ref.partition("@")[0].rpartition(":")
+    repo = head if head and "/" not in tail else ref.partition("@")[0]
+    return next((d for d in known if d.partition("@")[0] == repo), known[0] if known else "")
+
+
+def services(cfg: Config, project: str | None) -> dict[str, Any]:
+    """The project's containers as the engine sees them now; the engine's fault as text."""
+    out: dict[str, Any] = {"engine": "not asked", "project": project, "containers": []}
+    if project is None:
+        out["engine"] = "not asked (nothing applied)"
+        return out
+    try:
+        found = docker_api.inspect_project(cfg.docker, project)
+        digests: dict[str, str] = {}
+        for c in found:
+            if c.image_id and c.image_id not in digests:
+                known = docker_api.repo_digests(cfg.docker, c.image_id)
+                digests[c.image_id] = _digest_of(c.image_ref, known)
+    except DeployError as err:
+        out["engine"] = f"unreachable: {err.code}: {err.message}"
+        return out
+    out["engine"] = "ok"
+    out["containers"] = [
+        {
+            "service": c.service,
+            "state": c.state,
+            "health": c.health,
+            "image": c.image_ref,
+            "image_id": c.image_id,
+            "digest": digests.get(c.image_id, ""),
+            "since": c.started_at or None,
+        }
+        for c in found
+    ]
+    return out
+
+
+def next_timer_run() -> str | None:
+    """The timer's next start, or None without systemd or the timer. ``list-timers`` and not
+    ``show -p NextElapseUSecRealtime``: the timer is monotonic (OnBootSec=, OnUnitInactiveSec=),
+    so that property is empty and NextElapseUSecMonotonic counts from boot; list-timers turns
+    it into wall-clock time (its JSON: microseconds since the epoch; systemd 252)."""
+    argv = ("systemctl", "list-timers", TIMER, "--all", "--output=json")
+    try:
+        result = runner.run(argv, env=runner.base_env(), timeout=5, check=False)
+    except DeployError:
+        return None  # no systemctl here
+    if result.returncode != 0:
+        return None  # not booted with systemd (a container), or no bus
+    try:
+        rows = json.loads(result.stdout)
+    except ValueError:
+        return None
+    for row in rows if isinstance(rows, list) else []:
+        nxt = row.get("next") if isinstance(row, dict) else None
+        if row.get("unit") == TIMER and isinstance(nxt, int) and not isinstance(nxt, bool):
+            return _t(nxt / 1e6) if 0 < nxt < 2**63 - 1 else None
+    return None
+
+
+def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[str, Any]:
+    """Everything ``status`` prints, as JSON-ready data (schema ``SCHEMA``)."""
+    now = time.time() if now is None else now
+    state = StateDir(cfg.state_dir)
+    led, problem = state.read_ledger()
+    applied, held, sus = state.read_applied(), state.read_held(), state.read_suspend()
+    try:
+        token = state.read_token()
+    except ValueError:
+        token = None
+    found = locks.read_locks(cfg.locks.dir)
+    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
+    active = sus if sus is not None and sus.active(now) else None
+    lkg = applied.revision if applied else None
+    running = held.revision if held and held.box_changed else lkg
+    verdict = status.verdict(
+        status.Facts(
+            now=now,
+            last=led.last,
+            applied=running,
+            desired=led.desired,
+            held=held.revision if held else None,
+            held_stalled=bool(held and held.stalled),
+            suspended=active is not None,
+            locked=bool(valid),
+        )
+    )
+    tok = token.token if token is not None else None
+    journal = state.read_journal()
+    return {
+        "schema": SCHEMA,
+        "state": verdict.state,
+        "exit_status": verdict.exit_status,
+        "reason": verdict.reason,
+        "now": _t(now),
+        "ledger": "ok" if problem is None else problem,
+        "revisions": {
+            "desired": led.desired,
+            "desired_seen_at": _t(led.desired_seen_at),
+            "applied": running,
+            "applied_at": applied.applied_at or None if applied else None,
+            "last_known_good": lkg,
+        },
+        "held": None
+        if held is None
+        else {
+            "revision": held.revision,
+            "code": held.code,
+            "message": ledger.cut(held.message),
+            "attempts": held.attempts,
+            "failed_at": _t(held.failed_at) if held.failed_at else None,
+            "next_attempt_at": _t(held.next_attempt_at),
+            "rolled_back_to": held.rolled_back_to,
+            "rollback_ok": held.rollback_ok,
+            "stalled": held.stalled,
+        },
+        "last_tick": _entry(led.last),
+        "last_success_at": _t(led.last_success_at),
+        "counters": {
+            "ticks": {k: led.ticks.get(k, 0) for k in ledger.OUTCOMES},
+            "consecutive_failures": led.consecutive_failures,
+            "rollbacks": led.rollbacks,
+            "rollbacks_failed": led.rollbacks_failed,
+            "leases_total": led.leases_total,
+        },
+        "token": None
+        if tok is None
+        else {
+            "kind": tok.kind,
+            "expires_at": _t(tok.expires_at),
+            "expires_in_s": int(tok.expires_at - now),
+            "renewable": tok.renewable,
+            "lease_id": tok.lease_id or None,
+            "obtained_at": _t(tok.obtained_at),
+            "lease_not_before": _t(token.lease_not_before) if token else None,
+        },
+        "leases_last_hour": led.leases_since(now - ledger.LEASE_WINDOW_S),
+        "suspended": None
+        if active is None
+        else {"since": _t(active.since), "until": _t(active.until), "reason": active.reason},
+        "locks": [
+            {
+                "name": lk.name,
+                "holder": lk.holder,
+                "reason": lk.reason,
+                "since": _t(lk.since),
+                "expires": _t(lk.expires_at(cfg.locks.default_ttl_s)),
+                "stale": lk in stale,
+            }
+            for lk in found
+        ],
+        "locked": bool(valid),
+        "interrupted": None if journal is None else dataclasses.asdict(journal),
+        "services": services(cfg, applied.project if applied else None)
+        if engine
+        else {"engine": "not asked", "project": None, "containers": []},
+        "timer": {"next_run_at": next_timer_run()},
+        "history": [_entry(e) for e in reversed(led.history)],  # newest first
+    }
+
+
+def run(cfg: Config, *, as_json: bool) -> int:
+    """Print the status; its exit status (``core.status.EXIT_STATUS``)."""
+    body = view(cfg)
+    print(
+        json.dumps(body, indent=2) if as_json else status.table(body), end="\n" if as_json else ""
+    )
+    return int(body["exit_status"])

@@ -1,0 +1,185 @@
+"""``monky-deployd status``: the verdict and its exit status, and the table's rows. PURE.
+
+``verdict(Facts)`` turns what the state dir says (the tick ledger's last tick, the applied and
+held records, a suspend, the update locks, the clock) into one state and its exit status, the
+first that applies, in this order (OPERATIONS.md, "Status"):
+
+    no_tick      8  no tick is recorded (a fresh box, or the ledger was lost)
+    stale        10 the last recorded tick ended more than STALE_AFTER_S ago (the timer stopped?)
+    stalled      7  a failed rollback stalls the box (ROLLBACK_FAILED): no tick acts on its own
+    failed       1  the last tick failed or was refused (not the held revision's own failure)
+    paused       9  applies are suspended, or the last tick was stopped by an update lock
+    held         6  the desired revision failed here: rolled back and held, or backing off
+    not_applied  8  tenancy names a revision the box does not run (and nothing above says why)
+    ok           0  the box was at its desired revision and healthy on the last tick
+
+``rows(view)`` shapes ``agent.status``'s JSON view into (label, text) pairs for the terminal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from monky_deployd.core.ledger import FAILURE, SUCCESS, Entry
+
+STALE_AFTER_S = 600.0  # ten timer intervals without a recorded tick
+
+EXIT_STATUS = {
+    "ok": 0,
+    "failed": 1,
+    "held": 6,
+    "stalled": 7,
+    "no_tick": 8,
+    "not_applied": 8,
+    "paused": 9,
+    "stale": 10,
+}
+
+
+@dataclass(frozen=True)
+class Facts:
+    now: float
+    last: Entry | None  # the ledger's last tick
+    applied: str | None  # applied.json (the last-known-good revision)
+    desired: str | None  # as the last check-in named it
+    held: str | None = None  # held.json's revision
+    held_stalled: bool = False
+    suspended: bool = False  # an active suspend now
+    locked: bool = False  # an update lock in force now
+    stale_after_s: float = STALE_AFTER_S
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: str
+    exit_status: int
+    reason: str
+
+
+def _v(state: str, reason: str) -> Verdict:
+    return Verdict(state, EXIT_STATUS[state], reason)
+
+
+def verdict(f: Facts) -> Verdict:
+    last = f.last
+    if last is None:
+        return _v("no_tick", "no tick is recorded yet (a fresh box, or the tick ledger was lost)")
+    age = f.now - last.finished_at
+    if age > f.stale_after_s:
+        return _v(
+            "stale",
+            f"the last recorded tick ended {age:.0f} s ago (more than {f.stale_after_s:.0f} s): "
+            "is monky-deployd.timer running?",
+        )
+    if f.held_stalled or last.code == "ROLLBACK_FAILED":
+        return _v(
+            "stalled",
+            f"revision {f.held or last.revision} failed and the rollback failed too: "
+            "no tick applies or rolls back on its own",
+        )
+    own_failure = f.held is not None and last.revision == f.held
+    if last.outcome in FAILURE and not own_failure:
+        return _v("failed", f"the last tick {last.outcome} ({last.code}): {last.message}")
+    if f.suspended or last.code == "SUSPENDED":
+        return _v("paused", "applies are suspended (monky-deployd resume)")
+    behind = f.desired is not None and f.desired != f.applied
+    if last.code == "UPDATE_LOCKED" or (f.locked and behind):
+        return _v("paused", "an update lock stops the apply (monky-deployd lock list)")
+    if f.held is not None and (f.desired is None or f.held == f.desired):
+        return _v("held", f"revision {f.held} failed here and is held or backing off")
+    if last.outcome == "held" or last.outcome in FAILURE:
+        return _v("held", f"the last tick was held ({last.code}): {last.message}")
+    if behind:
+        return _v(
+            "not_applied",
+            f"tenancy wants revision {f.desired}, the box runs {f.applied or '(nothing)'}",
+        )
+    if last.outcome in SUCCESS:
+        return _v("ok", last.message or "at the desired revision")
+    return _v("failed", f"the last tick ended {last.outcome!r} ({last.code})")  # not reached
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+
+def _when(view: dict[str, Any], key: str) -> str:
+    value = view.get(key)
+    return "-" if value is None else str(value)
+
+
+def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) pairs for the terminal, from ``agent.status``'s JSON view."""
+    out: list[tuple[str, str]] = [
+        ("state", f"{view['state']} (exit {view['exit_status']}): {view['reason']}")
+    ]
+    rev = view["revisions"]
+    out.append(("desired", f"{rev['desired'] or '-'} (seen {rev['desired_seen_at'] or '-'})"))
+    out.append(("applied", rev["applied"] or "-"))
+    out.append(("last-known-good", rev["last_known_good"] or "-"))
+    held = view["held"]
+    if held:
+        what = "stalled" if held["stalled"] else "held"
+        nxt = f", next attempt {held['next_attempt_at']}" if held["next_attempt_at"] else ""
+        out.append(("held", f"{held['revision']} {what}: {held['code']} x{held['attempts']}{nxt}"))
+    else:
+        out.append(("held", "-"))
+    last = view["last_tick"]
+    if last:
+        out.append(
+            (
+                "last tick",
+                f"{last['finished_at']} {last['outcome']} {last['code']} "
+                f"{last['revision'] or '-'} in {last['duration_ms']} ms",
+            )
+        )
+        if last["message"]:
+            out.append(("", last["message"]))
+    else:
+        out.append(("last tick", "-"))
+    out.append(("last success", _when(view, "last_success_at")))
+    tok = view["token"]
+    if tok:
+        renew = "renewable" if tok["renewable"] else "not renewable"
+        out.append(
+            (
+                "token",
+                f"{tok['kind']}, expires {tok['expires_at']} (in {tok['expires_in_s']} s), {renew}",
+            )
+        )
+    else:
+        out.append(("token", "-"))
+    out.append(("leases (1 h)", str(view["leases_last_hour"])))
+    sus = view["suspended"]
+    out.append(("suspended", f"until {sus['until'] or 'resume'}: {sus['reason']}" if sus else "no"))
+    names = ", ".join(lk["name"] + (" (stale)" if lk["stale"] else "") for lk in view["locks"])
+    out.append(("update locks", names or "none"))
+    if view["interrupted"]:
+        cut = view["interrupted"]
+        out.append(("interrupted", f"tick {cut['tick_id']} in {cut['phase']} of {cut['revision']}"))
+    svc = view["services"]
+    out.append(("engine", f"{svc['engine']} (project {svc['project'] or '-'})"))
+    for c in svc["containers"]:
+        health = f"/{c['health']}" if c["health"] else ""
+        digest = c["digest"] or c["image_id"][:19]
+        out.append(
+            (f"  {c['service']}", f"{c['state']}{health} since {c['since'] or '-'} {digest}")
+        )
+    timer = view["timer"]["next_run_at"]
+    out.append(("next tick", timer or "- (no systemd timer here)"))
+    for h in view["history"]:
+        times = f" x{h['repeats']}" if h["repeats"] > 1 else ""
+        rb = f" -> rolled back to {h['rollback_to']}" if h["rollback_to"] else ""
+        out.append(
+            (
+                "history",
+                f"{h['finished_at']} {h['outcome']} {h['code']} {h['revision'] or '-'}{times}{rb}",
+            )
+        )
+    return out
+
+
+def table(view: dict[str, Any]) -> str:
+    pairs = rows(view)
+    width = max(len(label) for label, _ in pairs)
+    return "\n".join(f"{label:<{width}}  {text}".rstrip() for label, text in pairs) + "\n"
