@@ -270,7 +270,7 @@ def test_the_package_under_real_systemd(pkg_image: str, built_deb: Path, lab: La
         assert box.check(f"systemctl show -p MemoryMax --value {UNIT}").strip() == str(512 << 20)
 
         # 2. A Ziti fault, by hand: the agent's line is first, the SDK's words in it.
-        manual_end_us = a_ziti_fault_names_itself_first(box, lab)
+        a_ziti_fault_names_itself_first(box, lab)
 
         # 3. Configure, wait until the box has been up 60 s (OnBootSec= is then past), enable:
         # the first tick comes at once (OnBootSec=, not the OnUnitInactiveSec= of the manual run).
@@ -283,8 +283,10 @@ def test_the_package_under_real_systemd(pkg_image: str, built_deb: Path, lab: La
         first = wait_ticks(box, 1, enabled_us)
         assert first[0]["outcome"] == "applied" and first[0]["revision"] == "r1", first
         first_start_us = ticks(box, enabled_us)[0].start_us
+        # at once: within the randomized delay of enabling. (Whether OnUnitInactiveSec= of the
+        # manual run would have come later cannot be told apart here: the manual run ended about
+        # 40 s before the enable, and 40 s + a 20 s spread overlaps its 60 s.)
         assert (first_start_us - enabled_us) / 1e6 <= SPREAD_S + 5
-        assert first_start_us < manual_end_us + CADENCE_S * 1e6
         assert set(lab.containers()) == {"web"}  # the hardened unit drove the host's engine
         pulls = lab.pulls()
         # `status` under real systemd, as root (this image has no D-Bus, which systemctl needs
