@@ -96,6 +96,8 @@ def test_status_for_each_state_of_a_box_changes_nothing(lab: Lab) -> None:
     ok = status(lab, 0, "ok")
     assert ok["revisions"]["applied"] == ok["revisions"]["desired"] == "r1"
     assert ok["revisions"]["last_known_good"] == "r1"
+    assert {"kind": "REVISION", "detail": "(none) -> r1"} in ok["revisions"]["reasons"]
+    assert ok["revisions"]["deploy_id"] == ok["last_tick"]["tick_id"]
     assert ok["last_tick"]["outcome"] == "applied" and ok["counters"]["ticks"]["applied"] == 1
     assert ok["token"]["kind"] == "lease" and ok["leases_last_hour"] == 1
     [web] = ok["services"]["containers"]

@@ -153,6 +153,9 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             "applied": running,
             "applied_at": applied.applied_at or None if applied else None,
             "last_known_good": lkg,
+            # why the last-known-good was applied, and the deploy id its containers carry
+            "deploy_id": applied.deploy_id or None if applied else None,
+            "reasons": [dict(r) for r in applied.reasons] if applied else [],
         },
         "held": None
         if held is None

@@ -117,6 +117,8 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
     out.append(("desired", f"{rev['desired'] or '-'} (seen {rev['desired_seen_at'] or '-'})"))
     out.append(("applied", rev["applied"] or "-"))
     out.append(("last-known-good", rev["last_known_good"] or "-"))
+    why = "; ".join(f"{r['kind']} {r['detail']}".strip() for r in rev.get("reasons", []))
+    out.append(("applied because", f"{why or '-'} (deploy {rev.get('deploy_id') or '-'})"))
     held = view["held"]
     if held:
         what = "stalled" if held["stalled"] else "held"
