@@ -33,6 +33,9 @@ BUDGET_S = 60.0  # a shape that takes longer at one size is not run at the next
 
 def main() -> None:
     shapes = sys.argv[1:] or list(SHAPES)
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        sys.exit(f"usage: envfile_render.py [SHAPE ...]  (shapes: {', '.join(SHAPES)})")
     print(f"{'shape':<12} {'bytes':>9} {'cpu s':>8}  outcome")
     for shape in shapes:
         for size in SIZES:
