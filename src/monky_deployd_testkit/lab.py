@@ -126,22 +126,35 @@ class Lab:
         )
         return Run(proc.returncode, parse_lines(proc.stdout), proc.stdout, proc.stderr)
 
+    def _ps(self, project: str | None, fmt: str, *filters: str) -> list[list[str]]:
+        """``docker ps`` of the project's running containers: the words of each line."""
+        argv = [
+            "docker",
+            "ps",
+            "--filter",
+            f"label=com.docker.compose.project={project or self.project}",
+        ]
+        for f in filters:
+            argv += ["--filter", f]
+        out = subprocess.run(
+            (*argv, "--format", fmt), capture_output=True, text=True, check=True
+        ).stdout
+        return [ln.split() for ln in out.splitlines() if ln.strip()]
+
     def containers(self, project: str | None = None) -> dict[str, str]:
         """service -> container id of the project's running containers."""
-        out = subprocess.run(
-            (
-                "docker",
-                "ps",
-                "--filter",
-                f"label=com.docker.compose.project={project or self.project}",
-                "--format",
-                '{{.ID}} {{.Label "com.docker.compose.service"}}',
-            ),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        return {svc: cid for cid, svc in (ln.split() for ln in out.splitlines() if ln.strip())}
+        rows = self._ps(project, '{{.ID}} {{.Label "com.docker.compose.service"}}')
+        return {svc: cid for cid, svc in rows}
+
+    def labelled(self, revision: str) -> dict[str, str]:
+        """service -> deploy id of the running containers labelled with ``revision``
+        (``docker ps --filter label=monky-deployd.revision=<rev>``)."""
+        rows = self._ps(
+            None,
+            '{{.Label "com.docker.compose.service"}} {{.Label "monky-deployd.deploy-id"}}',
+            f"label=monky-deployd.revision={revision}",
+        )
+        return {svc: deploy for svc, deploy in rows}
 
     def container_env(self, service: str = "web") -> dict[str, str]:
         cid = self.containers()[service]

@@ -73,26 +73,6 @@ def revision_of(lab: Lab) -> dict[str, tuple[str, str]]:
     return {s: (r, d) for s, r, d in (ln.split() for ln in out.splitlines() if ln.strip())}
 
 
-def with_revision(lab: Lab, revision: str) -> list[str]:
-    """``docker ps --filter label=monky-deployd.revision=<rev>``: the services it lists."""
-    out = subprocess.run(
-        (
-            "docker",
-            "ps",
-            "--filter",
-            f"label=com.docker.compose.project={lab.project}",
-            "--filter",
-            f"label=monky-deployd.revision={revision}",
-            "--format",
-            '{{.Label "com.docker.compose.service"}}',
-        ),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return sorted(out.split())
-
-
 def plan_services(lab: Lab) -> dict[str, str]:
     env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
     proc = subprocess.run(
@@ -132,7 +112,7 @@ def test_only_the_changed_service_is_recreated_and_relabelled(lab: Lab) -> None:
     assert tick2 != tick1
     assert ids2["db"] == ids1["db"] and ids2["web"] != ids1["web"]
     assert revision_of(lab) == {"web": ("r2", tick2), "db": ("r1", tick1)}
-    assert with_revision(lab, "r2") == ["web"] and with_revision(lab, "r1") == ["db"]
+    assert sorted(lab.labelled("r2")) == ["web"] and sorted(lab.labelled("r1")) == ["db"]
     assert applied(lab)["service_labels"]["db"] == kept["db"]
 
     # r3 is r2 under a new name: nothing is recreated, every label stays
@@ -142,7 +122,7 @@ def test_only_the_changed_service_is_recreated_and_relabelled(lab: Lab) -> None:
     assert third.rc == 0, third.stdout + third.stderr
     assert lab.containers() == ids2
     assert revision_of(lab) == {"web": ("r2", tick2), "db": ("r1", tick1)}
-    assert with_revision(lab, "r3") == []
+    assert sorted(lab.labelled("r3")) == []
 
 
 def new_image_under(registry: Registry, ref: str, busybox_image: str) -> None:
@@ -178,4 +158,4 @@ def test_a_new_image_under_the_same_tag_relabels_only_its_service(
     ids2, tick2 = lab.containers(), applied(lab)["deploy_id"]
     assert ids2["web"] == ids1["web"] and ids2["db"] != ids1["db"]
     assert revision_of(lab) == {"web": ("r1", tick1), "db": ("r2", tick2)}
-    assert with_revision(lab, "r2") == ["db"]
+    assert sorted(lab.labelled("r2")) == ["db"]

@@ -117,25 +117,6 @@ def bundle(lab: Lab, *, template: str = TEMPLATE, web: dict[str, Any] | None = N
     return b
 
 
-def labels(lab: Lab, revision: str) -> list[str]:
-    out = subprocess.run(
-        (
-            "docker",
-            "ps",
-            "--filter",
-            f"label=com.docker.compose.project={lab.project}",
-            "--filter",
-            f"label=monky-deployd.revision={revision}",
-            "--format",
-            '{{.Label "com.docker.compose.service"}} {{.Label "monky-deployd.deploy-id"}}',
-        ),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return sorted(out.splitlines())
-
-
 def new_image_under(registry: Registry, ref: str, busybox_image: str) -> None:
     """Build an image that differs from busybox (a label) and push it as ``ref``."""
     tag = f"monky-plan-{uuid.uuid4().hex[:8]}"
@@ -185,11 +166,11 @@ def test_plan_diffs_a_new_revision_and_the_apply_carries_its_reasons(
     assert lab.estate.tenancy.reports[-1]["reasons"] == [
         {"kind": "REVISION", "detail": "(none) -> r1"}
     ]
-    assert [ln.split()[0] for ln in labels(lab, "r1")] == ["web"]
+    assert list(lab.labelled("r1")) == ["web"]
     applied = json.loads((lab.state_dir / "applied.json").read_text())
     assert applied["reasons"] == [{"kind": "REVISION", "detail": "(none) -> r1"}]
     assert set(applied["env_hashes"]) == {"DB_PASSWORD", "LOG_LEVEL"}
-    assert labels(lab, "r1") == [f"web {applied['deploy_id']}"]
+    assert lab.labelled("r1") == {"web": applied["deploy_id"]}
     assert SECRET not in (lab.state_dir / "applied.json").read_text()
 
     # applied and desired agree: no change
@@ -235,7 +216,7 @@ def test_plan_diffs_a_new_revision_and_the_apply_carries_its_reasons(
     assert second.events("apply.reasons")[0]["reasons"] == kinds[:4]  # the digest: at commit
     applied = json.loads((lab.state_dir / "applied.json").read_text())
     assert [r["kind"] for r in applied["reasons"]] == kinds
-    assert labels(lab, "r2") == [f"web {applied['deploy_id']}"] and labels(lab, "r1") == []
+    assert lab.labelled("r2") == {"web": applied["deploy_id"]} and lab.labelled("r1") == {}
     for where in (second.stdout, json.dumps(lab.estate.tenancy.reports), json.dumps(applied)):
         assert ROTATED not in where and SECRET not in where
 
@@ -292,7 +273,7 @@ def test_rollback_hold_forced_retry_and_drift_each_say_why(lab: Lab) -> None:
     assert kinds_of(rep) == ["REVISION", "COMPOSE", "ROLLBACK"]
     assert rep["reasons"][-1] == {"kind": "ROLLBACK", "detail": "to r1"}
     # the last-known-good's containers are back with their own labels
-    assert labels(lab, "r1") == [f"web {first_id}"] and labels(lab, "r2") == []
+    assert lab.labelled("r1") == {"web": first_id} and lab.labelled("r2") == {}
 
     # held: the next tick applies nothing; plan says so and what --retry would change
     counters = Counters(lab)
@@ -318,7 +299,7 @@ def test_rollback_hold_forced_retry_and_drift_each_say_why(lab: Lab) -> None:
     restore = lab.tick()
     assert restore.rc == 0, restore.stdout  # the last-known-good restored (r2 stays held)
     assert lab.estate.tenancy.reports[-1]["reasons"] == [{"kind": "DRIFT", "detail": "web missing"}]
-    assert labels(lab, "r1") == [f"web {first_id}"]
+    assert lab.labelled("r1") == {"web": first_id}
 
 
 def test_a_record_from_before_fingerprints_is_compared_from_the_files_on_disk(lab: Lab) -> None:

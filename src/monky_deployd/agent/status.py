@@ -32,21 +32,10 @@ def _t(ts: float | None) -> str | None:
 
 
 def _entry(e: ledger.Entry | None) -> dict[str, Any] | None:
-    if e is None:
-        return None
-    return {
-        "tick_id": e.tick_id,
-        "started_at": _t(e.started_at),
-        "finished_at": _t(e.finished_at),
-        "outcome": e.outcome,
-        "code": e.code,
-        "message": e.message,
-        "revision": e.revision,
-        "duration_ms": e.duration_ms,
-        "rollback_to": e.rollback_to,
-        "rollback_ok": e.rollback_ok,
-        "repeats": e.repeats,
-    }
+    out = ledger.entry_dict(e, phases=False)
+    if out is not None:
+        out["started_at"], out["finished_at"] = _t(out["started_at"]), _t(out["finished_at"])
+    return out
 
 
 def _digest_of(ref: str, known: list[str]) -> str:

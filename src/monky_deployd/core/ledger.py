@@ -135,7 +135,7 @@ class Ledger:
     def to_json(self) -> bytes:
         body: dict[str, Any] = {
             "version": LEDGER_VERSION,
-            "last": _entry_out(self.last),
+            "last": entry_dict(self.last),
             "last_success_at": self.last_success_at,
             "ticks": {k: self.ticks[k] for k in OUTCOMES if k in self.ticks},
             "consecutive_failures": self.consecutive_failures,
@@ -148,7 +148,7 @@ class Ledger:
             "desired_seen_at": self.desired_seen_at,
             "token": None if self.token is None else self.token.__dict__,
             "pull_filesystems": list(self.pull_filesystems),
-            "history": [_entry_out(e, phases=False) for e in self.history],
+            "history": [entry_dict(e, phases=False) for e in self.history],
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -249,7 +249,8 @@ def quiet(prev: Ledger, new: Ledger) -> bool:
 # -- bytes ---------------------------------------------------------------------------------------
 
 
-def _entry_out(e: Entry | None, *, phases: bool = True) -> dict[str, Any] | None:
+def entry_dict(e: Entry | None, *, phases: bool = True) -> dict[str, Any] | None:
+    """The entry as the ledger file stores it (times as epoch seconds); ``status`` shows it."""
     if e is None:
         return None
     out: dict[str, Any] = {
