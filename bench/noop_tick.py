@@ -9,8 +9,9 @@ the applied revision, a loopback Engine API listing the project's container as r
 state an earlier apply left). The first tick spends the lease and is not counted. ``--src DIR``
 runs the ticks from another checkout's ``src`` (e.g. ``/path/to/main/src``: before/after);
 ``--save-walls`` writes the ticks' wall times for ``bench/fleet.py --durations``.
-Prints a table: median and p90 wall, median CPU (user+sys), median peak RSS, and the tick's
-ratio to the baseline; then the leases, check-ins and engine calls the counted ticks made.
+Prints a table: median and p90 wall, median CPU (user+sys), median peak RSS of the baseline, the
+floor (the libraries a no-op path needs plus one pydantic model) and the tick, and the floor's and
+the tick's ratios to the baseline; then the leases, check-ins and engine calls the counted ticks made.
 """
 
 from __future__ import annotations
@@ -29,6 +30,17 @@ from _spawn import Launcher, Row
 from monky_deployd_testkit.steady import SteadyBox
 
 BASELINE = (sys.executable, "-c", "import httpx, pydantic, hvac, yaml, pythonjsonlogger")
+# The floor of any no-op tick built on the design card's libraries: what its path cannot do
+# without (httpx for the check-in, yaml for config.yaml, the JSON log formatter) and ONE pydantic
+# model built and validated. The tick can approach this row, not go below it.
+FLOOR = (
+    sys.executable,
+    "-c",
+    "import httpx, yaml, pythonjsonlogger.json\n"
+    "from pydantic import BaseModel\n"
+    "class A(BaseModel):\n    x: int = 0\n"
+    "A(x=1)",
+)
 
 
 def p90(values: list[float]) -> float:
@@ -66,9 +78,11 @@ def main() -> int:
             return 1
         leases = len(box.estate.tenancy.leases)
         base: list[Row] = []
+        floor: list[Row] = []
         noop: list[Row] = []
-        for _ in range(args.runs):  # interleaved: both see the same machine
+        for _ in range(args.runs):  # interleaved: all see the same machine
             base.append(launcher.run(BASELINE, env))
+            floor.append(launcher.run(FLOOR, env))
             noop.append(launcher.run(box.argv, env))
         t = box.estate.tenancy
         extra = (
@@ -79,7 +93,7 @@ def main() -> int:
         )
     if args.save_walls:
         args.save_walls.write_text(json.dumps([round(r.wall_ms, 1) for r in noop]) + "\n")
-    b, n = stats(base), stats(noop)
+    b, f, n = stats(base), stats(floor), stats(noop)
     print(
         f"runs={args.runs}  src={args.src or 'this checkout'}  load average before/after: "
         f"{load_before[0]:.2f} / {os.getloadavg()[0]:.2f}  ({os.cpu_count()} CPUs)"
@@ -87,14 +101,24 @@ def main() -> int:
     print(
         f"{'':30} {'wall med ms':>11} {'wall p90 ms':>11} {'cpu med ms':>10} {'peak RSS MiB':>12}"
     )
-    for name, s in (("import baseline", b), ("no-op tick (whole process)", n)):
+    rows = (
+        ("import baseline", b),
+        ("floor (libs + 1 model)", f),
+        ("no-op tick (whole process)", n),
+    )
+    for name, s in rows:
         print(f"{name:30} {s[0]:11.1f} {s[1]:11.1f} {s[2]:10.1f} {s[3]:12.1f}")
+    print(
+        f"{'ratio floor / baseline':30} {f[0] / b[0]:11.2f} {f[1] / b[1]:11.2f} "
+        f"{f[2] / b[2]:10.2f} {f[3] / b[3]:12.2f}"
+    )
     print(
         f"{'ratio tick / baseline':30} {n[0] / b[0]:11.2f} {n[1] / b[1]:11.2f} "
         f"{n[2] / b[2]:10.2f} {n[3] / b[3]:12.2f}   (goal: <= 0.80, <= 0.80, <= 0.80, <= 1.00)"
     )
     print(
-        f"exit codes: baseline {sorted({r[3] for r in base})}, tick {sorted({r[3] for r in noop})}"
+        f"exit codes: baseline {sorted({r[3] for r in base})}, floor "
+        f"{sorted({r[3] for r in floor})}, tick {sorted({r[3] for r in noop})}"
     )
     print(extra)
     return 0
