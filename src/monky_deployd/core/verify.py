@@ -4,8 +4,8 @@ After ``up`` the agent watches the project's containers (``agent.steps.verify`` 
 API; the clock and the sleep are injected). Every poll is one ``Observation``; ``judge`` turns the
 watch so far plus that observation into ``Passed | Failed | Waiting``:
 
-- a long-running service passes once its container has been ``running`` (and ``healthy`` when it
-  has a healthcheck) without a restart for ``window_s``;
+- a long-running service passes once each of its containers (all replicas) has been ``running``
+  (and ``healthy`` when it has a healthcheck) without a restart for ``window_s``;
 - a service whose container exited 0 and whose restart policy is ``no`` (an init or migration
   job) is done: that is success, not failure (``up --wait`` gets this wrong, docker/compose#10596);
 - any other exit, a restart (the same container started again, or ``restarting``), ``dead`` or
@@ -47,7 +47,8 @@ class Watch:
     """What the verify remembers between observations."""
 
     started: float  # when the watch began (the clock the caller injects)
-    # service -> (container id, started_at, since): the run that has been good since ``since``
+    # "<service>#<container id>" -> (container id, started_at, since): the run of that
+    # container that has been good since ``since``
     good: Mapping[str, tuple[str, str, float]] = field(default_factory=dict)
 
 
@@ -110,6 +111,11 @@ def _describe(c: ContainerObs) -> str:
     return c.state
 
 
+def _service(key: str) -> str:
+    """The service of a ``Watch.good`` key (``<service>#<container id>``)."""
+    return key.partition("#")[0]
+
+
 def judge(
     watch: Watch,
     expected: tuple[str, ...],
@@ -119,54 +125,52 @@ def judge(
     window_s: float,
     deadline_s: float,
 ) -> Verdict:
-    """The verdict after one more observation (``observed``: the project's containers now)."""
-    by_service: dict[str, ContainerObs] = {}
+    """The verdict after one more observation (``observed``: the project's containers now).
+
+    Every container of a service is judged (``scale: 3``, ``deploy.replicas``): one replica that
+    crash-loops fails the revision however many others run, and a service is good only once all
+    of its containers have been."""
+    by_service: dict[str, list[ContainerObs]] = {}
     for c in observed:
-        # two containers of one service (scale, or a replaced one not yet removed): the newest
-        # start decides; a tie keeps the first seen
-        have = by_service.get(c.service)
-        if have is None or c.started_at > have.started_at:
-            by_service[c.service] = c
+        by_service.setdefault(c.service, []).append(c)
     good: dict[str, tuple[str, str, float]] = {}
     done: list[str] = []
     pending: list[tuple[str, ContainerObs | None]] = []
     for name in expected:
-        found = by_service.get(name)
-        if found is None:
+        found = by_service.get(name, [])
+        if not found:
             pending.append((name, None))
             continue
-        c = found
-        failed = _fault(c, watch.good.get(name))
-        if failed is not None:
-            return failed
-        if c.state == "exited":  # exit 0 with restart "no": a finished job (_fault passed it)
-            done.append(name)
-            continue
-        if c.state == "running" and c.health in ("", "healthy"):
-            prev = watch.good.get(name)
-            same_run = prev is not None and prev[:2] == (c.container_id, c.started_at)
-            good[name] = (
-                prev
-                if same_run and prev is not None
-                else (
-                    c.container_id,
-                    c.started_at,
-                    now,
+        finished = True  # every container a one-shot job that exited 0
+        for c in found:
+            key = f"{name}#{c.container_id}"
+            prev = watch.good.get(key)
+            failed = _fault(c, prev)
+            if failed is not None:
+                return failed
+            if c.state == "exited":  # exit 0 with restart "no": a finished job (_fault passed it)
+                continue
+            finished = False
+            if c.state == "running" and c.health in ("", "healthy"):
+                same_run = prev is not None and prev[:2] == (c.container_id, c.started_at)
+                good[key] = (
+                    prev if same_run and prev is not None else (c.container_id, c.started_at, now)
                 )
-            )
-            continue
-        pending.append((name, c))
+                continue
+            pending.append((name, c))
+        if finished:
+            done.append(name)
     settled = not pending and all(now - since >= window_s for _, _, since in good.values())
     if settled:
-        return Passed(tuple(sorted(good)), tuple(sorted(done)))
+        return Passed(tuple(sorted({_service(k) for k in good})), tuple(sorted(done)))
     if now - watch.started >= deadline_s:
         return _timed_out(pending, good, now, window_s, deadline_s)
     if pending:
         name, seen = pending[0]
         why = f"{name}: {'no container' if seen is None else _describe(seen)}"
     else:
-        name = min(good, key=lambda n: good[n][2])
-        why = f"{name}: running for {now - good[name][2]:.0f} of {window_s:.0f} s"
+        key = min(good, key=lambda k: good[k][2])
+        why = f"{_service(key)}: running for {now - good[key][2]:.0f} of {window_s:.0f} s"
     return Waiting(Watch(watch.started, good), why)
 
 
@@ -241,11 +245,12 @@ def _timed_out(
             f"service {name} {what} after {deadline_s:.0f} s",
             "" if c is None else _detail(c),
         )
-    name = min(good, key=lambda n: good[n][2])
+    key = min(good, key=lambda k: good[k][2])
+    name = _service(key)
     return Failed(
         Code.VERIFY_TIMEOUT,
         name,
         "running",
-        f"service {name} ran only {now - good[name][2]:.0f} s of the {window_s:.0f} s stable "
+        f"service {name} ran only {now - good[key][2]:.0f} s of the {window_s:.0f} s stable "
         f"window within the {deadline_s:.0f} s deadline",
     )

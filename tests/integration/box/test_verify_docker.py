@@ -87,3 +87,50 @@ def test_a_healthcheck_still_starting_at_the_deadline_fails_unhealthy(
     assert info.value.code is Code.VERIFY_UNHEALTHY
     assert "web" in info.value.message and "180 s" in info.value.message
     assert len(sleeps) == 36
+
+
+def test_one_replica_that_exits_fails_the_verify_however_many_others_run(
+    tmp_path: Path, project: str, busybox_image: str
+) -> None:
+    """scale: 3 of web, the first replica gone with exit 3: not hidden behind the two that
+    started after it (judging only the newest start of a service would pass this)."""
+    subprocess.run(
+        (
+            "docker", "run", "-d", "--network", "none",
+            "--label", f"com.docker.compose.project={project}",
+            "--label", "com.docker.compose.service=web",
+            busybox_image, "sh", "-c", "exit 3",
+        ),
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    start(project, busybox_image)
+    start(project, busybox_image)
+    ctx = context(tmp_path, Clock(0.0), [], stable_s=30, deadline_s=60, poll_s=5)
+    with pytest.raises(DeployError) as caught:
+        steps.verify(ctx, Verify(project, "r1", ("web",)))
+    assert caught.value.code is Code.VERIFY_EXITED
+    assert "exit_code=3" in (caught.value.detail or "")
+
+
+def test_an_exited_one_off_run_container_is_not_a_replica(
+    tmp_path: Path, project: str, busybox_image: str
+) -> None:
+    """An operator's `docker compose run web ...` without --rm that exited 1 stays in the
+    project's container list: it is not judged (compose labels it oneoff=True)."""
+    start(project, busybox_image, "--label", "com.docker.compose.oneoff=False")
+    subprocess.run(
+        (
+            "docker", "run", "-d", "--network", "none",
+            "--label", f"com.docker.compose.project={project}",
+            "--label", "com.docker.compose.service=web",
+            "--label", "com.docker.compose.oneoff=True",
+            busybox_image, "sh", "-c", "exit 1",
+        ),
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    sleeps: list[float] = []
+    ctx = context(tmp_path, Clock(0.0), sleeps, stable_s=30, deadline_s=60, poll_s=5)
+    steps.verify(ctx, Verify(project, "r1", ("web",)))
+    assert sum(sleeps) == 30.0

@@ -90,6 +90,21 @@ def test_a_healthcheck_that_never_passes_times_out_as_unhealthy() -> None:
     assert isinstance(got, Failed) and got.code is Code.VERIFY_UNHEALTHY
 
 
+def test_one_crashing_replica_fails_the_revision_however_many_others_run() -> None:
+    fine = (obs(cid="c1"), obs(cid="c2"))
+    seq = [(0.0, fine), (5.0, (*fine, obs(cid="c3", state="restarting", exit_code=3)))]
+    got = run(("web",), seq)[-1]
+    assert (
+        isinstance(got, Failed) and got.code is Code.VERIFY_EXITED and "exit_code=3" in got.detail
+    )
+
+
+def test_a_service_passes_once_every_replica_ran_the_whole_window() -> None:
+    early, late = obs(cid="c1"), obs(cid="c2")
+    seq = [(0.0, (early,)), (6.0, (early, late)), (10.0, (early, late)), (16.0, (early, late))]
+    assert [type(v) for v in run(("web",), seq)] == [Waiting, Waiting, Waiting, Passed]
+
+
 def test_a_missing_service_times_out() -> None:
     got = run(("db", "web"), [(t, (obs(),)) for t in (0.0, 60.0)])[-1]
     assert isinstance(got, Failed) and got.code is Code.VERIFY_TIMEOUT and got.service == "db"
@@ -111,7 +126,8 @@ one = st.builds(
     exit_code=st.sampled_from([0, 1, 137]),
     restart=st.sampled_from(["no", "always"]),
 )
-snapshots = st.lists(one, max_size=3).map(tuple)
+# a container id appears at most once per snapshot (the engine lists each container once)
+snapshots = st.lists(one, max_size=3, unique_by=lambda c: c.container_id).map(tuple)
 gaps = st.floats(0.0, 20.0)
 sequences = st.lists(st.tuples(gaps, snapshots), min_size=1, max_size=30)
 Seq = list[tuple[float, tuple[ContainerObs, ...]]]
@@ -133,13 +149,9 @@ def done(c: ContainerObs) -> bool:
     return c.state == "exited" and c.exit_code == 0 and c.restart_policy == "no"
 
 
-def decisive(snap: tuple[ContainerObs, ...], name: str) -> ContainerObs | None:
-    """The container of ``name`` that judge looks at: the newest start, the first on a tie."""
-    pick: ContainerObs | None = None
-    for c in snap:
-        if c.service == name and (pick is None or c.started_at > pick.started_at):
-            pick = c
-    return pick
+def of(snap: tuple[ContainerObs, ...], name: str) -> list[ContainerObs]:
+    """Every container of ``name``: judge looks at each (replicas too)."""
+    return [c for c in snap if c.service == name]
 
 
 @given(sequences)
@@ -151,20 +163,22 @@ def test_passed_only_when_every_service_ran_the_whole_window(raw: Seq) -> None:
     seen = seq[: len(verdicts)]
     end = seen[-1][0]
     for name in SERVICES:
-        last = decisive(seen[-1][1], name)
-        assert last is not None
-        if done(last):
-            continue
-        assert good(last)
-        key = (last.container_id, last.started_at)
-        # the same run, good, at every observation of the window, and first seen WINDOW ago
-        since = end
-        for t, snap in reversed(seen):
-            c = decisive(snap, name)
-            if c is None or not good(c) or (c.container_id, c.started_at) != key:
-                break
-            since = t
-        assert end - since >= WINDOW
+        last = of(seen[-1][1], name)
+        assert last, f"{name} passed with no container"
+        for c in last:
+            if done(c):
+                continue
+            assert good(c)
+            key = (c.container_id, c.started_at)
+            # the same run of this container, good, at every observation of the window, and
+            # first seen WINDOW ago
+            since = end
+            for t, snap in reversed(seen):
+                same = [o for o in of(snap, name) if o.container_id == c.container_id]
+                if not same or not good(same[0]) or (c.container_id, same[0].started_at) != key:
+                    break
+                since = t
+            assert end - since >= WINDOW
 
 
 @given(sequences)
@@ -173,11 +187,11 @@ def test_a_crash_fails_at_once_and_nothing_outlives_the_deadline(raw: Seq) -> No
     verdicts = run(SERVICES, seq)
     for (now, snap), verdict in zip(seq, verdicts, strict=False):
         for name in SERVICES:
-            c = decisive(snap, name)
-            crashed = c is not None and (
+            crashed = any(
                 c.state == "restarting"
                 or (c.state == "exited" and not done(c))
                 or (c.health == "unhealthy" and not done(c))  # a finished job's health is stale
+                for c in of(snap, name)
             )
             if crashed:
                 assert isinstance(verdict, Failed)

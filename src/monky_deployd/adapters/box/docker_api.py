@@ -30,6 +30,7 @@ from monky_deployd.core.verify import ContainerObs
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
+ONEOFF_LABEL = "com.docker.compose.oneoff"  # "True" on `docker compose run` containers
 WORKING_DIR_LABEL = "com.docker.compose.project.working_dir"
 _HEALTH_RE = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 
@@ -226,7 +227,9 @@ def engine_version(cfg: DockerCfg) -> tuple[str, str, str]:
 
 
 def inspect_project(cfg: DockerCfg, project: str) -> list[ContainerObs]:
-    """Every container of the compose project, inspected (what the verify phase judges)."""
+    """Every service container of the compose project, inspected (what the verify phase
+    judges); not the one-off containers of ``docker compose run`` (an operator's exited
+    ``run`` without ``--rm`` is not a replica that crashed)."""
     filters = json.dumps({"label": [f"{PROJECT_LABEL}={project}"]})
     rows = _get(
         cfg,
@@ -237,7 +240,8 @@ def inspect_project(cfg: DockerCfg, project: str) -> list[ContainerObs]:
     found: list[ContainerObs] = []
     for row in rows if isinstance(rows, list) else []:
         cid = str(row.get("Id", "")) if isinstance(row, dict) else ""
-        if not cid:
+        labels = row.get("Labels") if isinstance(row, dict) else None
+        if not cid or (isinstance(labels, dict) and labels.get(ONEOFF_LABEL) == "True"):
             continue
         info = _get(cfg, f"/containers/{cid}/json", None, f"container {cid[:12]}")
         if isinstance(info, dict):  # None: removed between the list and the inspect
