@@ -10,8 +10,9 @@ state an earlier apply left). The first tick spends the lease and is not counted
 runs the ticks from another checkout's ``src`` (e.g. ``/path/to/main/src``: before/after);
 ``--save-walls`` writes the ticks' wall times for ``bench/fleet.py --durations``.
 Prints a table: median and p90 wall, median CPU (user+sys), median peak RSS of the baseline, the
-floor (the libraries a no-op path needs plus one pydantic model) and the tick, and the floor's and
-the tick's ratios to the baseline; then the leases, check-ins and engine calls the counted ticks made.
+floor (the libraries a no-op path needs plus one pydantic model) and the tick, and the floor's
+and the tick's ratios to the baseline; then the leases, check-ins and engine calls the counted
+ticks made.
 """
 
 from __future__ import annotations
