@@ -229,6 +229,24 @@ class Registry:
     ) -> None:
         self.stop()
 
+    def push_new_image(self, ref: str, base: str) -> None:
+        """Build an image that differs from ``base`` (a unique label) and push it as ``ref``
+        (``<host>/<repo>:<tag>``): a new digest under the same tag."""
+        tag = f"monky-new-{uuid.uuid4().hex[:8]}"
+        build = subprocess.run(
+            (DOCKER, "build", "-q", "-t", tag, "--label", f"monky-new={tag}", "-"),
+            input=f"FROM {base}\n",
+            capture_output=True,
+            text=True,
+            env={**os.environ, "DOCKER_BUILDKIT": "0"},
+            check=False,
+        )
+        if build.returncode != 0:
+            raise DockerUnavailable(f"docker build FROM {base} failed: {build.stderr.strip()}")
+        host_repo, _, version = ref.rpartition(":")
+        self.push(tag, host_repo.partition("/")[2], version)
+        subprocess.run((DOCKER, "image", "rm", tag), capture_output=True, check=False)
+
     def push(self, local_tag: str, repo: str, tag: str = "latest") -> str:
         """Push ``local_tag`` as ``<host>/<repo>:<tag>``; return that ref (not kept locally)."""
         ref = f"{self.host}/{repo}:{tag}"

@@ -125,23 +125,6 @@ def test_only_the_changed_service_is_recreated_and_relabelled(lab: Lab) -> None:
     assert sorted(lab.labelled("r3")) == []
 
 
-def new_image_under(registry: Registry, ref: str, busybox_image: str) -> None:
-    """Build an image that differs from busybox (a label) and push it as ``ref``."""
-    tag = f"monky-labels-{uuid.uuid4().hex[:8]}"
-    build = subprocess.run(
-        ("docker", "build", "-q", "-t", tag, "--label", f"labels={tag}", "-"),
-        input=f"FROM {busybox_image}\n",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "DOCKER_BUILDKIT": "0"},
-        check=False,
-    )
-    assert build.returncode == 0, build.stderr
-    host_repo, _, version = ref.rpartition(":")
-    registry.push(tag, host_repo.partition("/")[2], version)
-    subprocess.run(("docker", "image", "rm", tag), capture_output=True, check=False)
-
-
 def test_a_new_image_under_the_same_tag_relabels_only_its_service(
     lab: Lab, registry: Registry, busybox_image: str, db_repo: str
 ) -> None:
@@ -151,7 +134,7 @@ def test_a_new_image_under_the_same_tag_relabels_only_its_service(
     ids1, tick1 = lab.containers(), applied(lab)["deploy_id"]
 
     # r2: the same compose file, but db's tag now names a new image (compose recreates db)
-    new_image_under(registry, db_repo, busybox_image)
+    registry.push_new_image(db_repo, busybox_image)
     lab.estate.tenancy.set_desired("r2", two_services(lab, db_image=db_repo))
     second = lab.tick()
     assert second.rc == 0, second.stdout + second.stderr

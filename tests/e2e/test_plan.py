@@ -117,23 +117,6 @@ def bundle(lab: Lab, *, template: str = TEMPLATE, web: dict[str, Any] | None = N
     return b
 
 
-def new_image_under(registry: Registry, ref: str, busybox_image: str) -> None:
-    """Build an image that differs from busybox (a label) and push it as ``ref``."""
-    tag = f"monky-plan-{uuid.uuid4().hex[:8]}"
-    build = subprocess.run(
-        ("docker", "build", "-q", "-t", tag, "--label", f"plan={tag}", "-"),
-        input=f"FROM {busybox_image}\n",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "DOCKER_BUILDKIT": "0"},
-        check=False,
-    )
-    assert build.returncode == 0, build.stderr
-    host_repo, _, version = ref.rpartition(":")
-    registry.push(tag, host_repo.partition("/")[2], version)
-    subprocess.run(("docker", "image", "rm", tag), capture_output=True, check=False)
-
-
 def test_plan_on_a_fresh_box_needs_a_token_or_login_and_changes_nothing(lab: Lab) -> None:
     lab.estate.tenancy.set_desired("r1", bundle(lab))
     counters = Counters(lab)
@@ -182,7 +165,7 @@ def test_plan_diffs_a_new_revision_and_the_apply_carries_its_reasons(
 
     # r2: compose, .env, a rotated secret and a new image under the same tag
     lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": ROTATED})
-    new_image_under(registry, repo, busybox_image)
+    registry.push_new_image(repo, busybox_image)
     r2 = bundle(
         lab,
         template=TEMPLATE.replace("info", "debug") + "NEW_KEY=1\n",

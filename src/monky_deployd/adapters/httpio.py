@@ -16,13 +16,15 @@ import contextlib
 import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import httpcore
 import httpx
 
 from monky_deployd.adapters import deadline
 from monky_deployd.core.errors import DeployError
+
+_T = TypeVar("_T")
 
 
 def read_capped(
@@ -169,6 +171,18 @@ def _expired(
     raise new from exc
 
 
+def _within(
+    timeout_type: type[Exception], timeout: float | None, op: Callable[[float | None], _T]
+) -> _T:
+    """``op`` with its timeout cut to the time left; its timeout named as the deadline's when
+    the deadline cut it short."""
+    left = _clamp(timeout, timeout_type)
+    try:
+        return op(left)
+    except timeout_type as exc:
+        _expired(exc, timeout_type, timeout, left)
+
+
 class DeadlineBackend(httpcore.NetworkBackend):
     """Wraps a network backend: every connect/read/write timeout is cut to the time left."""
 
@@ -183,11 +197,11 @@ class DeadlineBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
-        left = _clamp(timeout, httpcore.ConnectTimeout)
-        try:
-            stream = self._inner.connect_tcp(host, port, left, local_address, socket_options)
-        except httpcore.ConnectTimeout as exc:
-            _expired(exc, httpcore.ConnectTimeout, timeout, left)
+        stream = _within(
+            httpcore.ConnectTimeout,
+            timeout,
+            lambda t: self._inner.connect_tcp(host, port, t, local_address, socket_options),
+        )
         return _DeadlineStream(stream)
 
     def connect_unix_socket(
@@ -196,11 +210,11 @@ class DeadlineBackend(httpcore.NetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
-        left = _clamp(timeout, httpcore.ConnectTimeout)
-        try:
-            stream = self._inner.connect_unix_socket(path, left, socket_options)
-        except httpcore.ConnectTimeout as exc:
-            _expired(exc, httpcore.ConnectTimeout, timeout, left)
+        stream = _within(
+            httpcore.ConnectTimeout,
+            timeout,
+            lambda t: self._inner.connect_unix_socket(path, t, socket_options),
+        )
         return _DeadlineStream(stream)
 
     def sleep(self, seconds: float) -> None:
@@ -212,18 +226,10 @@ class _DeadlineStream(httpcore.NetworkStream):
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        left = _clamp(timeout, httpcore.ReadTimeout)
-        try:
-            return self._inner.read(max_bytes, left)
-        except httpcore.ReadTimeout as exc:
-            _expired(exc, httpcore.ReadTimeout, timeout, left)
+        return _within(httpcore.ReadTimeout, timeout, lambda t: self._inner.read(max_bytes, t))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        left = _clamp(timeout, httpcore.WriteTimeout)
-        try:
-            self._inner.write(buffer, left)
-        except httpcore.WriteTimeout as exc:
-            _expired(exc, httpcore.WriteTimeout, timeout, left)
+        _within(httpcore.WriteTimeout, timeout, lambda t: self._inner.write(buffer, t))
 
     def close(self) -> None:
         self._inner.close()
@@ -234,11 +240,11 @@ class _DeadlineStream(httpcore.NetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
-        left = _clamp(timeout, httpcore.ConnectTimeout)
-        try:
-            tls = self._inner.start_tls(ssl_context, server_hostname, left)
-        except httpcore.ConnectTimeout as exc:
-            _expired(exc, httpcore.ConnectTimeout, timeout, left)
+        tls = _within(
+            httpcore.ConnectTimeout,
+            timeout,
+            lambda t: self._inner.start_tls(ssl_context, server_hostname, t),
+        )
         return _DeadlineStream(tls)
 
     def get_extra_info(self, info: str) -> Any:
