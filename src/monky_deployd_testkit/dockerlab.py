@@ -123,6 +123,18 @@ def remove_image(ref: str) -> None:
     _run([DOCKER, "rmi", "-f", ref])
 
 
+def remove_containers(project: str) -> None:
+    """Every container (running or not) of the compose project ``project``, force-removed."""
+    ids = subprocess.run(
+        (DOCKER, "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"),
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    if ids:
+        subprocess.run((DOCKER, "rm", "-f", *ids), capture_output=True, check=False)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.dockerlab import Registry, remove_containers
 from monky_deployd_testkit.fakes.estate import Estate
 from monky_deployd_testkit.realbao import RealBao
 
@@ -169,14 +169,7 @@ class Lab:
 
     def cleanup(self) -> None:
         for project in {self.project, *self.extra_projects}:
-            ids = subprocess.run(
-                ("docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"),
-                capture_output=True,
-                text=True,
-                check=False,
-            ).stdout.split()
-            if ids:
-                subprocess.run(("docker", "rm", "-f", *ids), capture_output=True, check=False)
+            remove_containers(project)
             subprocess.run(
                 ("docker", "network", "rm", f"{project}_default"), capture_output=True, check=False
             )

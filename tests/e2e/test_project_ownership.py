@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.dockerlab import Registry, remove_containers
 from monky_deployd_testkit.lab import Lab
 
 pytestmark = pytest.mark.docker
@@ -201,14 +201,7 @@ def test_a_project_the_agent_started_keeps_its_volumes_across_a_rename_and_back(
 
 def remove_project(project: str) -> None:
     """Containers, then the volumes (a volume in use cannot go) of a project a test made."""
-    ids = subprocess.run(
-        ("docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"),
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    if ids:
-        subprocess.run(("docker", "rm", "-f", *ids), capture_output=True, check=False)
+    remove_containers(project)
     volumes = labelled("volume", project)
     if volumes:
         subprocess.run(("docker", "volume", "rm", *volumes), capture_output=True, check=False)

@@ -17,6 +17,7 @@ from monky_deployd.agent import steps
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.plan import Verify
 from monky_deployd.core.report import TickRecord
+from monky_deployd_testkit.dockerlab import remove_containers
 from monky_deployd_testkit.fakes.clock import Clock
 
 pytestmark = pytest.mark.docker
@@ -26,14 +27,7 @@ pytestmark = pytest.mark.docker
 def project() -> Iterator[str]:
     name = "vfy" + uuid.uuid4().hex[:8]
     yield name
-    ids = subprocess.run(
-        ("docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={name}"),
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    if ids:
-        subprocess.run(("docker", "rm", "-f", *ids), capture_output=True, check=False)
+    remove_containers(name)
 
 
 def start(project: str, busybox_image: str, *extra: str) -> None:
