@@ -135,6 +135,17 @@ def remove_containers(project: str) -> None:
         subprocess.run((DOCKER, "rm", "-f", *ids), capture_output=True, check=False)
 
 
+def terminate(proc: subprocess.Popen[bytes] | None) -> None:
+    """Stop a server process the testkit started: SIGTERM, then SIGKILL after 10 s."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -215,13 +226,7 @@ class Registry:
         return False
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=10)
+        terminate(self._proc)
         self._proc = None
 
     def stop(self) -> None:

@@ -39,6 +39,7 @@ from typing import Any, Self
 import httpx
 
 from monky_deployd_testkit.baoaudit import AuditCounters
+from monky_deployd_testkit.dockerlab import terminate
 from monky_deployd_testkit.fakes.bao_tokens import TokenRecord
 from monky_deployd_testkit.fakes.grant import GrantIssuer
 
@@ -174,13 +175,7 @@ class RealBao(AuditCounters):
         return out.read_text(errors="replace")[-3000:] or "(no output)"
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=10)
+        terminate(self._proc)
         self._proc = None
 
     def stop(self) -> None:
