@@ -172,6 +172,7 @@ class _Dry:
         if isinstance(plan, Idle | Noop):
             return out
         if isinstance(plan, Restore):
+            self.tick._check_owned(plan.applied.project)  # as the restore would: a refusal
             found = explain.for_restore(plan, running, interrupted)
             out.reasons = found
             missing, stopped = explain.drift(plan.missing, running)
