@@ -12,7 +12,8 @@ runs the ticks from another checkout's ``src`` (e.g. ``/path/to/main/src``: befo
 Prints a table: median and p90 wall, median CPU (user+sys), median peak RSS of the baseline, the
 floor (the libraries a no-op path needs plus one pydantic model) and the tick, and the floor's
 and the tick's ratios to the baseline; then the leases, check-ins and engine calls the counted
-ticks made.
+ticks made; then where a no-op tick's CPU goes, split in one process (the floor's libraries, the
+agent's own modules, the tick's work).
 """
 
 from __future__ import annotations
@@ -42,6 +43,53 @@ FLOOR = (
     "class A(BaseModel):\n    x: int = 0\n"
     "A(x=1)",
 )
+
+# The same tick in one process, timed in three parts: the floor's libraries as the floor uses
+# them, then the agent's own modules (and what they pull in beyond the floor: httpcore, h11,
+# argparse), then the tick itself; with the number of classes those modules build at import.
+PHASES = """
+import dataclasses, os, sys, time
+t0 = time.process_time()
+import httpx, yaml, pythonjsonlogger.json
+from pydantic import BaseModel
+class _A(BaseModel):
+    x: int = 0
+_A(x=1)
+t1 = time.process_time()
+import monky_deployd.agent.logs, monky_deployd.agent.tick, monky_deployd.cli as cli
+t2 = time.process_time()
+own = [m for n, m in list(sys.modules.items()) if n.startswith("monky_deployd.")]
+classes = {c for m in own for c in vars(m).values()
+           if isinstance(c, type) and c.__module__ == m.__name__}
+dcs = sum(dataclasses.is_dataclass(c) and not hasattr(c, "__pydantic_fields__") for c in classes)
+models = sum(hasattr(c, "__pydantic_fields__") for c in classes)
+sys.argv = ["monky-deployd", *sys.argv[1:]]
+try:
+    cli.main()
+except SystemExit:
+    pass
+t3 = time.process_time()
+os.write(2, ("PHASES %.1f %.1f %.1f %d %d %d\\n" % (1000 * (t1 - t0), 1000 * (t2 - t1),
+         1000 * (t3 - t2), len(own), dcs, models)).encode())
+"""
+
+
+def phases(argv: tuple[str, ...], env: dict[str, str], runs: int) -> list[list[float]]:
+    """``runs`` in-process splits of a no-op tick (``PHASES``)."""
+    found = []
+    for _ in range(runs):
+        proc = subprocess.run(
+            (sys.executable, "-c", PHASES, *argv[3:]),
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        line = [ln for ln in proc.stderr.splitlines() if ln.startswith("PHASES ")]
+        if not line:
+            raise SystemExit(f"the split tick failed: {proc.stderr[-2000:]}")
+        found.append([float(x) for x in line[0].split()[1:]])
+    return found
 
 
 def p90(values: list[float]) -> float:
@@ -92,6 +140,7 @@ def main() -> int:
             f"{all(v is not None for v in t.checkin_if_none_match[1:])}), "
             f"engine calls {len(box.engine_calls) - 1}"
         )
+        split = phases(box.argv, env, args.runs)  # after the counts: not among the counted
     if args.save_walls:
         args.save_walls.write_text(json.dumps([round(r.wall_ms, 1) for r in noop]) + "\n")
     b, f, n = stats(base), stats(floor), stats(noop)
@@ -122,6 +171,14 @@ def main() -> int:
         f"{sorted({r[3] for r in floor})}, tick {sorted({r[3] for r in noop})}"
     )
     print(extra)
+    med = [statistics.median(r[i] for r in split) for i in range(6)]
+    print(
+        f"where the tick's CPU goes (in one process, median of {args.runs}):\n"
+        f"  {'the floor: the libraries as the floor uses them':58} {med[0]:6.1f} ms\n"
+        f"  {'the agent: its modules and what they import beyond it':58} {med[1]:6.1f} ms "
+        f"({med[3]:.0f} modules, {med[4]:.0f} dataclasses, {med[5]:.0f} pydantic models)\n"
+        f"  {'the tick: config, state, check-in, engine, ledger, log':58} {med[2]:6.1f} ms"
+    )
     return 0
 
 
