@@ -1,6 +1,9 @@
 """An estate for end-to-end ticks: the loopback fakes (or the session's real OpenBao, ``real=``),
 a real registry, a real engine, and the real CLI run as a subprocess with a config pointing at
-all of them."""
+all of them.
+
+A test takes one as ``with Lab(tmp, registry, image, db_password=...) as lab: yield lab``: the
+exit runs ``cleanup()`` whether or not the test passed."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -47,8 +50,16 @@ def parse_lines(stdout: str) -> list[dict[str, Any]]:
 
 class Lab:
     def __init__(
-        self, tmp: Path, registry: Registry, image: str, *, real: RealBao | None = None
+        self,
+        tmp: Path,
+        registry: Registry,
+        image: str,
+        *,
+        real: RealBao | None = None,
+        db_password: str | None = None,
     ) -> None:
+        """``db_password``: the app secret the default bundle's manifest reads
+        (envs/env-e2e-01/app, key db_password); None leaves it unwritten."""
         self.tmp = tmp
         self.registry = registry
         self.estate: Estate[Any] = (
@@ -65,6 +76,14 @@ class Lab:
         self.estate.bao.set_secret(
             "envs/env-e2e-01/registry", {"robot": f"{registry.username}:{registry.password}"}
         )
+        if db_password is not None:
+            self.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": db_password})
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
 
     def write_config(self, **overrides: Any) -> None:
         cfg = self.estate.config(state_dir=self.state_dir, grant_file=self.grant_file)

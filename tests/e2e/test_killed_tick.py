@@ -35,12 +35,8 @@ def web_image(registry: Registry, busybox_image: str) -> str:
 
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
-    lab = Lab(tmp_path, registry, web_image)
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": SECRET})
-    try:
+    with Lab(tmp_path, registry, web_image, db_password=SECRET) as lab:
         yield lab
-    finally:
-        lab.cleanup()
 
 
 def kill_during(lab: Lab, phase: str) -> None:

@@ -34,12 +34,8 @@ def db_repo(registry: Registry, busybox_image: str) -> str:
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, busybox_image: str) -> Iterator[Lab]:
     repo = registry.push(busybox_image, f"env-e2e-01/labels{uuid.uuid4().hex[:8]}", "1.0")
-    lab = Lab(tmp_path, registry, repo)
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "s3cr3t-labels"})
-    try:
+    with Lab(tmp_path, registry, repo, db_password="s3cr3t-labels") as lab:
         yield lab
-    finally:
-        lab.cleanup()
 
 
 def two_services(

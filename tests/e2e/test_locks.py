@@ -26,13 +26,9 @@ def web_image(registry: Registry, busybox_image: str) -> str:
 
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
-    lab = Lab(tmp_path, registry, web_image)
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": SECRET})
-    lab.write_config(locks={"dir": str(tmp_path / "locks"), "default_ttl_s": 3600})
-    try:
+    with Lab(tmp_path, registry, web_image, db_password=SECRET) as lab:
+        lab.write_config(locks={"dir": str(tmp_path / "locks"), "default_ttl_s": 3600})
         yield lab
-    finally:
-        lab.cleanup()
 
 
 def cli(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:

@@ -38,12 +38,8 @@ def repo(registry: Registry, busybox_image: str) -> str:
 
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, repo: str) -> Iterator[Lab]:
-    lab = Lab(tmp_path, registry, repo)
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": SECRET})
-    try:
+    with Lab(tmp_path, registry, repo, db_password=SECRET) as lab:
         yield lab
-    finally:
-        lab.cleanup()
 
 
 def plan(lab: Lab, *extra: str) -> tuple[int, dict[str, Any], str]:

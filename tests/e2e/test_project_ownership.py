@@ -21,12 +21,9 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, busybox_image: str) -> Iterator[Lab]:
-    lab = Lab(tmp_path, registry, registry.push(busybox_image, "env-e2e-01/web", "1.0"))
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "pw"})
-    try:
+    image = registry.push(busybox_image, "env-e2e-01/web", "1.0")
+    with Lab(tmp_path, registry, image, db_password="pw") as lab:
         yield lab
-    finally:
-        lab.cleanup()
 
 
 def start_foreign_project(

@@ -38,12 +38,8 @@ def unique_image(registry: Registry, busybox_image: str, tag: str) -> tuple[str,
 
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, busybox_image: str) -> Iterator[Lab]:
-    lab = Lab(tmp_path, registry, busybox_image)
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "pw"})
-    try:
+    with Lab(tmp_path, registry, busybox_image, db_password="pw") as lab:
         yield lab
-    finally:
-        lab.cleanup()
 
 
 @pytest.mark.parametrize("foreign_container", [False, True], ids=["unused", "used-elsewhere"])

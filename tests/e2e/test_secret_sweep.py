@@ -144,19 +144,16 @@ def web_image(registry: Registry, busybox_image: str) -> str:
 
 @pytest.fixture
 def sweep(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Sweep]:
-    lab = Lab(tmp_path, registry, web_image)
-    records = tmp_path / "children"
-    records.mkdir()
-    wrapper = tmp_path / "docker-recording"
-    wrapper.write_text(WRAPPER.format(records=records))
-    wrapper.chmod(0o755)
-    lab.write_config(docker={"binary": str(wrapper)})
-    sw = Sweep(lab, records, secrets=canaries(SEED))
-    lab.estate.bao.set_secret(APP, dict(sw.secrets))
-    try:
+    with Lab(tmp_path, registry, web_image) as lab:
+        records = tmp_path / "children"
+        records.mkdir()
+        wrapper = tmp_path / "docker-recording"
+        wrapper.write_text(WRAPPER.format(records=records))
+        wrapper.chmod(0o755)
+        lab.write_config(docker={"binary": str(wrapper)})
+        sw = Sweep(lab, records, secrets=canaries(SEED))
+        lab.estate.bao.set_secret(APP, dict(sw.secrets))
         yield sw
-    finally:
-        lab.cleanup()
 
 
 def _bundle(lab: Lab, service: dict[str, Any], **kw: Any) -> dict[str, Any]:

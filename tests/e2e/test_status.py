@@ -29,13 +29,10 @@ TOP_KEYS = {
 
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, busybox_image: str) -> Iterator[Lab]:
-    lab = Lab(tmp_path, registry, registry.push(busybox_image, "env-e2e-01/web", "status"))
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "status-pw"})
-    lab.write_config(locks={"dir": str(tmp_path / "locks")})
-    try:
+    image = registry.push(busybox_image, "env-e2e-01/web", "status")
+    with Lab(tmp_path, registry, image, db_password="status-pw") as lab:
+        lab.write_config(locks={"dir": str(tmp_path / "locks")})
         yield lab
-    finally:
-        lab.cleanup()
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:

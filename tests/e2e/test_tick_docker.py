@@ -27,12 +27,8 @@ def lab(
 ) -> Iterator[Lab]:
     """The fake estate; tests parametrized with "real" get the session's real OpenBao."""
     real = request.getfixturevalue("real_bao") if getattr(request, "param", "") == "real" else None
-    lab = Lab(tmp_path, registry, web_image, real=real)
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": SECRET})
-    try:
+    with Lab(tmp_path, registry, web_image, real=real, db_password=SECRET) as lab:
         yield lab
-    finally:
-        lab.cleanup()
 
 
 @pytest.mark.parametrize("lab", ["fake", "real"], indirect=True)

@@ -159,12 +159,8 @@ def lab(
     tmp_path_factory: pytest.TempPathFactory, registry: Registry, busybox_image: str
 ) -> Iterator[Lab]:
     image = registry.push(busybox_image, "env-e2e-01/web", "1.0")
-    lab = Lab(tmp_path_factory.mktemp("systemd"), registry, image)
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "s3cr3t-pa55"})
-    try:
+    with Lab(tmp_path_factory.mktemp("systemd"), registry, image, db_password="s3cr3t-pa55") as lab:
         yield lab
-    finally:
-        lab.cleanup()
 
 
 def configure(box: SystemdBox, lab: Lab, **overrides: Any) -> None:

@@ -729,10 +729,8 @@ def test_whole_ticks_rate_limited_apply_with_bootstrap_then_swap(
     from monky_deployd_testkit.lab import Lab
 
     image = registry.push(busybox_image, "env-e2e-01/web", "1.0")
-    lab = Lab(tmp_path, registry, image)
-    try:
+    with Lab(tmp_path, registry, image, db_password="pw") as lab:
         est = lab.estate
-        est.bao.set_secret("envs/env-e2e-01/app", {"db_password": "pw"})
         est.tenancy.set_desired("r1", lab.bundle())
         est.spend_lease_budget()
         asked = est.tenancy.lease_requests
@@ -758,5 +756,3 @@ def test_whole_ticks_rate_limited_apply_with_bootstrap_then_swap(
         after = TokenState.from_json(token_file.read_bytes())
         assert after.token is not None and after.token.kind == "lease"  # the swap
         assert est.tenancy.lease_requests == asked + 2
-    finally:
-        lab.cleanup()
