@@ -28,11 +28,6 @@ pytestmark = pytest.mark.docker
 SECRET = "s3cr3t-killed"
 
 
-@pytest.fixture(scope="module")
-def web_image(registry: Registry, busybox_image: str) -> str:
-    return registry.push(busybox_image, "env-e2e-01/web", "1.0")
-
-
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
     with Lab(tmp_path, registry, web_image, db_password=SECRET) as lab:

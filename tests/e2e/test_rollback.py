@@ -25,11 +25,6 @@ SECRET = "s3cr3t-verify"
 TEMPLATE = "DB_PASSWORD=${{DB_PASSWORD}}\nLOG_LEVEL={}\n"
 
 
-@pytest.fixture(scope="module")
-def web_image(registry: Registry, busybox_image: str) -> str:
-    return registry.push(busybox_image, "env-e2e-01/web", "1.0")
-
-
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
     with Lab(tmp_path, registry, web_image, db_password=SECRET) as lab:

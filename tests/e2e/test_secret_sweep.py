@@ -137,11 +137,6 @@ exec docker "$@"
 """
 
 
-@pytest.fixture(scope="module")
-def web_image(registry: Registry, busybox_image: str) -> str:
-    return registry.push(busybox_image, f"{ENV}/web", "1.0")
-
-
 @pytest.fixture
 def sweep(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Sweep]:
     with Lab(tmp_path, registry, web_image) as lab:

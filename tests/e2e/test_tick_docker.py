@@ -16,11 +16,6 @@ pytestmark = pytest.mark.docker
 SECRET = "s3cr3t-pa55"
 
 
-@pytest.fixture(scope="module")
-def web_image(registry: Registry, busybox_image: str) -> str:
-    return registry.push(busybox_image, "env-e2e-01/web", "1.0")
-
-
 @pytest.fixture
 def lab(
     request: pytest.FixtureRequest, tmp_path: Path, registry: Registry, web_image: str
