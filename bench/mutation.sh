@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of the pure core: bash bench/mutation.sh
 #
-# mutmut 3 mutates src/monky_deployd/core/{envfile,bundle,token_plan,pullerrors,registry_cred}.py
+# mutmut 3 mutates src/monky_deployd/core/{envfile,dotenv,bundle,token_plan,pullerrors,registry_cred}.py
 # one change at a time and runs the unit tests of tests/unit/core against each mutant in a copy of
 # the tree (mutants/, git-ignored). The configuration is [tool.mutmut] in pyproject.toml.
 # Prints killed / survived / timeout per module and every mutant the tests did not kill (with its

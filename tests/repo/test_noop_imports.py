@@ -32,6 +32,7 @@ FORBIDDEN_OWN = {
     "monky_deployd.adapters.box.docker_config",
     "monky_deployd.adapters.net.hvac_httpx",
     "monky_deployd.core.bundle",
+    "monky_deployd.core.dotenv",
     "monky_deployd.core.envfile",
     "monky_deployd.core.prepare",
     "monky_deployd.core.prune",
