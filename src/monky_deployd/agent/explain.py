@@ -15,7 +15,8 @@ from monky_deployd.adapters.box.state import COMPOSE_FILE, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.config import DockerCfg
 from monky_deployd.core import composefile, reasons
-from monky_deployd.core.plan import AppliedFacts, Apply, Ready, Restore
+from monky_deployd.core.boxsteps import Ready
+from monky_deployd.core.plan import AppliedFacts, Apply, Restore
 from monky_deployd.core.records import Applied, Held, Journal, ServiceLabel
 from monky_deployd.core.report import TickRecord
 from monky_deployd.core.services import Service

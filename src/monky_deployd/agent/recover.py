@@ -22,6 +22,7 @@ from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent import logs, steps
 from monky_deployd.config import Config
 from monky_deployd.core import gates, recovery, report, wire
+from monky_deployd.core.boxsteps import Ready, rollback_steps
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.plan import (
     AppliedFacts,
@@ -29,9 +30,7 @@ from monky_deployd.core.plan import (
     Backoff,
     Hold,
     Paused,
-    Ready,
     Restore,
-    rollback_steps,
 )
 from monky_deployd.core.records import Held, Suspended
 from monky_deployd.core.report import TickRecord

@@ -1,4 +1,4 @@
-"""The executors of the box steps (``core.plan``): one function per step type, in a plain dict.
+"""The executors of the box steps (``core.boxsteps``): one function per step type, in a plain dict.
 
 Each executor is thin: it hands the step's data to an adapter (``docker_config``, ``StateDir``,
 ``Compose``, ``docker_api``) and notes what it saw in the tick record. ``run`` performs a tuple
@@ -24,8 +24,7 @@ from monky_deployd.agent import logs
 from monky_deployd.config import Config
 from monky_deployd.core import mask, report, wire
 from monky_deployd.core import verify as verdict
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.plan import (
+from monky_deployd.core.boxsteps import (
     BoxStep,
     Commit,
     Down,
@@ -34,8 +33,9 @@ from monky_deployd.core.plan import (
     Stage,
     Up,
     Verify,
-    host_facts_usable,
 )
+from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.plan import host_facts_usable
 from monky_deployd.core.records import Journal, Release, ReleaseImage, ServiceLabel
 from monky_deployd.core.report import TickRecord
 

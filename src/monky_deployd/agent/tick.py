@@ -44,6 +44,7 @@ from monky_deployd.agent import logs, recover, steps, window
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask, recovery, report, wire
+from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
     AppliedFacts,
@@ -54,12 +55,9 @@ from monky_deployd.core.plan import (
     Idle,
     Noop,
     Paused,
-    Ready,
     Restore,
-    apply_steps,
     decide,
     needs_container_check,
-    restore_steps,
 )
 from monky_deployd.core.records import Held, Journal
 from monky_deployd.core.report import PhaseTiming, TickRecord

@@ -10,7 +10,7 @@
     preflight disk space on every filesystem a pull writes to  (agent + adapters.box.preflight)
               the bundle's project is the agent's own           check_owned
 
-Then ``ready`` gathers what ``core.plan.apply_steps`` needs.
+Then ``ready`` gathers what ``core.boxsteps.apply_steps`` needs.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from monky_deployd.core import envfile, registry_cred
+from monky_deployd.core.boxsteps import Ready
 from monky_deployd.core.bundle import Bundle, ManifestEntry, validate
 from monky_deployd.core.errors import Code, DeployError, EnvError
-from monky_deployd.core.plan import Ready
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.verify import started_services
 

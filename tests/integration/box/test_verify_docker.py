@@ -14,8 +14,8 @@ import pytest
 from monky_deployd import config as config_mod
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent import steps
+from monky_deployd.core.boxsteps import Verify
 from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.plan import Verify
 from monky_deployd.core.report import TickRecord
 from monky_deployd_testkit.dockerlab import remove_containers
 from monky_deployd_testkit.fakes.clock import Clock

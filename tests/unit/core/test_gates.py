@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from monky_deployd.core.boxsteps import Pull, Ready, Stage, apply_steps
 from monky_deployd.core.gates import Lock, parse_duration, parse_lock, split_locks
 from monky_deployd.core.plan import (
     AppliedFacts,
@@ -16,11 +17,7 @@ from monky_deployd.core.plan import (
     Facts,
     Noop,
     Paused,
-    Pull,
-    Ready,
     Restore,
-    Stage,
-    apply_steps,
     decide,
 )
 from monky_deployd.core.records import Suspended
