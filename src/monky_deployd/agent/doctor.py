@@ -34,9 +34,10 @@ from typing import Any
 
 import httpx
 
+from monky_deployd.adapters.box.grant import read_grant
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import identity
-from monky_deployd.adapters.net.bao import Bao, read_grant
+from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Probe, Tenancy
 from monky_deployd.agent import doctor_box, doctor_ziti, logs
 from monky_deployd.config import Config, load

@@ -28,11 +28,12 @@ import httpx
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api, preflight
 from monky_deployd.adapters.box.compose import docker_env
+from monky_deployd.adapters.box.grant import read_grant
 from monky_deployd.adapters.box.locks import read_locks
 from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.adapters.net import transport
-from monky_deployd.adapters.net.bao import Bao, read_grant
+from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.registry import ImageRef, Registry, insecure
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent import explain, logs, steps

@@ -36,9 +36,10 @@ import httpx
 
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api, leftovers
+from monky_deployd.adapters.box.grant import read_grant
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
-from monky_deployd.adapters.net.bao import Bao, KvPages, read_grant
+from monky_deployd.adapters.net.bao import Bao, KvPages
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.agent import logs, recover, steps, window
 from monky_deployd.agent.token import HeldToken, TokenKeeper

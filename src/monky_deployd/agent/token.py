@@ -36,8 +36,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from monky_deployd.adapters.box.grant import read_grant
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.adapters.net.bao import Bao, RenewRefused, read_grant
+from monky_deployd.adapters.net.bao import Bao, RenewRefused
 from monky_deployd.adapters.net.tenancy import Lease, RateLimited, Tenancy
 from monky_deployd.config import Config, TokenCfg
 from monky_deployd.core.errors import Code, DeployError, TokenError

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from monky_deployd.adapters.box.grant import read_grant
 from monky_deployd.adapters.net import baowords
-from monky_deployd.adapters.net.bao import Bao, RenewRefused, read_grant
+from monky_deployd.adapters.net.bao import Bao, RenewRefused
 from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
 from monky_deployd.config import OpenBaoCfg
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
@@ -269,24 +270,6 @@ def test_read_grant_strips_trailing_newline_and_spaces(
     path.write_text(grant + "  \n\n")
     assert read_grant(path) == grant
     assert make(http, fake).login_jwt(read_grant(path)).ttl_s > 0
-
-
-def test_read_grant_missing_unreadable_empty(tmp_path: Path) -> None:
-    with pytest.raises(TokenError) as exc:
-        read_grant(tmp_path / "absent.jwt")
-    assert exc.value.code == "GRANT_MISSING" and "absent.jwt" in exc.value.message
-    (tmp_path / "dir.jwt").mkdir()
-    with pytest.raises(TokenError) as exc:
-        read_grant(tmp_path / "dir.jwt")
-    assert exc.value.code == "GRANT_UNREADABLE"
-    (tmp_path / "empty.jwt").write_text("\n")
-    with pytest.raises(TokenError) as exc:
-        read_grant(tmp_path / "empty.jwt")
-    assert exc.value.code == "GRANT_UNREADABLE" and "empty" in exc.value.message
-    (tmp_path / "junk.jwt").write_text("not a jwt at all\n")
-    with pytest.raises(TokenError) as exc:
-        read_grant(tmp_path / "junk.jwt")
-    assert exc.value.code == "GRANT_UNREADABLE" and "not a jwt" not in exc.value.message
 
 
 def test_a_server_that_does_not_speak_http_is_a_bad_response() -> None:

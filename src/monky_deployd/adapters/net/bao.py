@@ -42,7 +42,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
@@ -55,7 +54,6 @@ from monky_deployd.core.errors import (
     BaoError,
     Code,
     DeployError,
-    TokenError,
 )
 
 if TYPE_CHECKING:  # hvac (and requests under it) loads at the first call made through it:
@@ -94,44 +92,6 @@ class RenewRefused(BaoError):
     def __init__(self, message: str, *, status: int, hint: str = "") -> None:
         super().__init__(message, code=Code.OPENBAO_RENEW_REFUSED, hint=hint)
         self.status = status
-
-
-# -- the grant file --------------------------------------------------------------------------
-
-
-def read_grant(path: Path) -> str:
-    """The grant JWT from ``path``, trailing newline/spaces stripped (GRANT_MISSING/UNREADABLE)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise TokenError(
-            f"the grant file {path} does not exist, so the agent cannot log in to OpenBao",
-            code=Code.GRANT_MISSING,
-            hint=f"that the kit installed {path} (owner monky-deployd, mode 0600), "
-            "or `grant_file` in config.yaml",
-        ) from exc
-    except OSError as exc:
-        raise TokenError(
-            f"cannot read the grant file {path}: {exc.strerror or exc}",
-            code=Code.GRANT_UNREADABLE,
-            hint=f"owner and mode of {path}: owner monky-deployd, mode 0600",
-        ) from exc
-    try:
-        text = raw.decode("ascii").strip()
-    except UnicodeDecodeError as exc:
-        raise TokenError(
-            f"the grant file {path} is not a JWT (it holds non-ASCII bytes)",
-            code=Code.GRANT_UNREADABLE,
-            hint=f"that {path} is the grant.jwt of this environment's kit",
-        ) from exc
-    if not text or text.count(".") != 2 or any(c.isspace() for c in text):
-        raise TokenError(
-            f"the grant file {path} does not hold a JWT"
-            + (" (it is empty)" if not text else " (expected three dot-separated parts)"),
-            code=Code.GRANT_UNREADABLE,
-            hint=f"that {path} is the grant.jwt of this environment's kit",
-        )
-    return text
 
 
 # (token, path) -> the KV page read, or the refusal for a key (``Bao.read_secret``)
