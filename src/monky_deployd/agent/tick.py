@@ -9,9 +9,9 @@
     -> report
 
 ``core.plan.decide`` turns the facts (check-in answer, applied record, held record,
-containers, the clock) into ``Idle | Noop | Restore | Apply | Hold | Backoff``; an apply's
+containers, the clock) into ``Idle | Noop | Restore | Apply | Hold | Backoff | Paused``; an apply's
 checks are ``core.prepare``'s pure functions around
-two reads (OpenBao, ``docker info``); ``core.plan`` then lists the box steps and
+two reads (OpenBao, ``docker info``); ``core.boxsteps`` then lists the box steps and
 ``agent.steps`` performs them, each inside its phase. Any ``DeployError`` ends the tick: it is
 logged once as the first error line (code, the real fault, what to check), reported to tenancy
 when a revision was being applied, and turned into the exit code by ``cli``.
