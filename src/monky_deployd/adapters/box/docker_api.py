@@ -178,7 +178,8 @@ def _fetch(
 
 def _not_a_list(where: str) -> CommandError:
     return CommandError(
-        f"the Docker engine at {where} answered a container list that is not JSON",
+        f"the Docker engine at {where} answered GET /containers/json with something that is "
+        "not a JSON list of containers",
         code=Code.DOCKER_UNAVAILABLE,
         hint="dockerd's version and log",
     )
@@ -230,22 +231,25 @@ def inspect_project(cfg: DockerCfg, project: str) -> list[ContainerObs]:
     """Every service container of the compose project, inspected (what the verify phase
     judges); not the one-off containers of ``docker compose run`` (an operator's exited
     ``run`` without ``--rm`` is not a replica that crashed)."""
-    filters = json.dumps({"label": [f"{PROJECT_LABEL}={project}"]})
-    rows = _get(
-        cfg,
-        "/containers/json",
-        {"all": "1", "filters": filters},
-        f"project {project}'s containers",
-    )
+    rows, where = _project_rows(cfg, project)  # a malformed list: the engine's fault, at once
     found: list[ContainerObs] = []
-    for row in rows if isinstance(rows, list) else []:
-        cid = str(row.get("Id", "")) if isinstance(row, dict) else ""
-        labels = row.get("Labels") if isinstance(row, dict) else None
+    for row in rows:
+        cid = str(row.get("Id", ""))
+        labels = row.get("Labels")
         if not cid or (isinstance(labels, dict) and labels.get(ONEOFF_LABEL) == "True"):
             continue
         info = _get(cfg, f"/containers/{cid}/json", None, f"container {cid[:12]}")
-        if isinstance(info, dict):  # None: removed between the list and the inspect
+        if info is None:  # removed between the list and the inspect
+            continue
+        try:
             found.append(_observation(info))
+        except (AttributeError, TypeError, ValueError, LookupError, OverflowError) as exc:
+            raise CommandError(
+                f"the Docker engine at {where} answered GET /containers/{cid[:12]}/json with "
+                "something that is not a container's inspection",
+                code=Code.DOCKER_UNAVAILABLE,
+                hint="dockerd's version and log",
+            ) from exc
     return sorted(found, key=lambda c: (c.service, c.container_id))
 
 
