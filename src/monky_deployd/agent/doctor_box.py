@@ -94,9 +94,7 @@ def _info(run: Run) -> dict[str, object]:
     if run.docker_info is None:
         cfg = run.config
         env = docker_env(cfg.docker, StateDir(cfg.state_dir).docker_dir)
-        run.docker_info = preflight.docker_info(
-            env, cfg.docker.binary, cfg.docker.command_timeout_s
-        )
+        run.docker_info = preflight.docker_info(cfg.docker, env)
     return run.docker_info
 
 

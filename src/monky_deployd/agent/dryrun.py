@@ -313,9 +313,7 @@ class _Dry:
         """``docker info`` (its insecure registries decide http or https, as for docker)."""
         env = docker_env(self.cfg.docker, self.state.docker_dir)
         try:
-            return preflight.docker_info(
-                env, self.cfg.docker.binary, self.cfg.docker.command_timeout_s
-            )
+            return preflight.docker_info(self.cfg.docker, env)
         except DeployError:
             return None  # the tick's own pre-flight check already named an engine fault
 

@@ -401,9 +401,7 @@ class _Tick:
             self.ctx.learn(prepare.secrets_of(env, cred))
         with self.phase("preflight"):
             denv = docker_env(self.cfg.docker, self.state.docker_dir)
-            info = preflight.docker_info(
-                denv, self.cfg.docker.binary, self.cfg.docker.command_timeout_s, self.ctx.masker
-            )
+            info = preflight.docker_info(self.cfg.docker, denv)
             preflight.run(info, self.cfg.docker, self.cfg.disk, bundle.disk_need_bytes)
             prev = plan.previous.project if plan.previous else None
             for project in dict.fromkeys(p for p in (bundle.project, prev) if p):  # up, down

@@ -23,6 +23,7 @@ import yaml
 from monky_deployd import config as config_mod
 from monky_deployd.agent.tick import run_tick
 from monky_deployd.core.report import TickRecord
+from monky_deployd_testkit.fakes.engine import FakeEngine
 from monky_deployd_testkit.fakes.estate import Estate
 
 ENV = "env-bounds-02"
@@ -32,6 +33,7 @@ GOOD = {
     "env_template": "",
     "manifest": [],
 }
+NO_HEADROOM = {"headroom_bytes": 0}  # the pre-flight passes on any test filesystem
 
 
 @pytest.fixture
@@ -52,18 +54,26 @@ def tick(estate: Estate, tmp: Path, **overrides: Any) -> TickRecord:
     )
 
 
-def sleeping_docker(tmp: Path) -> Path:
-    """A `docker` that answers `version` at once, then hangs in `docker info` (the pre-flight,
-    as a hung daemon would): it notes its pid and sleeps."""
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[FakeEngine]:
+    """The Engine API the pre-flight and the ownership check ask (no Docker needed)."""
+    with FakeEngine(tmp_path) as eng:
+        yield eng
+
+
+def sleeping_docker(tmp: Path, engine: FakeEngine) -> dict[str, Any]:
+    """``docker`` config: a CLI that answers `version` and `compose version` at once, then hangs
+    in the pull (the first docker child after the pre-flight, as a hung daemon would): it notes
+    its pid and sleeps; the engine is the loopback one."""
     stub = tmp / "docker-stub"
     stub.write_text(
         "#!/bin/sh\n"
-        'case "$1" in version|compose) echo 99.0.0; exit 0;; esac\n'
+        'case "$*" in version*|"compose version"*) echo 99.0.0; exit 0;; esac\n'
         f'echo $$ > "{tmp}/docker.pid"\n'
         "exec sleep 300\n"
     )
     stub.chmod(0o755)
-    return stub
+    return {"binary": str(stub), "host": engine.host_url}
 
 
 def alive(pid: int) -> bool:
@@ -112,20 +122,22 @@ def test_a_dripping_openbao_is_cut_at_the_request_deadline(estate: Estate, tmp_p
 
 
 def test_a_child_gets_the_time_left_and_is_gone_when_the_tick_ends(
-    estate: Estate, tmp_path: Path
+    estate: Estate, engine: FakeEngine, tmp_path: Path
 ) -> None:
     estate.tenancy.set_desired("r1", GOOD)
-    docker = {"binary": str(sleeping_docker(tmp_path)), "command_timeout_s": 600}
-    rec = tick(estate, tmp_path, tick_deadline_s=2, docker=docker)
+    docker = {**sleeping_docker(tmp_path, engine), "command_timeout_s": 600}
+    rec = tick(estate, tmp_path, tick_deadline_s=2, docker=docker, disk=NO_HEADROOM)
     assert rec.code == "TICK_DEADLINE"
     pid = int((tmp_path / "docker.pid").read_text())
     assert not alive(pid)
     assert len(estate.tenancy.reports) == 1  # the failure is still reported
 
 
-def test_a_sigkilled_agent_takes_its_child_with_it(estate: Estate, tmp_path: Path) -> None:
+def test_a_sigkilled_agent_takes_its_child_with_it(
+    estate: Estate, engine: FakeEngine, tmp_path: Path
+) -> None:
     estate.tenancy.set_desired("r1", GOOD)
-    cfg = config(estate, tmp_path, docker={"binary": str(sleeping_docker(tmp_path))})
+    cfg = config(estate, tmp_path, docker=sleeping_docker(tmp_path, engine), disk=NO_HEADROOM)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     agent = subprocess.Popen(
         (sys.executable, "-m", "monky_deployd.cli", "apply", "--once", "--config",

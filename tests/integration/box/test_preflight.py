@@ -3,7 +3,9 @@
 - pull_targets: data-root, plus containerd's root when the daemon uses the containerd store;
 - check_space: each filesystem once, DISK_INSUFFICIENT naming the path, the filesystem, free and
   needed bytes (the env-dev-08 case: room where the agent looked, none where the pull wrote);
-- docker_info: a daemon that does not answer is DOCKER_UNAVAILABLE, never "disk";
+- docker_info (the Engine API's GET /info): an engine that cannot answer (socket missing, port
+  closed, HTTP 500, not JSON, no DockerRootDir) is DOCKER_UNAVAILABLE, never "disk"; so is a
+  docker CLI missing from PATH;
 - a dockerd whose data-root is a 48 MiB tmpfs and an image larger than that: the pre-flight
   refuses before any registry request, while the same pull without it dies with "no space left on
   device".
@@ -11,8 +13,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -22,12 +26,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from monky_deployd.adapters.box import docker_config, preflight, runner
 from monky_deployd.config import DiskCfg, DockerCfg
 from monky_deployd.core import pullerrors, registry_cred
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.errors import Code, DeployError
 from monky_deployd_testkit.dockerlab import Registry, docker_available, remove_image
+from monky_deployd_testkit.fakes.engine import FakeEngine
 
 MIB = 1024 * 1024
 SNAPSHOTTER_STATUS = [["driver-type", "io.containerd.snapshotter.v1"]]
@@ -206,37 +213,112 @@ def test_human_sizes() -> None:
     assert preflight.human(512) == "512 B (512 bytes)"
 
 
-# --- docker info (real daemon) ----------------------------------------------------------------
+# --- docker info: the Engine API's GET /info -------------------------------------------------
+
+
+def docker_on_path(tmp_path: Path) -> dict[str, str]:
+    """A child's environment whose PATH holds an executable ``docker`` (never run here)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    stub = bin_dir / "docker"
+    stub.write_text("#!/bin/sh\nexit 99\n")
+    stub.chmod(0o755)
+    return {"PATH": str(bin_dir)}
 
 
 @pytest.mark.docker
-def test_docker_info_from_the_real_daemon() -> None:
+def test_docker_info_from_the_real_daemon_is_what_the_cli_says() -> None:
     docker_available()
-    info = preflight.docker_info(runner.base_env(), "docker", 30)
+    info = preflight.docker_info(DockerCfg(), runner.base_env())
+    cli = json.loads(
+        subprocess.run(
+            ["docker", "info", "--format", "{{json .}}"], capture_output=True, check=True
+        ).stdout
+    )
+    for key in ("DockerRootDir", "Driver", "DriverStatus", "ServerVersion"):
+        assert info[key] == cli[key], key
+    api_reg, cli_reg = info["RegistryConfig"], cli["RegistryConfig"]
+    assert isinstance(api_reg, dict)
+    for key in ("InsecureRegistryCIDRs", "IndexConfigs"):  # what registry.insecure reads
+        assert api_reg[key] == cli_reg[key], key
     assert Path(str(info["DockerRootDir"])).is_dir()
     got = preflight.run(info, DockerCfg(), DiskCfg(headroom_bytes=0), None)
     assert got and got[0].path == Path(str(info["DockerRootDir"]))
 
 
-@pytest.mark.docker
-@pytest.mark.parametrize("binary", ["/usr/bin/docker", "/usr/local/bin/docker"])
-def test_daemon_down_is_docker_unavailable_not_disk(tmp_path: Path, binary: str) -> None:
-    # The 20.10 CLI exits 0 with ServerErrors; the 28.x CLI exits 1: both are Docker's fault.
-    if not Path(binary).exists():
-        pytest.fail(f"{binary} missing: run scripts/docker-up.sh")
-    env = runner.base_env({"DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"})
-    with pytest.raises(DeployError) as err:
-        preflight.docker_info(env, binary, 30)
+@pytest.fixture(scope="module")
+def engine() -> Iterator[FakeEngine]:
+    with FakeEngine(Path("/var/lib/docker")) as eng:
+        yield eng
+
+
+# each way the engine cannot say where pulls write: (docker.host, a fault of the fake engine)
+ENGINE_FAULTS = {
+    "socket missing": ("unix-missing", None),
+    "socket is a file": ("unix-file", None),
+    "port closed": ("tcp-closed", None),
+    "HTTP 500": ("tcp", (500, b'{"message": "daemon is shutting down"}')),
+    "not JSON": ("tcp", (200, b"<html>proxy</html>")),
+    "not an object": ("tcp", (200, b'["DockerRootDir"]')),
+    "no DockerRootDir": ("tcp", (200, b'{"Driver": "overlay2"}')),
+    "empty DockerRootDir": ("tcp", (200, b'{"DockerRootDir": ""}')),
+}
+
+
+@settings(
+    max_examples=16, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(fault=st.sampled_from(sorted(ENGINE_FAULTS)))
+def test_an_engine_that_cannot_answer_is_docker_unavailable_not_disk(
+    tmp_path: Path, engine: FakeEngine, fault: str
+) -> None:
+    how, answer = ENGINE_FAULTS[fault]
+    if how == "unix-missing":
+        host, where = f"unix://{tmp_path}/no-daemon.sock", f"{tmp_path}/no-daemon.sock"
+    elif how == "unix-file":
+        (tmp_path / "file.sock").write_text("")
+        host, where = f"unix://{tmp_path}/file.sock", f"{tmp_path}/file.sock"
+    elif how == "tcp-closed":
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        host, where = f"tcp://127.0.0.1:{port}", f"http://127.0.0.1:{port}"
+    else:
+        host, where = engine.host_url, engine.url
+    if answer is not None:
+        engine.fail_next(*answer, path_contains="/info")
+    try:
+        with pytest.raises(DeployError) as err:
+            preflight.docker_info(DockerCfg(host=host), docker_on_path(tmp_path))
+    finally:
+        engine.clear_faults()
     e = err.value
-    assert e.code == "DOCKER_UNAVAILABLE"
-    assert "Docker fault, not a disk fault" in e.message
-    assert "Cannot connect to the Docker daemon" in e.message + e.detail
+    assert e.code is Code.DOCKER_UNAVAILABLE
+    assert e.message.startswith("Docker's daemon cannot be asked where pulls write: ")
+    assert f"the Docker engine at {where} " in e.message
+    assert e.message.endswith("(this is a Docker fault, not a disk fault)")
 
 
-def test_missing_docker_binary_is_docker_unavailable(tmp_path: Path) -> None:
+def test_a_docker_host_neither_unix_nor_tcp_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(DeployError) as err:
-        preflight.docker_info(runner.base_env(), str(tmp_path / "docker"), 5)
-    assert err.value.code == "DOCKER_UNAVAILABLE"
+        preflight.docker_info(DockerCfg(host="ssh://box"), docker_on_path(tmp_path))
+    assert err.value.code is Code.DOCKER_HOST_UNSUPPORTED
+
+
+def test_missing_docker_binary_is_docker_unavailable(tmp_path: Path, engine: FakeEngine) -> None:
+    before = len(engine.paths)
+    binary = str(tmp_path / "docker")
+    with pytest.raises(DeployError) as err:
+        preflight.docker_info(DockerCfg(binary=binary, host=engine.host_url), runner.base_env())
+    assert err.value.code is Code.DOCKER_UNAVAILABLE
+    assert f"the docker CLI {binary!r} (docker.binary) is not found on PATH=" in err.value.message
+    assert len(engine.paths) == before  # the engine is not asked: no pull could run anyway
+
+
+def test_the_fake_engines_info_is_read(tmp_path: Path, engine: FakeEngine) -> None:
+    info = preflight.docker_info(DockerCfg(host=engine.host_url), docker_on_path(tmp_path))
+    assert info["DockerRootDir"] == "/var/lib/docker"
+    assert engine.paths[-1] == "/info"
 
 
 # --- a daemon whose data-root is too small for the image -------------------------------------
@@ -335,11 +417,11 @@ def test_preflight_refuses_what_would_die_mid_pull(
     docker_config.write_docker_config(docker_dir, registry.host, cred)
     env = runner.base_env(docker_config.docker_env(docker_dir, small_dockerd))
     (tmp_path / "compose.yaml").write_text(f"services:\n  big:\n    image: {ref}\n")
-    docker_cfg = DockerCfg(containerd_config=tmp_path / "absent.toml")
+    docker_cfg = DockerCfg(host=small_dockerd, containerd_config=tmp_path / "absent.toml")
 
-    # What the tick does: docker info, then the pre-flight, and only then the pull.
+    # What the tick does: the engine's info, then the pre-flight, and only then the pull.
     before = registry.request_count("/v2/")
-    info = preflight.docker_info(env, "docker", 30)
+    info = preflight.docker_info(docker_cfg, env)
     data_root = Path(str(info["DockerRootDir"]))
     for need, headroom in ((size, 0), (None, DiskCfg().headroom_bytes)):
         with pytest.raises(DeployError) as err:

@@ -7,7 +7,9 @@ most ``docker.api_max_body_bytes``, within ``docker.command_timeout_s`` overall.
 inspects each container
 (``GET /containers/{id}/json``: exit code, restart policy, start time, health log, image ID) and a
 verified release records its images' digests (``GET /images/{id}/json``). The ownership check
-also lists a project's volumes and networks (``GET /volumes``, ``GET /networks``). Everything that
+also lists a project's volumes and networks (``GET /volumes``, ``GET /networks``); the disk
+pre-flight asks where pulls write (``GET /info``), the host facts the engine's version
+(``GET /version``). Everything that
 changes state still goes through ``docker compose`` (``compose.py``).
 """
 
@@ -225,6 +227,23 @@ def engine_version(cfg: DockerCfg) -> tuple[str, str, str]:
             hint="dockerd's version and log",
         )
     return str(info.get("Version", "?")), str(info.get("ApiVersion", "?")), where
+
+
+def engine_info(cfg: DockerCfg) -> tuple[dict[str, Any], str]:
+    """(``GET /info``, where): the daemon's part of ``docker info`` (``DockerRootDir``,
+    ``Driver``, ``DriverStatus``, ``RegistryConfig``, ``ServerVersion``), without the CLI's Go
+    process; DOCKER_UNAVAILABLE naming the socket otherwise."""
+    client, where = _client(cfg, cfg.command_timeout_s)
+    client.close()  # only its address: _get opens its own
+    info = _get(cfg, "/info", None, "its info")
+    if not isinstance(info, dict):
+        raise CommandError(
+            f"the Docker engine at {where} answered GET /info with something that is not "
+            "the daemon's info",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint="dockerd's version and log",
+        )
+    return info, where
 
 
 def inspect_project(cfg: DockerCfg, project: str) -> list[ContainerObs]:

@@ -9,24 +9,24 @@ agent looked, 2.8 GiB where the pull wrote.
 
 Each filesystem is measured once (grouped by ``st_dev``); free space is ``f_bavail`` (what an
 unprivileged writer gets, the conservative reading). A path that does not exist yet is measured at
-its nearest existing parent. ``docker info`` failing (daemon down, ``ServerErrors``) is reported as
-Docker's fault, never as "disk".
+its nearest existing parent. What ``docker info`` says of the daemon comes from the Engine API
+(``GET /info``: a few milliseconds where the CLI costs a Go process); the engine not answering
+is reported as Docker's fault, never as "disk".
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import shutil
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box import docker_api
 from monky_deployd.config import DiskCfg, DockerCfg
-from monky_deployd.core.errors import Code, CommandError, DeployError
-from monky_deployd.core.mask import NO_SECRETS, Masker
+from monky_deployd.core.errors import Code, DeployError
 
 log = logging.getLogger(__name__)
 
@@ -77,43 +77,26 @@ def _unavailable(message: str, detail: str = "") -> DeployError:
     )
 
 
-def docker_info(
-    env: Mapping[str, str], binary: str, timeout: float, masker: Masker = NO_SECRETS
-) -> dict[str, object]:
-    """``docker info --format '{{json .}}'`` as a dict; DeployError DOCKER_UNAVAILABLE if not."""
-    try:
-        result = runner.run(
-            (binary, "info", "--format", "{{json .}}"),
-            env=env,
-            timeout=timeout,
-            check=False,
-            masker=masker,
+def docker_info(docker_cfg: DockerCfg, env: Mapping[str, str]) -> dict[str, object]:
+    """What ``docker info`` says of the daemon, from the Engine API (``GET /info`` on
+    ``docker.host``: no docker CLI process), once the docker CLI every pull and ``up`` runs is
+    found on the child's PATH; DeployError DOCKER_UNAVAILABLE if not (a Docker fault, never
+    "disk"). ``docker.host`` neither unix:// nor tcp:// stays DOCKER_HOST_UNSUPPORTED."""
+    binary = docker_cfg.binary
+    if shutil.which(binary, path=env.get("PATH", "")) is None:
+        raise _unavailable(
+            f"the docker CLI {binary!r} (docker.binary) is not found on PATH={env.get('PATH', '')}"
         )
-    except CommandError as exc:
+    try:
+        info, where = docker_api.engine_info(docker_cfg)
+    except DeployError as exc:
+        if exc.code is not Code.DOCKER_UNAVAILABLE:  # the tick's deadline, an unsupported host
+            raise
         raise _unavailable(exc.message, exc.detail) from exc
-    stderr = runner.tail(masker(result.stderr))
-    try:
-        info = json.loads(result.stdout)
-    except ValueError:
-        info = None
-    if not isinstance(info, dict):
-        words = runner.last_line(stderr or masker(result.stdout))
-        raise _unavailable(
-            f"`docker info` exited with status {result.returncode}: {words}",
-            stderr or runner.tail(masker(result.stdout)),
-        )
-    errors = info.get("ServerErrors") or []
-    if errors:
-        words = "; ".join(str(e) for e in errors) if isinstance(errors, list) else str(errors)
-        words = masker(words)
-        raise _unavailable(f"`docker info` reports: {words}", words)
-    if result.returncode != 0:
-        raise _unavailable(
-            f"`docker info` exited with status {result.returncode}: {runner.last_line(stderr)}",
-            stderr,
-        )
     if not info.get("DockerRootDir"):
-        raise _unavailable("`docker info` answered without a DockerRootDir", stderr)
+        raise _unavailable(
+            f"the Docker engine at {where} answered GET /info without a DockerRootDir"
+        )
     return info
 
 
