@@ -243,7 +243,25 @@ def commit(ctx: Context, step: Commit) -> None:
     pruned = ctx.state.prune_revisions(keep=keep)
     if pruned:
         remove_images(ctx, pruned, keep)
-    refresh_host_facts(ctx)
+    refresh_host_facts(ctx, compose=_compose_of_this_up(ctx, step))
+
+
+def _compose_of_this_up(ctx: Context, step: Commit) -> str:
+    """The version of the compose whose ``up`` created containers in this apply: those labelled
+    with its deploy id carry it (``com.docker.compose.version``), so the host facts need no
+    ``docker compose version`` process; "" when this apply created none (then that runs)."""
+    if not step.deploy_id:
+        return ""
+    from monky_deployd.core.reasons import LABEL_DEPLOY_ID  # off the no-op tick's imports
+
+    try:
+        return docker_api.compose_version_of(
+            ctx.cfg.docker, step.project, LABEL_DEPLOY_ID, step.deploy_id
+        )
+    except DeployError as err:
+        if err.code is Code.TICK_DEADLINE:
+            raise
+        return ""
 
 
 def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
@@ -318,13 +336,14 @@ def host_facts(ctx: Context) -> wire.HostFacts:
     return refresh_host_facts(ctx)
 
 
-def refresh_host_facts(ctx: Context, *, store: bool = True) -> wire.HostFacts:
+def refresh_host_facts(ctx: Context, *, store: bool = True, compose: str = "") -> wire.HostFacts:
+    """The host facts asked now (``compose``: compose's version when already known)."""
     from monky_deployd.adapters.box import runner
     from monky_deployd.adapters.box.compose import docker_env
 
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
-    versions = {"docker": "", "compose": ""}
+    versions = {"docker": "", "compose": compose}
     try:  # the engine's own answer (GET /version): what `docker version` prints, no Go process
         versions["docker"] = docker_api.engine_version(ctx.cfg.docker)[0].strip("?")
     except DeployError as err:
@@ -332,8 +351,9 @@ def refresh_host_facts(ctx: Context, *, store: bool = True) -> wire.HostFacts:
             raise
     argv = (binary, "compose", "version", "--short")
     try:
-        result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
-        versions["compose"] = result.stdout.strip()
+        if not compose:
+            result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
+            versions["compose"] = result.stdout.strip()
     except DeployError as err:
         if err.code is Code.TICK_DEADLINE:
             raise

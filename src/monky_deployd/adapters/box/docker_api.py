@@ -34,6 +34,7 @@ PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 ONEOFF_LABEL = "com.docker.compose.oneoff"  # "True" on `docker compose run` containers
 WORKING_DIR_LABEL = "com.docker.compose.project.working_dir"
+COMPOSE_VERSION_LABEL = "com.docker.compose.version"  # the compose that created the container
 _HEALTH_RE = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 
 
@@ -90,6 +91,19 @@ def project_working_dirs(cfg: DockerCfg, project: str) -> dict[str, str]:
         }
     except (ValueError, AttributeError, TypeError, IndexError) as exc:
         raise _not_a_list(where) from exc
+
+
+def compose_version_of(cfg: DockerCfg, project: str, label: str, value: str) -> str:
+    """The version of the compose that created the project's containers labelled
+    ``label=value`` (their ``com.docker.compose.version`` label, as ``docker compose version
+    --short`` prints it); "" when none is, or when they disagree."""
+    rows, _ = _project_rows(cfg, project)
+    found = {
+        str(labels.get(COMPOSE_VERSION_LABEL) or "")
+        for r in rows
+        if isinstance(labels := r.get("Labels"), dict) and labels.get(label) == value
+    }
+    return found.pop() if len(found) == 1 else ""
 
 
 def project_leftovers(cfg: DockerCfg, project: str) -> list[str]:
