@@ -30,25 +30,16 @@ exec docker "$@"
 """
 
 
-@pytest.fixture(scope="module")
-def web_image(registry: Registry, busybox_image: str) -> str:
-    return registry.push(busybox_image, "env-e2e-01/web", "1.0")
-
-
 @pytest.fixture
 def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[tuple[Lab, Path]]:
-    lab = Lab(tmp_path, registry, web_image)
     records = tmp_path / "children"
     records.mkdir()
     wrapper = tmp_path / "docker-recording"
     wrapper.write_text(WRAPPER.format(records=records))
     wrapper.chmod(0o755)
-    lab.write_config(docker={"binary": str(wrapper)})
-    lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "x"})
-    try:
+    with Lab(tmp_path, registry, web_image, db_password="x") as lab:
+        lab.write_config(docker={"binary": str(wrapper)})
         yield lab, records
-    finally:
-        lab.cleanup()
 
 
 def children(records: Path) -> list[str]:

@@ -26,8 +26,8 @@ from monky_deployd.adapters.box import docker_api
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent import status, steps
 from monky_deployd.config import DockerCfg
+from monky_deployd.core.boxsteps import Verify
 from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.plan import Verify
 from monky_deployd.core.report import TickRecord
 from monky_deployd_testkit.fakes.clock import Clock
 
