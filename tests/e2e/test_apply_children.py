@@ -2,10 +2,12 @@
 own). A recording ``docker.binary`` notes every child; the engine's facts come from its API.
 
 - an apply runs exactly ``compose pull``, ``compose config --hash`` and ``compose up``: the
-  pre-flight asks the engine (``GET /info``), not ``docker info``; the commit takes Compose's
-  version from the containers its ``up`` created (their ``com.docker.compose.version`` label);
-- an apply whose ``up`` creates no container (a new revision, nothing changed) still refreshes
-  Compose's version, from ``docker compose version --short``;
+  pre-flight asks the engine (``GET /info``), not ``docker info``; the commit keeps the cached
+  Compose version when the containers its ``up`` created confirm it (their
+  ``com.docker.compose.version`` label);
+- an apply whose ``up`` creates no container (a new revision, nothing changed), or whose
+  containers' label does not match the cache (a new compose, a suffixed build), still asks
+  ``docker compose version --short``;
 - either way ``host.json`` holds what the CLI and the engine say.
 """
 
@@ -18,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.core.wire import HostFacts
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab
 
@@ -73,20 +77,30 @@ def test_an_apply_runs_only_compose_and_still_knows_the_versions(
     lab: tuple[Lab, Path],
 ) -> None:
     box, records = lab
-    for i, template in enumerate(("LOG_LEVEL=one\n", "LOG_LEVEL=two\n", "LOG_LEVEL=two\n")):
+    compose = cli("docker", "compose", "version", "--short")
+    apply = ["compose pull", "compose config", "compose up"]
+    steps = (
+        # (.env template, host.json's compose before the tick or None, the children expected)
+        ("LOG_LEVEL=one\n", None, ["compose version", *apply]),  # a fresh box's first check-in
+        ("LOG_LEVEL=two\n", None, apply),  # both recreated: their label confirms the cache
+        ("LOG_LEVEL=two\n", None, [*apply, "compose version"]),  # none recreated: nothing to ask
+        # a cache the label does not confirm (a compose upgraded since; a suffixed build's
+        # --short): the CLI is asked
+        ("LOG_LEVEL=three\n", "0.0.1", [*apply, "compose version"]),
+        ("LOG_LEVEL=four\n", f"{compose}-distro.1", [*apply, "compose version"]),
+    )
+    for i, (template, cached, expected) in enumerate(steps):
+        if cached is not None:
+            facts = host_facts(box)
+            StateDir(box.state_dir).write_host_facts(
+                HostFacts(hostname=facts["hostname"], docker=facts["docker"], compose=cached)
+            )
         box.estate.tenancy.set_desired(
             f"r{i}", box.bundle(env_template=template, services=("web", "worker"))
         )
         run = box.tick()
         assert run.rc == 0 and run.summary["outcome"] == "applied", run.stdout[-2000:]
-        done = children(records)
-        apply = ["compose pull", "compose config", "compose up"]
-        if i == 0:  # a fresh box: the host facts of its first check-in
-            assert done == ["compose version", *apply]
-        elif i == 1:  # both containers recreated: their label names the compose
-            assert done == apply
-        else:  # nothing recreated: no container of this apply to ask
-            assert done == [*apply, "compose version"]
+        assert children(records) == expected, f"apply {i}"
         facts = host_facts(box)
-        assert facts["compose"] == cli("docker", "compose", "version", "--short")
+        assert facts["compose"] == compose
         assert facts["docker"] == cli("docker", "version", "--format", "{{.Server.Version}}")

@@ -243,25 +243,32 @@ def commit(ctx: Context, step: Commit) -> None:
     pruned = ctx.state.prune_revisions(keep=keep)
     if pruned:
         remove_images(ctx, pruned, keep)
-    refresh_host_facts(ctx, compose=_compose_of_this_up(ctx, step))
+    refresh_host_facts(ctx, compose=_compose_confirmed(ctx, step))
 
 
-def _compose_of_this_up(ctx: Context, step: Commit) -> str:
-    """The version of the compose whose ``up`` created containers in this apply: those labelled
-    with its deploy id carry it (``com.docker.compose.version``), so the host facts need no
-    ``docker compose version`` process; "" when this apply created none (then that runs)."""
-    if not step.deploy_id:
+def _compose_confirmed(ctx: Context, step: Commit) -> str:
+    """Compose's cached version when the containers this apply's ``up`` created confirm it, so
+    the host facts need no ``docker compose version`` process; "" otherwise (then it runs).
+
+    Those labelled with this apply's deploy id carry the version of the compose that created
+    them (``com.docker.compose.version``). That label is the core version (``2.40.3``) where
+    ``--short`` prints the whole one (``2.40.3-desktop.1`` on some builds): only an exact match
+    with what ``--short`` said before is taken; a new compose, a suffixed build, no cache or no
+    container created by this apply ask the CLI as before."""
+    cached = ctx.state.read_host_facts()
+    if not step.deploy_id or cached is None or not cached.compose:
         return ""
     from monky_deployd.core.reasons import LABEL_DEPLOY_ID  # off the no-op tick's imports
 
     try:
-        return docker_api.compose_version_of(
+        made = docker_api.compose_version_of(
             ctx.cfg.docker, step.project, LABEL_DEPLOY_ID, step.deploy_id
         )
     except DeployError as err:
         if err.code is Code.TICK_DEADLINE:
             raise
         return ""
+    return cached.compose if made == cached.compose else ""
 
 
 def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:

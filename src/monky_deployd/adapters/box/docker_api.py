@@ -95,8 +95,9 @@ def project_working_dirs(cfg: DockerCfg, project: str) -> dict[str, str]:
 
 def compose_version_of(cfg: DockerCfg, project: str, label: str, value: str) -> str:
     """The version of the compose that created the project's containers labelled
-    ``label=value`` (their ``com.docker.compose.version`` label, as ``docker compose version
-    --short`` prints it); "" when none is, or when they disagree."""
+    ``label=value`` (their ``com.docker.compose.version`` label: compose's core version,
+    ``2.40.3``, without a build suffix ``--short`` would print); "" when none is, or when they
+    disagree."""
     rows, _ = _project_rows(cfg, project)
     found = {
         str(labels.get(COMPOSE_VERSION_LABEL) or "")
