@@ -26,6 +26,7 @@ Exit codes (documented in OPERATIONS.md):
 from __future__ import annotations
 
 import argparse
+import gc
 import getpass
 import json
 import logging
@@ -260,5 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     return exit_code(run_tick(cfg, config_ms=config_ms, options=Options(retry=args.retry)))
 
 
+def run() -> int:
+    """The process's entry point (the ``monky-deployd`` script, ``python -m``): ``main``, then
+    ``gc.freeze()``. Every run is one short process whose objects all die with it; frozen, they
+    are not walked again by the collections the interpreter makes on its way out (about 50 ms
+    of a no-op tick's 330 ms of CPU, ``bench/noop_tick.py``). ``main`` itself, called in a
+    long-lived process (the tests), leaves the collector alone."""
+    try:
+        return main()
+    finally:
+        gc.freeze()
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(run())
