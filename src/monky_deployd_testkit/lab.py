@@ -133,16 +133,19 @@ class Lab:
             "registry_host": self.registry.host,
         }
 
-    def tick(self, *extra: str) -> Run:
-        env = {"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home")}
-        proc = subprocess.run(
-            (*CLI, "apply", "--once", "--config", str(self.config_path), *extra),
+    def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """``monky-deployd <args> --config <the lab's>`` as a process, with the lab's HOME."""
+        return subprocess.run(
+            (*CLI, *args, "--config", str(self.config_path)),
             capture_output=True,
             text=True,
-            env=env,
-            timeout=600,
+            env={"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home")},
+            timeout=timeout,
             check=False,
         )
+
+    def tick(self, *extra: str) -> Run:
+        proc = self.cli("apply", "--once", *extra, timeout=600)
         return Run(proc.returncode, parse_lines(proc.stdout), proc.stdout, proc.stderr)
 
     def _ps(self, project: str | None, fmt: str, *filters: str) -> list[list[str]]:

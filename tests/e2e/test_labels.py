@@ -9,7 +9,6 @@ keeps it in applied.json, and gives new labels only to a service whose hash move
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
-from monky_deployd_testkit.lab import CLI, Lab
+from monky_deployd_testkit.lab import Lab
 
 pytestmark = pytest.mark.docker
 
@@ -70,15 +69,7 @@ def revision_of(lab: Lab) -> dict[str, tuple[str, str]]:
 
 
 def plan_services(lab: Lab) -> dict[str, str]:
-    env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
-    proc = subprocess.run(
-        (*CLI, "plan", "--json", "--config", str(lab.config_path)),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    proc = lab.cli("plan", "--json")
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return {s["name"]: s["action"] for s in json.loads(proc.stdout)["services"]}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from monky_deployd_testkit.dockerlab import Registry
-from monky_deployd_testkit.lab import CLI, Lab
+from monky_deployd_testkit.lab import Lab
 
 pytestmark = pytest.mark.docker
 
@@ -26,20 +25,8 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
         yield lab
 
 
-def cli(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
-    return subprocess.run(
-        (*CLI, *args, "--config", str(lab.config_path)),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-
-
 def status(lab: Lab) -> dict[str, object]:
-    out = cli(lab, "status", "--json")
+    out = lab.cli("status", "--json")
     body: dict[str, object] = json.loads(out.stdout)
     assert out.returncode == body["exit_status"] == 9, out.stderr  # paused: locked or suspended
     return body
@@ -64,9 +51,9 @@ def test_an_update_lock_pulls_but_recreates_nothing_until_released(lab: Lab) -> 
     assert len(lab.estate.tenancy.reports) == reports
     assert status(lab)["locked"] is True
     # the operator's own lock, then release both: the next tick applies
-    assert cli(lab, "lock", "take", "ops", "--reason", "window").returncode == 0
+    assert lab.cli("lock", "take", "ops", "--reason", "window").returncode == 0
     assert lab.tick().summary["code"] == "UPDATE_LOCKED"
-    assert cli(lab, "lock", "release", "ops").returncode == 0
+    assert lab.cli("lock", "release", "ops").returncode == 0
     (lock_dir / "billing.lock").unlink()
     done = lab.tick()
     assert done.rc == 0 and done.summary["revision"] == "r2", done.stdout
@@ -88,7 +75,7 @@ def test_a_stale_lock_is_ignored_with_a_warning(lab: Lab) -> None:
 
 
 def test_suspend_stops_applies_and_resume_lets_them_through(lab: Lab) -> None:
-    assert cli(lab, "suspend", "--reason", "db migration", "--for", "2h").returncode == 0
+    assert lab.cli("suspend", "--reason", "db migration", "--for", "2h").returncode == 0
     lab.estate.tenancy.set_desired("r1", lab.bundle())
     pulls = lab.pulls()
     run = lab.tick()
@@ -98,6 +85,6 @@ def test_suspend_stops_applies_and_resume_lets_them_through(lab: Lab) -> None:
     assert lab.pulls() == pulls and lab.containers() == {}
     assert lab.estate.tenancy.checkin_count == 1, "check-ins continue while suspended"
     assert status(lab)["suspended"] is not None
-    assert cli(lab, "resume").returncode == 0
+    assert lab.cli("resume").returncode == 0
     assert lab.tick().rc == 0
     assert set(lab.containers()) == {"web"}

@@ -10,7 +10,6 @@ labels; no secret value appears in any of them."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
-from monky_deployd_testkit.lab import CLI, Lab
+from monky_deployd_testkit.lab import Lab
 
 pytestmark = pytest.mark.docker
 
@@ -43,15 +42,7 @@ def lab(tmp_path: Path, registry: Registry, repo: str) -> Iterator[Lab]:
 
 
 def plan(lab: Lab, *extra: str) -> tuple[int, dict[str, Any], str]:
-    env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
-    proc = subprocess.run(
-        (*CLI, "plan", "--json", "--config", str(lab.config_path), *extra),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    proc = lab.cli("plan", "--json", *extra)
     return proc.returncode, json.loads(proc.stdout), proc.stdout + proc.stderr
 
 

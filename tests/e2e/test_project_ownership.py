@@ -4,7 +4,6 @@ else runs on the box is refused (PROJECT_NOT_OWNED) before any pull, and keeps i
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.dockerlab import Registry, remove_containers
-from monky_deployd_testkit.lab import CLI, Lab
+from monky_deployd_testkit.lab import Lab
 
 pytestmark = pytest.mark.docker
 
@@ -46,18 +45,6 @@ def start_foreign_project(
         timeout=120,
     )
     return running(project)
-
-
-def plan(lab: Lab) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
-    return subprocess.run(
-        (*CLI, "plan", "--json", "--config", str(lab.config_path)),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
 
 
 def running(project: str) -> dict[str, str]:
@@ -119,7 +106,7 @@ def test_a_restore_never_takes_over_containers_someone_else_started(
         tmp_path / "someone-else", lab.project, busybox_image, services=("db",)
     )
     # plan says what the restore would: refused, nothing to start
-    status = plan(lab)
+    status = lab.cli("plan", "--json")
     assert status.returncode == 2, status.stdout + status.stderr
     assert json.loads(status.stdout)["error"]["code"] == "PROJECT_NOT_OWNED"
     run = lab.tick()

@@ -7,7 +7,6 @@ revision applied on the next tick."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
-from monky_deployd_testkit.lab import CLI, Lab, Run
+from monky_deployd_testkit.lab import Lab, Run
 
 pytestmark = pytest.mark.docker
 
@@ -224,13 +223,7 @@ def test_a_failed_rollback_stalls_and_never_loops(lab: Lab) -> None:
     }
     hold = held(lab)
     assert hold is not None and hold["stalled"] is True
-    status = subprocess.run(
-        (*CLI, "status", "--json", "--config", str(lab.config_path)),
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")},
-    )
+    status = lab.cli("status", "--json")
     body = json.loads(status.stdout)
     assert status.returncode == 7 and body["state"] == "stalled" and body["held"]["stalled"]
     pulls, reports = lab.pulls(), len(lab.estate.tenancy.reports)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
-from monky_deployd_testkit.lab import CLI, Lab
+from monky_deployd_testkit.lab import Lab
 
 pytestmark = pytest.mark.docker
 
@@ -45,29 +44,18 @@ def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
     return out
 
 
-def cli(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        (*CLI, *args, "--config", str(lab.config_path)),
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")},
-        timeout=60,
-        check=False,
-    )
-
-
 def status(lab: Lab, expect_rc: int, state: str) -> dict[str, Any]:
     """`status --json`, proven read-only; its body after the schema and exit-status checks."""
     before = snapshot(lab.state_dir) if lab.state_dir.exists() else {}
     seen = (len(lab.estate.tenancy.requests), len(lab.estate.bao.requests))
-    proc = cli(lab, "status", "--json")
+    proc = lab.cli("status", "--json")
     assert (snapshot(lab.state_dir) if lab.state_dir.exists() else {}) == before
     assert (len(lab.estate.tenancy.requests), len(lab.estate.bao.requests)) == seen
     body: dict[str, Any] = json.loads(proc.stdout)
     assert set(body) == TOP_KEYS and body["schema"] == 1, proc.stderr
     assert (proc.returncode, body["exit_status"], body["state"]) == (expect_rc, expect_rc, state)
     assert body["timer"] == {"next_run_at": None}  # no systemd here
-    text = cli(lab, "status")
+    text = lab.cli("status")
     assert text.returncode == expect_rc and f"{state} (exit {expect_rc})" in text.stdout
     stored = lab.state_dir / "token.json"
     if stored.exists():  # the bookkeeping is shown, never the token
@@ -105,19 +93,19 @@ def test_status_for_each_state_of_a_box_changes_nothing(lab: Lab) -> None:
     assert lab.tick().rc == 0  # a no-op: not history
     assert status(lab, 0, "ok")["counters"]["ticks"]["noop"] == 1
 
-    assert cli(lab, "suspend", "--reason", "db migration").returncode == 0
+    assert lab.cli("suspend", "--reason", "db migration").returncode == 0
     lab.estate.tenancy.set_desired("r2", lab.bundle(env_template="DB_PASSWORD=${DB_PASSWORD}\n"))
     assert lab.tick().rc == 6
     paused = status(lab, 9, "paused")
     assert paused["suspended"]["reason"] == "db migration"
     assert paused["revisions"]["desired"] == "r2"
-    assert cli(lab, "resume").returncode == 0
+    assert lab.cli("resume").returncode == 0
 
-    assert cli(lab, "lock", "take", "freeze", "--reason", "month end").returncode == 0
+    assert lab.cli("lock", "take", "freeze", "--reason", "month end").returncode == 0
     assert lab.tick().rc == 6
     locked = status(lab, 9, "paused")
     assert locked["locked"] is True and locked["last_tick"]["code"] == "UPDATE_LOCKED"
-    assert cli(lab, "lock", "release", "freeze").returncode == 0
+    assert lab.cli("lock", "release", "freeze").returncode == 0
 
     lab.estate.tenancy.set_desired("r3", crashing(lab))
     assert lab.tick().rc == 1
