@@ -370,3 +370,166 @@ def test_project_rule_over_generated_names(rest: str, first: str) -> None:
         assert validate("r1", raw).project == first + rest
     else:
         assert problems("r1", raw) == ["at 'project': must match ^[a-z0-9][a-z0-9_-]{0,62}$"]
+
+
+# -- refusals the integration tests hold end to end, word for word here (mutation testing runs
+# only tests/unit/core) ---------------------------------------------------------------------
+
+SURROGATE = "is not valid Unicode text (it holds a lone surrogate such as \\ud800)"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "where"),
+    [
+        (lambda b: b.update(project="sh\ud800op"), "project"),
+        (lambda b: b["manifest"][0].update(key="db\udfff"), "manifest[0].key"),
+        (lambda b: b["manifest"][1].update({"n\ud800": 1}), "manifest[1] key"),
+        (lambda b: b.update({"\ud801": 1}), "key '\\ud801'"),
+    ],
+)
+def test_a_lone_surrogate_is_the_only_problem_named(mutate: Any, where: str) -> None:
+    """Nothing else is read once a text cannot be encoded: one line, however much else is bad."""
+    raw = good()
+    raw["compose"] = ""  # would be a problem of its own, were it read
+    mutate(raw)
+    assert problems("r1", raw) == [f"at '{where}': {SURROGATE}"]
+
+
+def test_a_lone_surrogate_in_the_revision_is_named_too() -> None:
+    assert problems("r\ud800", good()) == [f"at 'revision': {SURROGATE}"]
+
+
+@pytest.mark.parametrize("value", ["abort", "", 1, None, ["retry"]])
+def test_on_failure_is_rollback_or_retry(value: object) -> None:
+    raw = good()
+    raw["on_failure"] = value
+    assert problems("r1", raw) == ["at 'on_failure': must be 'rollback' or 'retry'"]
+
+
+@pytest.mark.parametrize("value", ["rollback", "retry"])
+def test_on_failure_is_carried(value: str) -> None:
+    raw = good()
+    raw["on_failure"] = value
+    assert validate("r1", raw).on_failure == value
+    raw.pop("on_failure")
+    assert validate("r1", raw).on_failure == "rollback"
+
+
+def test_an_image_from_another_registry_is_named_with_both_registries() -> None:
+    raw = good()
+    raw["compose"] = (
+        "services:\n  web:\n    image: harbor.example.net/a:1\n"
+        "  cache:\n    image: redis:7\n  db:\n    image: ghcr.io/x/db:2\n"
+    )
+    tail = (
+        "(the only registry the agent holds a credential for; an image without a registry "
+        "part comes from docker.io)"
+    )
+    assert problems("r1", raw) == [
+        "at 'compose.services.cache.image': 'redis:7' comes from docker.io, not from the "
+        f"bundle's registry_host harbor.example.net {tail}",
+        "at 'compose.services.db.image': 'ghcr.io/x/db:2' comes from ghcr.io, not from the "
+        f"bundle's registry_host harbor.example.net {tail}",
+    ]
+
+
+def test_images_are_not_checked_without_a_registry_host() -> None:
+    raw = good()
+    raw["compose"] = "services:\n  cache:\n    image: redis:7\n"
+    raw["registry_host"] = None
+    raw["manifest"] = raw["manifest"][:1]
+    assert validate("r1", raw).services == ("cache",)
+
+
+def test_a_relative_bind_is_refused_with_its_own_code_where_and_source() -> None:
+    raw = good()
+    raw["compose"] = (
+        "services:\n  web:\n    image: harbor.example.net/a:1\n"
+        "    volumes: ['./data:/data', '/srv/abs:/abs', 'named:/n']\n"
+        "volumes:\n  named: {}\n"
+    )
+    with pytest.raises(DeployError) as info:
+        validate("r7", raw)
+    err = info.value
+    assert (err.code, err.outcome) == ("BUNDLE_RELATIVE_BIND", "refused")
+    assert err.message == (
+        "the compose file of revision 'r7' bind-mounts a host path that is not absolute, "
+        "nothing was changed: at 'compose.services.web.volumes[0]': './data'"
+    )
+    assert err.hint == (
+        "a relative bind (./data) would live in the agent's revision directory, which is "
+        "replaced on every apply and pruned: use a named volume or an absolute host path "
+        "written out (/srv/app/data, not ${DATA})"
+    )
+
+
+def test_every_relative_bind_is_named_after_the_other_problems_are_gone() -> None:
+    raw = good()
+    raw["compose"] = (
+        "services:\n  web:\n    image: harbor.example.net/a:1\n    volumes: ['./a:/a']\n"
+        "  db:\n    image: harbor.example.net/b:1\n    volumes: ['b:/b', '../c:/c']\n"
+    )
+    raw["on_failure"] = "abort"
+    assert problems("r1", raw) == ["at 'on_failure': must be 'rollback' or 'retry'"]
+    raw.pop("on_failure")
+    with pytest.raises(DeployError) as info:
+        validate("r1", raw)
+    assert info.value.message.endswith(
+        "nothing was changed: at 'compose.services.web.volumes[0]': './a'; "
+        "at 'compose.services.db.volumes[1]': '../c'"
+    )
+
+
+def test_an_unreadable_value_is_a_yaml_problem_of_the_compose_file() -> None:
+    raw = good()
+    raw["compose"] = "services:\n  web:\n    image: harbor.example.net/a:1\nd: 2024-02-30\n"
+    assert problems("r1", raw) == [
+        "at 'compose': is not valid YAML (a value cannot be read, such as an impossible date)"
+    ]
+
+
+TOO_COMPLEX_HINT = (
+    "the bundle's compose file: at most 20000 YAML nodes and 64 levels with every alias "
+    "(*name, <<: *name) expanded"
+)
+
+
+@pytest.mark.parametrize(
+    ("depth", "why"),
+    [
+        # past libyaml's own limit (1000): its error is read as the same refusal
+        (1100, "nests deeper than 64 levels"),
+        (70, "nests deeper than 64 levels once its aliases are expanded"),
+    ],
+)
+def test_a_compose_file_nested_too_deep_is_refused_whole(depth: int, why: str) -> None:
+    raw = good()
+    raw["compose"] = "services: {web: {image: harbor.example.net/a}}\nx: " + (
+        "[" * depth + "]" * depth + "\n"
+    )
+    with pytest.raises(DeployError) as info:
+        validate("r3", raw)
+    err = info.value
+    assert (err.code, err.outcome) == ("BUNDLE_COMPOSE_TOO_COMPLEX", "refused")
+    assert err.message == (
+        f"the compose file of revision 'r3' {why}; refused before anything was written"
+    )
+    assert err.hint == TOO_COMPLEX_HINT
+
+
+def test_a_compose_file_that_expands_past_the_node_budget_is_refused_whole() -> None:
+    levels = ["a: &a [" + ", ".join(["x"] * 10) + "]"]
+    for prev, name in zip("abcde", "bcdef", strict=True):
+        levels.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
+    raw = good()
+    raw["compose"] = "\n".join(levels) + "\nservices: {web: {image: harbor.example.net/a}}\n"
+    with pytest.raises(DeployError) as info:
+        validate("r3", raw)
+    err = info.value
+    assert err.code == "BUNDLE_COMPOSE_TOO_COMPLEX"
+    assert err.message == (
+        "the compose file of revision 'r3' expands to more than 20000 YAML nodes once its "
+        "aliases (*name) are expanded, which docker compose would hold in memory; refused "
+        "before anything was written"
+    )
+    assert err.hint == TOO_COMPLEX_HINT

@@ -381,3 +381,23 @@ def test_a_port_beyond_65535_is_invalid() -> None:
 )
 def test_malformed_values_never_echo_the_value(value: object) -> None:
     assert refusal(value).code == "REGISTRY_CREDENTIAL_MALFORMED"
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        ({"username": "robot\ud800", "password": SECRET}, "username"),
+        ({"username": "robot", "password": SECRET + "\udfff"}, "password"),
+        ("robot\udc80:" + SECRET, "username"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_naming_the_field_never_the_value(
+    value: object, what: str
+) -> None:
+    source = "the registry-auth entry 'robot'"
+    assert said(lambda: rc.parse_credential(value, HOST, source=source)) == (
+        "REGISTRY_CREDENTIAL_MALFORMED",
+        f"{source} has a {what} that is not valid Unicode text (a lone surrogate, such as "
+        "JSON's \\ud800), which basic auth cannot carry",
+        "the registry robot's KV value in OpenBao",
+    )
