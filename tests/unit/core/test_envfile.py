@@ -356,6 +356,11 @@ TEMPLATE_HINT = (
         ("A=1\nB='x\n\n", "line 2 has a quoted value without its closing quote"),
         ("A=${}\n", "line 1 has a `${` that is not a valid ${NAME} reference"),
         ('\n\nA="${9}"\n', "line 3 has a `${` that is not a valid ${NAME} reference"),
+        # a default with no `}` on the rest of its line (compose: `Invalid template`; the next
+        # line's `}` does not close it)
+        ("A=${B:-x\n", "line 1 has a `${` that is not a valid ${NAME} reference"),
+        ("\nA=$S ${B:-x\n", "line 2 has a `${` that is not a valid ${NAME} reference"),
+        ("A=${B:-x\nC=}\n", "line 1 has a `${` that is not a valid ${NAME} reference"),
         ("# c\nA B=1\n", "line 2 has a variable name containing a space"),
         ("A=1\nexport   ", "line 2 has `export` without a variable name"),
         ("export\t", "line 1 has `export` without a variable name"),
