@@ -135,12 +135,12 @@ def remove_containers(project: str) -> None:
         subprocess.run((DOCKER, "rm", "-f", *ids), capture_output=True, check=False)
 
 
-def terminate(proc: subprocess.Popen[bytes] | None) -> None:
-    """Stop a server process the testkit started: SIGTERM, then SIGKILL after 10 s."""
+def terminate(proc: subprocess.Popen[bytes] | None, wait_s: float = 10) -> None:
+    """Stop a server process the testkit started: SIGTERM, then SIGKILL after ``wait_s``."""
     if proc is not None and proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)

@@ -33,7 +33,12 @@ from monky_deployd.adapters.box import docker_config, preflight, runner
 from monky_deployd.config import DiskCfg, DockerCfg
 from monky_deployd.core import pullerrors, registry_cred
 from monky_deployd.core.errors import Code, DeployError
-from monky_deployd_testkit.dockerlab import Registry, docker_available, remove_image
+from monky_deployd_testkit.dockerlab import (
+    Registry,
+    docker_available,
+    remove_image,
+    terminate,
+)
 from monky_deployd_testkit.fakes.engine import FakeEngine
 
 MIB = 1024 * 1024
@@ -372,12 +377,7 @@ def small_dockerd() -> Iterator[str]:
                 time.sleep(0.5)
             yield host
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            terminate(proc, wait_s=30)
 
 
 @pytest.fixture(scope="module")

@@ -193,13 +193,17 @@ def _fetch(
     return resp, where
 
 
-def _not_a_list(where: str) -> CommandError:
+def _bad_answer(where: str, request: str, expected: str) -> CommandError:
+    """The engine answered ``request`` with something that is not ``expected``."""
     return CommandError(
-        f"the Docker engine at {where} answered GET /containers/json with something that is "
-        "not a JSON list of containers",
+        f"the Docker engine at {where} answered {request} with something that is not {expected}",
         code=Code.DOCKER_UNAVAILABLE,
         hint="dockerd's version and log",
     )
+
+
+def _not_a_list(where: str) -> CommandError:
+    return _bad_answer(where, "GET /containers/json", "a JSON list of containers")
 
 
 def _health(status: str) -> str:
@@ -252,12 +256,7 @@ def engine_info(cfg: DockerCfg) -> tuple[dict[str, Any], str]:
     client.close()  # only its address: _get opens its own
     info = _get(cfg, "/info", None, "its info")
     if not isinstance(info, dict):
-        raise CommandError(
-            f"the Docker engine at {where} answered GET /info with something that is not "
-            "the daemon's info",
-            code=Code.DOCKER_UNAVAILABLE,
-            hint="dockerd's version and log",
-        )
+        raise _bad_answer(where, "GET /info", "the daemon's info")
     return info, where
 
 
@@ -278,11 +277,8 @@ def inspect_project(cfg: DockerCfg, project: str) -> list[ContainerObs]:
         try:
             found.append(_observation(info))
         except (AttributeError, TypeError, ValueError, LookupError, OverflowError) as exc:
-            raise CommandError(
-                f"the Docker engine at {where} answered GET /containers/{cid[:12]}/json with "
-                "something that is not a container's inspection",
-                code=Code.DOCKER_UNAVAILABLE,
-                hint="dockerd's version and log",
+            raise _bad_answer(
+                where, f"GET /containers/{cid[:12]}/json", "a container's inspection"
             ) from exc
     return sorted(found, key=lambda c: (c.service, c.container_id))
 
