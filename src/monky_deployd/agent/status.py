@@ -71,6 +71,7 @@ def services(cfg: Config, project: str | None) -> dict[str, Any]:
             "image_id": c.image_id,
             "digest": digests.get(c.image_id, ""),
             "since": c.started_at or None,
+            "exit_code": c.exit_code if c.state in ("exited", "dead") else None,
         }
         for c in found
     ]
@@ -115,6 +116,14 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
     active = sus if sus is not None and sus.active(now) else None
     lkg = applied.revision if applied else None
     running = held.revision if held and held.box_changed else lkg
+    svc = (
+        services(cfg, applied.project if applied else None)
+        if engine
+        else {"engine": "not asked", "project": None, "containers": []}
+    )
+    from monky_deployd.agent import health  # the services' verdict and the bake (issue 21)
+
+    seen = health.of(state, applied, svc, now)
     verdict = status.verdict(
         status.Facts(
             now=now,
@@ -125,6 +134,9 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             held_stalled=bool(held and held.stalled),
             suspended=active is not None,
             locked=bool(valid),
+            services=seen.states,
+            no_healthcheck=seen.no_healthcheck,
+            baking=seen.baking,
         )
     )
     tok = token.token if token is not None else None
@@ -196,9 +208,8 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
         ],
         "locked": bool(valid),
         "interrupted": None if journal is None else dataclasses.asdict(journal),
-        "services": services(cfg, applied.project if applied else None)
-        if engine
-        else {"engine": "not asked", "project": None, "containers": []},
+        "services": svc,
+        "health": seen.as_view(),
         "timer": {"next_run_at": next_timer_run()},
         "history": [_entry(e) for e in reversed(led.history)],  # newest first
     }

@@ -133,7 +133,7 @@ def down(ctx: Context, step: Down) -> None:
 
 
 def up(ctx: Context, step: Up) -> None:
-    ctx.compose(step.project, step.revision, pinned=step.pinned).up()
+    ctx.compose(step.project, step.revision, pinned=step.pinned).up(step.services)
     note_services(ctx, step.project)
 
 
@@ -158,6 +158,7 @@ def verify(ctx: Context, step: Verify) -> None:
             ctx.watch_clock(),
             window_s=cfg.stable_s,
             deadline_s=cfg.deadline_s,
+            awaited=step.awaited,
         )
         if isinstance(got, verdict.Passed):
             ctx.verified[step.project] = (got, observed)
@@ -202,6 +203,10 @@ def commit(ctx: Context, step: Commit) -> None:
     images = {c.service: ReleaseImage(c.image_id, c.image_ref, _digest(ctx, c)) for c in observed}
     # the long-running services: a finished job (exit 0, restart "no") is not expected to run
     running = list(passed.services) if passed is not None else list(step.services)
+    from monky_deployd.core import lifecycle  # off the no-op tick's imports
+
+    # the services that may finish (exit 0 = done, never restored): core.lifecycle
+    jobs = sorted({c.service for c in observed if lifecycle.may_finish(c.restart_policy)})
     release = Release(
         step.revision,
         step.project,
@@ -223,6 +228,7 @@ def commit(ctx: Context, step: Commit) -> None:
         for r in moved:
             log.info(f"reasons: {r}", extra={"event": "apply.reasons", "reasons": [r.kind]})
     ctx.state.write_release(release)
+    before_commit = ctx.state.read_applied()
     fp = step.fingerprint
     ctx.state.write_applied(
         Applied(
@@ -236,10 +242,15 @@ def commit(ctx: Context, step: Commit) -> None:
             dict(fp.env) if fp else {},
             dict(fp.secrets) if fp else {},
             dict(ctx.labelled),
+            jobs,
         )
     )
     ctx.state.clear_held()
-    keep = {step.revision} | ({step.previous} if step.previous else set())
+    from monky_deployd.agent import baking  # off the no-op tick's imports
+
+    # the last-known-good stays (release, images) until this revision's bake is over
+    lkg = baking.start(ctx, step.revision, step.project, observed, before_commit)
+    keep = {step.revision} | ({step.previous} if step.previous else set()) | lkg
     pruned = ctx.state.prune_revisions(keep=keep)
     if pruned:
         remove_images(ctx, pruned, keep)

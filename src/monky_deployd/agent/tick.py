@@ -170,6 +170,7 @@ class _Tick:
         self.bao: Bao | None = None
         self.running: tuple[Service, ...] | None = None  # the applied project's containers
         self.interrupted: Journal | None = None
+        self.bake_note = ""  # the bake's state on this tick (core.bake), for the no-op's message
         self.secrets: dict[str, object] = {}  # manifest name -> KV value (for the fingerprint)
 
     @contextmanager
@@ -210,7 +211,9 @@ class _Tick:
         record = self.state.read_applied()
         self.held = self.state.read_held()
         applied = (
-            AppliedFacts(record.revision, record.project, tuple(record.services))
+            AppliedFacts(
+                record.revision, record.project, tuple(record.services), tuple(record.jobs)
+            )
             if record
             else None
         )
@@ -226,6 +229,18 @@ class _Tick:
             with self.phase("inspect"):
                 running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
         self.held = recover.forget_preempted(self.state, self.held, answer.status, desired, applied)
+        wanted = applied.revision if applied and answer.status == 304 else desired
+        if applied is not None and wanted == applied.revision and not self.state.read_journal():
+            from monky_deployd.agent import baking  # (reads bake.json; inspects while it bakes)
+
+            baked = baking.observe(self.ctx, self.phase, applied)
+            if baked.error is not None:  # rolled back (or never promoted): report, stop
+                self.rec.revision = applied.revision
+                _fail(self.rec, baked.error)
+                self.state.clear_journal()
+                self._report()
+                return
+            self.bake_note = baked.note
         now = self.clock()
         interrupted = self.state.read_journal()
         self.running, self.interrupted = running, interrupted
@@ -262,6 +277,7 @@ class _Tick:
             self.rec.outcome, self.rec.message = plan.kind, plan.reason
             if isinstance(plan, Noop):
                 self.rec.revision = plan.applied.revision
+                self.rec.message += f"; {self.bake_note}" if self.bake_note else ""
             return
         try:
             if isinstance(plan, Restore):
@@ -334,7 +350,8 @@ class _Tick:
 
         explain.note(self.rec, explain.for_restore(plan, self.running, self.interrupted))
         try:
-            steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
+            only_missing = self.interrupted is None  # a killed tick's project: all of it
+            steps.run(self.ctx, restore_steps(plan, pinned, only_missing=only_missing), self.phase)
         except DeployError as err:  # no rollback (it is the LKG): failed, the next backs off
             recover.restore_failed(self.ctx, plan, err, self.held, self.options.rand())
         self.held = recover.restore_settled(self.state, self.held, plan.applied.revision)

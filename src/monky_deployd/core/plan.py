@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from monky_deployd.core import lifecycle
 from monky_deployd.core.gates import Lock
 from monky_deployd.core.records import Held, Journal, Suspended
 from monky_deployd.core.services import Service
@@ -29,6 +30,7 @@ class AppliedFacts:
     revision: str
     project: str
     services: tuple[str, ...]  # the services the applied compose file declares
+    jobs: tuple[str, ...] = ()  # those that may finish (exit 0 = done, core.lifecycle)
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,15 @@ def needs_container_check(
     return desired == applied or (applied is not None and desired == held)
 
 
-def down_services(expected: tuple[str, ...], running: tuple[Service, ...]) -> tuple[str, ...]:
-    """Services of ``expected`` with no running container."""
-    up = {s.name for s in running if s.state == "running"}
-    return tuple(name for name in expected if name not in up)
+def down_services(
+    expected: tuple[str, ...], running: tuple[Service, ...], jobs: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """Services of ``expected`` not running as they should (``core.lifecycle``): no running
+    container, or an unhealthy one; a job of ``jobs`` that exited 0 is done, not down."""
+    states = lifecycle.service_states(
+        expected, jobs, ((s.name, s.state, s.health, s.exit_code) for s in running)
+    )
+    return tuple(n for n in expected if states[n] not in ("ok", "done", "starting"))
 
 
 def decide(f: Facts) -> Plan:
@@ -172,7 +179,7 @@ def _decide(f: Facts) -> Plan:
         if held is not None and held.revision == desired and not f.retry:
             lkg = f"the box runs {was}" if applied else "nothing was applied before"
             missing = (
-                down_services(applied.services, f.running)
+                down_services(applied.services, f.running, applied.jobs)
                 if applied is not None and f.running is not None
                 else ()
             )
@@ -230,7 +237,7 @@ def _decide(f: Facts) -> Plan:
         )
     if f.running is None:
         return _apply(f, desired, f"revision {desired}: container state unknown")
-    missing = down_services(applied.services, f.running)
+    missing = down_services(applied.services, f.running, applied.jobs)
     if missing and (wait := _restore_backoff(f, applied, missing)) is not None:
         return wait
     if missing:

@@ -100,6 +100,7 @@ _APPLIED_OPTIONAL = (
     "env_hashes",
     "secret_hashes",
     "service_labels",
+    "jobs",
 )
 
 
@@ -119,6 +120,8 @@ class Applied:
     # per service: its config hash and the revision/deploy its labels name (a service whose
     # hash did not change keeps its labels, so a new revision does not recreate it)
     service_labels: dict[str, ServiceLabel] = field(default_factory=_no_labels)
+    # the services that may finish (restart no/on-failure: exit 0 = done, core.lifecycle)
+    jobs: list[str] = field(default_factory=_no_services)
 
     def to_json(self) -> bytes:
         body = asdict(self)
