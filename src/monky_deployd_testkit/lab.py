@@ -25,6 +25,15 @@ from monky_deployd_testkit.realbao import RealBao
 CLI = (sys.executable, "-m", "monky_deployd.cli")
 
 
+def _cli_env(home: Path) -> dict[str, str]:
+    """PATH and HOME; PYTHONPATH too when set (a worktree's source first: without it the venv's
+    editable install would run another checkout's agent)."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 @dataclass
 class Run:
     rc: int
@@ -90,7 +99,9 @@ class Lab:
         cfg["disk"] = {"headroom_bytes": 64 * 1024 * 1024}
         cfg["lock_wait_s"] = 1
         # short verify windows: tests count what happened, never how long it took
-        cfg["verify"] = {"stable_s": 2, "deadline_s": 30, "poll_s": 0.25}
+        # and no bake: a test that stops a container after an apply tests drift (the restore);
+        # tests/e2e/test_lifecycle.py sets verify.bake_s itself
+        cfg["verify"] = {"stable_s": 2, "deadline_s": 30, "poll_s": 0.25, "bake_s": 0}
         cfg.update(overrides)
         self.config_path.write_text(yaml.safe_dump(cfg))
 
@@ -139,7 +150,7 @@ class Lab:
             (*CLI, *args, "--config", str(self.config_path)),
             capture_output=True,
             text=True,
-            env={"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home")},
+            env=_cli_env(self.tmp / "home"),
             timeout=timeout,
             check=False,
         )

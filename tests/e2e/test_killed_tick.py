@@ -91,7 +91,7 @@ def test_a_killed_tick(lab: Lab, phase: str, back_to_lkg: bool) -> None:
     lab.estate.tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
     assert lab.tick().rc == 0
     leases = lab.estate.tenancy.lease_requests
-    lab.write_config(verify={"stable_s": 20, "deadline_s": 60, "poll_s": 0.25})
+    lab.write_config(verify={"stable_s": 20, "deadline_s": 60, "poll_s": 0.25, "bake_s": 0})
     r2 = lab.bundle(env_template=template("debug"))
     if phase == "rollback":  # r2 crashes, so its verify fails and the tick rolls back
         doc = yaml.safe_load(r2["compose"])

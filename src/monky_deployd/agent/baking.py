@@ -43,11 +43,14 @@ def start(
     revisions whose release must stay on disk while it bakes (the last-known-good)."""
     bake_s = ctx.cfg.verify.bake_s
     old = ctx.state.read_bake()
+    previous = json.loads(before.to_json()) if before is not None else None
     if before is not None and old is not None and old.revision == before.revision:
         # the revision before this one never finished its bake: the LKG is still the one before
-        previous = old.previous if not old.failed else None
-    else:
-        previous = json.loads(before.to_json()) if before is not None else None
+        # it; with none, the one before (verified, not promoted) beats nothing
+        if old.previous is not None:
+            previous = old.previous
+        elif old.failed:
+            previous = None
     if bake_s <= 0:
         ctx.state.clear_bake()
         return set()
