@@ -149,7 +149,7 @@ def test_a_restore_never_re_runs_a_finished_job(lab: Lab) -> None:
     subprocess.run(("docker", "stop", "-t", "1", lab.containers()["web"]), check=True)
     ok(lab.tick(), "applied")  # web restored
     assert set(lab.containers()) == {"web"}
-    assert (runs(lab, "migrate"), runs(lab, "web")) == (1, 2)
+    assert runs(lab, "migrate") == 1  # (web's restore recreates it from the pinned image)
 
 
 def test_an_on_failure_job_that_exits_0_passes(lab: Lab) -> None:
@@ -271,9 +271,11 @@ def test_unhealthy_after_the_bake_is_named_by_status_and_the_tick(lab: Lab) -> N
     assert (st.returncode, view["state"]) == (11, "degraded"), st.stdout
     assert "web unhealthy" in view["reason"]
     assert {"service": "web", "state": "unhealthy"} in view["health"]["services"]
-    run = lab.tick()
-    assert run.rc == 1 and run.errors[0]["code"] == "VERIFY_UNHEALTHY", run.stdout
-    assert "restoring revision r1 failed" in run.errors[0]["message"]
-    rep = lab.estate.tenancy.reports[-1]
-    assert (rep["outcome"], rep["code"]) == ("failed", "VERIFY_UNHEALTHY")
-    assert lab.cli("status").returncode == 11
+    reports = len(lab.estate.tenancy.reports)
+    run = lab.tick()  # drift: restored (recreated from the pinned image), verified, reported
+    ok(run, "applied")
+    assert (
+        "web not running (stopped, exited or unhealthy)" in run.events("plan.restore")[0]["message"]
+    )
+    assert len(lab.estate.tenancy.reports) == reports + 1
+    assert lab.estate.tenancy.reports[-1]["outcome"] == "applied"

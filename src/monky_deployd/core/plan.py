@@ -242,7 +242,10 @@ def _decide(f: Facts) -> Plan:
         return wait
     if missing:
         return Restore(
-            applied, missing, f"revision {desired} is applied but {', '.join(missing)} not running"
+            applied,
+            missing,
+            f"revision {desired} is applied but {', '.join(missing)} not running "
+            "(stopped, exited or unhealthy)",
         )
     return Noop(applied, f"revision {desired} is applied and all services are running")
 
