@@ -22,7 +22,7 @@ from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api
 from monky_deployd.agent import steps
 from monky_deployd.core import bake as baked
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.plan import AppliedFacts
 from monky_deployd.core.records import Applied
 from monky_deployd.core.verify import ContainerObs
@@ -174,7 +174,8 @@ def _roll_back(
     try:
         with deadline.tick(cfg.rollback_budget_s, "the rollback's budget"):
             steps.run(ctx, box_steps, phase)
-    except DeployError as rb_err:
+    except (DeployError, TickDeadline) as exc:
+        rb_err = fault_of(exc)
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
         rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision} (failed)"))
         state.write_held(recovery.after_rollback(held, ok=False))
@@ -186,6 +187,7 @@ def _roll_back(
             "revision, or fix the box and run `monky-deployd apply --once --retry`",
             detail="\n".join(d for d in (err.detail, rb_err.detail) if d),
         )
+    rec.applied = lkg.revision  # what runs when the tick ends
     rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=True)
     rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision}"))
     state.write_held(recovery.after_rollback(held, ok=True))
