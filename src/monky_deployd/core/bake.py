@@ -23,6 +23,7 @@ A fault whose time the engine does not say counts at ``now``. A job that exited 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -82,7 +83,10 @@ def _well_typed(b: Bake) -> bool:
     return (
         isinstance(b.revision, str)
         and isinstance(b.project, str)
-        and all(isinstance(x, int | float) for x in (b.since, b.until))
+        and all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+            for x in (b.since, b.until)
+        )
         and isinstance(b.runs, dict)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in b.runs.items())
         and isinstance(b.jobs, list)
