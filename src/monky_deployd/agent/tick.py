@@ -47,14 +47,12 @@ from monky_deployd.agent import logs, observe, publish, recover, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask
-from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, TokenError, fault_of
-from monky_deployd.core.plan import Apply, Backoff, Hold, Idle, Noop, Paused, Restore, decide
+from monky_deployd.core.plan import Backoff, Hold, Idle, Noop, Paused, Restore, decide
 from monky_deployd.core.report import PhaseTiming, TickRecord
 
 if TYPE_CHECKING:
-    from monky_deployd.agent.observe import Local, Observation
-    from monky_deployd.core.records import Held
+    from monky_deployd.agent.observe import Local
 
 log = logging.getLogger("monky_deployd")
 
@@ -114,10 +112,6 @@ def run_tick(
         rec.finished_at = clock()
         out.publish(rec, int((time.monotonic() - t0) * 1000))
     return rec
-
-
-class _Skipped(Exception):
-    """An apply stopped on purpose (an update lock): no report, the record says why."""
 
 
 class _Tick:
@@ -195,16 +189,18 @@ class _Tick:
                 self.rec.revision = plan.applied.revision
             return
         # -- act -----------------------------------------------------------------------------
+        from monky_deployd.agent import act  # the apply path's modules, in one import
+
         self.rec.reportable = True
-        act = _Act(self, bao, token, obs, held)
+        doer = act.Act(self.ctx, self.phase, bao, token.token, obs, held, self.options)
         try:
             if isinstance(plan, Restore):
                 self.rec.revision = plan.applied.revision
-                act.restore(plan)
+                doer.restore(plan)
             else:
                 self.rec.revision = plan.revision
-                act.apply(plan)
-        except _Skipped:
+                doer.apply(plan)
+        except act.Skipped:
             self.rec.reportable = False
             self.state.clear_journal()
             return  # an update lock: pulled, nothing recreated, no report (tried next tick)
@@ -258,74 +254,3 @@ def _inspects(answer: Checkin, local: Local) -> bool:
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
-
-
-class _Act:
-    """Restore or apply: the box steps of the decision, and recovery when they fail."""
-
-    def __init__(
-        self, tick: _Tick, bao: Bao, token: HeldToken, obs: Observation, held: Held | None
-    ) -> None:
-        self.tick, self.bao, self.token, self.obs, self.held = tick, bao, token.token, obs, held
-        self.ctx, self.rec, self.phase = tick.ctx, tick.rec, tick.phase
-
-    def restore(self, plan: Restore) -> None:
-        from monky_deployd.agent import explain, prepare  # off the no-op tick's imports
-
-        with self.phase("preflight"):
-            prepare.check_owned(self.ctx, plan.applied.project)
-        pinned = self.ctx.state.has_pins(plan.applied.revision)
-        explain.note(self.rec, explain.for_restore(plan, self.obs.running, self.obs.interrupted))
-        try:
-            steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
-        except (DeployError, TickDeadline) as exc:  # no rollback (it is the LKG): the next
-            # restore backs off
-            recover.restore_failed(
-                self.ctx, plan, fault_of(exc), self.held, self.tick.options.rand()
-            )
-        recover.restore_settled(self.ctx.state, self.held, plan.applied.revision)
-        self.rec.outcome = "applied"
-        self.rec.message = (
-            f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} "
-            "(no pull, verified)"
-        )
-
-    def apply(self, plan: Apply) -> None:
-        """Every check first (nothing on the box changes), then the box steps; a failure rolls
-        back to the last-known-good release or backs off (``core.recovery``)."""
-        from monky_deployd.agent import explain, prepare  # off the no-op tick's imports
-
-        ready: Ready | None = None
-        forced = self.tick.options.retry
-        state = self.ctx.state
-        explain.note(self.rec, explain.for_apply(plan, self.held, forced), quiet=True)
-        if plan.previous is not None:  # the LKG's secrets too, before stage rewrites the config
-            self.ctx.learn(self.ctx.secrets_at_rest(plan.previous.revision))
-        checked = prepare.Checked()
-        try:
-            ready = prepare.check(self.ctx, self.bao, self.token, plan, self.phase, checked)
-            ready = explain.checked(
-                state, self.rec, plan, ready, checked.secrets, self.held, forced
-            )
-            state.own_project(ready.project)  # before anything of it is created
-            steps.run(self.ctx, apply_steps(plan, ready), self.phase)
-        except (DeployError, TickDeadline) as exc:
-            recover.recover(
-                recover.Failure(plan, ready, fault_of(exc), self.held),
-                self.ctx,
-                self.phase,
-                self.tick.options.rand(),
-            )
-        if plan.locks:
-            now = self.tick.clock()
-            self.rec.outcome, self.rec.code = "held", Code.UPDATE_LOCKED
-            self.rec.message = (
-                f"revision {plan.revision} is pulled but not applied: update locked by "
-                + "; ".join(lk.describe(now) for lk in plan.locks)
-                + "; trying again next tick"
-            )
-            log.warning(self.rec.message, extra={"event": "apply.locked", "phase": "plan"})
-            raise _Skipped
-        running = sum(1 for s in self.rec.services if s["state"] == "running")
-        self.rec.outcome, self.rec.applied = "applied", plan.revision
-        self.rec.message = f"applied {plan.revision}: {running} services running (verified)"
