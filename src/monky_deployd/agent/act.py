@@ -7,7 +7,7 @@ the apply path (the checks, the reasons, the box steps' adapters), the no-op tic
               restore (no rollback: it is the last-known-good)
     apply     the checks (``agent.prepare``: nothing changes) -> stage -> pull -> [down] -> up
               -> verify -> commit; a failure rolls back and holds, or backs off
-              (``agent.recover``); update locks: pulled, not applied (``Skipped``)
+              (``agent.recovery``); update locks: pulled, not applied (``Skipped``)
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from monky_deployd.agent import explain, prepare, recover, steps
+from monky_deployd.agent import prepare, reasons, recovery, steps
 from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
+from monky_deployd.core.decide import Apply, Restore
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
-from monky_deployd.core.plan import Apply, Restore
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.bao import Bao
@@ -57,13 +57,13 @@ class Act:
         with self.phase("preflight"):
             prepare.check_owned(self.ctx, plan.applied.project)
         pinned = self.ctx.state.has_pins(plan.applied.revision)
-        explain.note(self.rec, explain.for_restore(plan, self.obs.running, self.obs.interrupted))
+        reasons.note(self.rec, reasons.for_restore(plan, self.obs.running, self.obs.interrupted))
         try:
             steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
         except (DeployError, TickDeadline) as exc:  # no rollback (it is the LKG): the next
             # restore backs off
-            recover.restore_failed(self.ctx, plan, fault_of(exc), self.held, self.options.rand())
-        recover.restore_settled(self.ctx.state, self.held, plan.applied.revision)
+            recovery.restore_failed(self.ctx, plan, fault_of(exc), self.held, self.options.rand())
+        recovery.restore_settled(self.ctx.state, self.held, plan.applied.revision)
         self.rec.outcome = "applied"
         self.rec.message = (
             f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} "
@@ -76,20 +76,20 @@ class Act:
         ready: Ready | None = None
         forced = self.options.retry
         state = self.ctx.state
-        explain.note(self.rec, explain.for_apply(plan, self.held, forced), quiet=True)
+        reasons.note(self.rec, reasons.for_apply(plan, self.held, forced), quiet=True)
         if plan.previous is not None:  # the LKG's secrets too, before stage rewrites the config
             self.ctx.learn(self.ctx.secrets_at_rest(plan.previous.revision))
         checked = prepare.Checked()
         try:
             ready = prepare.check(self.ctx, self.bao, self.token, plan, self.phase, checked)
-            ready = explain.checked(
+            ready = reasons.checked(
                 state, self.rec, plan, ready, checked.secrets, self.held, forced
             )
             state.own_project(ready.project)  # before anything of it is created
             steps.run(self.ctx, apply_steps(plan, ready), self.phase)
         except (DeployError, TickDeadline) as exc:
-            recover.recover(
-                recover.Failure(plan, ready, fault_of(exc), self.held),
+            recovery.recover(
+                recovery.Failure(plan, ready, fault_of(exc), self.held),
                 self.ctx,
                 self.phase,
                 self.options.rand(),

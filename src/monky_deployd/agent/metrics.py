@@ -25,7 +25,7 @@ from monky_deployd import __version__
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import atomic_write
 from monky_deployd.agent import observe
-from monky_deployd.agent.window import TEXTFILE_NAME
+from monky_deployd.agent.ledger import TEXTFILE_NAME
 from monky_deployd.config import Config
 from monky_deployd.core import ledger
 from monky_deployd.core.errors import DeployError
@@ -223,7 +223,7 @@ def render(s: Snapshot) -> bytes:
 
 
 def publish(cfg: Config, state: StateDir, led: ledger.Ledger) -> None:
-    """Rewrite the textfile (``agent.window`` only touches it after a quiet tick)."""
+    """Rewrite the textfile (``agent.ledger`` only touches it after a quiet tick)."""
     directory = cfg.metrics.textfile_dir
     if directory is None or not directory.is_dir():
         return  # no textfile collector here: no metrics

@@ -5,7 +5,7 @@
     observe(cfg, state, ...)     + the check-in's answer, the project's containers (only when
                                  the decision needs them), the update locks, the suspend
                                  record, a killed tick's journal: an ``Observation``
-    Observation.facts(retry)     the pure decision's input (``core.plan.Facts``)
+    Observation.facts(retry)     the pure decision's input (``core.decide.Facts``)
     settle(state, obs)           the observation's side effects, in one place: a pre-empted
                                  hold dropped, an expired suspend removed, each lock and the
                                  killed tick named in the journal
@@ -27,9 +27,9 @@ from monky_deployd.adapters.box import docker_api, locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.config import Config
 from monky_deployd.core import gates, recovery, report, wire
+from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.ledger import Ledger
-from monky_deployd.core.plan import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.records import Applied, Held, Journal, Suspended, TokenState
 from monky_deployd.core.services import Service
 

@@ -1,7 +1,7 @@
 """One tick: observe, decide, act, publish; each phase timed and logged.
 
     transport -> token -> checkin -> [inspect]                          observe (agent.observe)
-    -> plan                                                              decide (core.plan)
+    -> plan                                                              decide (core.decide)
       apply:   bundle -> secrets -> render -> registry -> preflight      act: the checks
                (agent.prepare; nothing changes) -> stage -> pull -> [down] -> up -> verify
                -> commit (core.boxsteps, agent.steps)
@@ -10,7 +10,7 @@
       hold / backoff / suspended / idle / noop: nothing
     -> report, ledger, metrics, summary line                            publish (agent.publish)
 
-``core.plan.decide`` turns the observation (check-in answer, applied record, held record,
+``core.decide.decide`` turns the observation (check-in answer, applied record, held record,
 containers, locks, suspend, a killed tick's journal, the clock) into ``Idle | Noop | Restore |
 Apply | Hold | Backoff | Paused``. Any ``DeployError`` ends the tick: it is logged once as the
 first error line (code, the real fault, what to check), reported to tenancy when a revision was
@@ -43,12 +43,12 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import logs, observe, publish, recover, steps
+from monky_deployd.agent import logs, observe, publish, recovery, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask
+from monky_deployd.core.decide import Backoff, Hold, Idle, Noop, Paused, Restore, decide
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, TokenError, fault_of
-from monky_deployd.core.plan import Backoff, Hold, Idle, Noop, Paused, Restore, decide
 from monky_deployd.core.report import PhaseTiming, TickRecord
 
 if TYPE_CHECKING:
@@ -98,10 +98,10 @@ def run_tick(
                         )
                     _Tick(cfg, state, rec, clock, wire, options, out, held_open).run()
         except (DeployError, TickDeadline) as exc:
-            recover.fail(rec, fault_of(exc))
+            recovery.fail(rec, fault_of(exc))
         except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
             log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
-            recover.fail(
+            recovery.fail(
                 rec,
                 DeployError(
                     f"unexpected {type(exc).__name__}: {exc}",
@@ -176,11 +176,11 @@ class _Tick:
         plan = decide(obs.facts(self.options.retry))
         held = obs.held
         if isinstance(plan, Noop | Hold) and local.applied is not None:  # the LKG runs
-            held = recover.restore_settled(self.state, held, local.applied.revision)
+            held = recovery.restore_settled(self.state, held, local.applied.revision)
         if obs.interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
-            recover.skip(self.rec, plan)
+            recovery.skip(self.rec, plan)
             return
         log.info(plan.reason, extra={"event": f"plan.{plan.kind}", "phase": "plan"})
         if isinstance(plan, Idle | Noop):
@@ -205,7 +205,7 @@ class _Tick:
             self.state.clear_journal()
             return  # an update lock: pulled, nothing recreated, no report (tried next tick)
         except (DeployError, TickDeadline) as exc:
-            recover.fail(self.rec, fault_of(exc))
+            recovery.fail(self.rec, fault_of(exc))
         self.state.clear_journal()  # the apply or restore ended (a killed tick leaves it)
 
     def _tokens_at_rest(self) -> tuple[str, ...]:
@@ -242,7 +242,7 @@ class _Tick:
 
 def _inspects(answer: Checkin, local: Local) -> bool:
     """Whether observing asks the engine (then it is the ``inspect`` phase)."""
-    from monky_deployd.core.plan import needs_container_check
+    from monky_deployd.core.decide import needs_container_check
 
     applied, held = local.record, local.held
     desired = answer.revision if answer.status == 200 else None

@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.boxsteps import Pull, Ready, Stage, apply_steps
-from monky_deployd.core.gates import Lock, parse_duration, parse_lock, split_locks
-from monky_deployd.core.plan import (
+from monky_deployd.core.decide import (
     AppliedFacts,
     Apply,
     Facts,
@@ -20,6 +19,7 @@ from monky_deployd.core.plan import (
     Restore,
     decide,
 )
+from monky_deployd.core.gates import Lock, parse_duration, parse_lock, split_locks
 from monky_deployd.core.records import Suspended
 from monky_deployd.core.services import Service
 

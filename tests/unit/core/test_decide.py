@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core.plan import (
+from monky_deployd.core.decide import (
     AppliedFacts,
     Apply,
     Backoff,

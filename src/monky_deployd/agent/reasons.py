@@ -16,7 +16,7 @@ from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.config import DockerCfg
 from monky_deployd.core import composefile, reasons
 from monky_deployd.core.boxsteps import Ready
-from monky_deployd.core.plan import AppliedFacts, Apply, Restore
+from monky_deployd.core.decide import AppliedFacts, Apply, Restore
 from monky_deployd.core.records import Applied, Held, Journal, ServiceLabel
 from monky_deployd.core.report import TickRecord
 from monky_deployd.core.services import Service
