@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from monky_deployd.core import decide, token_plan
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 
 # Wall ms of 21 no-op ticks as whole processes (bench/noop_tick.py --save-walls, 2026-12-03 07:45,
 # load average 4.3 on 2 shared cores: a quiet box's ticks are shorter).
@@ -76,7 +76,7 @@ STEADY = (5 * MIN, 15 * MIN)
 AFTER = (25 * MIN, 40 * MIN)
 END = 40 * MIN
 APPLIED = decide.AppliedFacts("r1", "shop", ("web",))
-RUNNING = (Service("web", "running", "", "img"),)
+RUNNING = (ServiceState("web", "running", "", "img"),)
 
 
 @dataclass
@@ -136,7 +136,7 @@ class Model:
 def token_phase(m: Model, box: Box, now: float) -> tuple[bool, float]:
     """``token_plan.decide`` stepped as ``TokenKeeper._round`` steps it. (usable, seconds)."""
     spent = 0.0
-    f = token_plan.Facts(
+    f = token_plan.TokenFacts(
         now=now,
         held=replace(box.known, verified=False) if box.known else None,
         lease_not_before=box.lease_not_before,

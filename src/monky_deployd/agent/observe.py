@@ -31,7 +31,7 @@ from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.ledger import Ledger
 from monky_deployd.core.records import Applied, Held, Journal, Suspended, TokenState
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.tenancy import Checkin
@@ -73,7 +73,7 @@ class Observation:
     answer: Checkin
     local: Local
     held: Held | None
-    running: tuple[Service, ...] | None  # the applied project's containers; None: not looked
+    running: tuple[ServiceState, ...] | None  # the applied project's containers; None: not looked
     locks: tuple[gates.Lock, ...]  # in force
     stale_locks: tuple[gates.Lock, ...]  # past their TTL: ignored
     suspend: Suspended | None  # the suspend record, active or not
@@ -116,7 +116,7 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
     held = local.held
     if held is not None and wanted is not None and wanted != held.revision:
         held = None  # pre-empted: a new desired revision ends a hold and a backoff at once
-    running: tuple[Service, ...] | None = None
+    running: tuple[ServiceState, ...] | None = None
     if applied and needs_container_check(
         answer.status, desired, applied.revision, held.revision if held else None
     ):

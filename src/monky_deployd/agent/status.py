@@ -104,7 +104,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
     found, valid, stale = seen.locks, seen.valid_locks, seen.stale_locks
     active, lkg, running = seen.suspended, seen.last_known_good, seen.running
     verdict = status.verdict(
-        status.Facts(
+        status.StatusFacts(
             now=now,
             last=led.last,
             applied=running,
