@@ -22,8 +22,8 @@ from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api
 from monky_deployd.agent import steps
 from monky_deployd.core import bake as baked
+from monky_deployd.core.decide import AppliedFacts
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
-from monky_deployd.core.plan import AppliedFacts
 from monky_deployd.core.records import Applied
 from monky_deployd.core.verify import ContainerObs
 
@@ -141,8 +141,9 @@ def _fields(record: baked.Bake) -> dict[str, Any]:
 def _roll_back(
     ctx: steps.Context, phase: Phase, record: baked.Bake, err: DeployError, lkg: Applied
 ) -> DeployError:
-    from monky_deployd.agent import recover  # the rollback's bookkeeping, as after an apply
-    from monky_deployd.core import reasons, recovery, wire
+    from monky_deployd.agent import recovery as recover  # as after an apply's rollback
+    from monky_deployd.core import reasons, wire
+    from monky_deployd.core import recovery as core_recovery
     from monky_deployd.core.boxsteps import Rollback, Verify
     from monky_deployd.core.records import Held
 
@@ -178,7 +179,7 @@ def _roll_back(
         rb_err = fault_of(exc)
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
         rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision} (failed)"))
-        state.write_held(recovery.after_rollback(held, ok=False))
+        state.write_held(core_recovery.after_rollback(held, ok=False))
         return DeployError(
             f"{err.message}; the rollback to {lkg.revision} failed too ({rb_err.code}: "
             f"{rb_err.message}); the box is stalled: no tick applies or rolls back on its own",
@@ -190,7 +191,7 @@ def _roll_back(
     rec.applied = lkg.revision  # what runs when the tick ends
     rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=True)
     rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision}"))
-    state.write_held(recovery.after_rollback(held, ok=True))
+    state.write_held(core_recovery.after_rollback(held, ok=True))
     return DeployError(
         f"{err.message}; rolled back to {lkg.revision} (verified) and holding {record.revision}",
         code=Code.BAKE_FAILED,

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core import lifecycle
+from monky_deployd.core.decide import AppliedFacts, Facts, Noop, Restore, decide, down_services
 from monky_deployd.core.errors import Code
-from monky_deployd.core.plan import AppliedFacts, Facts, Noop, Restore, decide, down_services
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 from monky_deployd.core.verify import ContainerObs, Failed, Passed, Waiting, judge, start
 
 POLICIES = ("no", "on-failure", "always", "unless-stopped")
@@ -133,8 +133,8 @@ def test_a_service_is_ok_only_when_every_container_runs_healthy_and_a_job_done_o
             assert states[name] == "missing"
 
 
-def svc(name: str, state: str, health: str = "", code: int | None = None) -> Service:
-    return Service(name, state, health, "img", code)
+def svc(name: str, state: str, health: str = "", code: int | None = None) -> ServiceState:
+    return ServiceState(name, state, health, "img", code)
 
 
 @given(st.integers(0, 3), st.sampled_from(("running", "exited")), st.booleans())
