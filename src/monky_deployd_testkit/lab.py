@@ -25,7 +25,7 @@ from monky_deployd_testkit.realbao import RealBao
 CLI = (sys.executable, "-m", "monky_deployd.cli")
 
 
-def _cli_env(home: Path) -> dict[str, str]:
+def cli_env(home: Path) -> dict[str, str]:
     """PATH and HOME; PYTHONPATH too when set (a worktree's source first: without it the venv's
     editable install would run another checkout's agent)."""
     env = {"PATH": os.environ["PATH"], "HOME": str(home)}
@@ -150,7 +150,7 @@ class Lab:
             (*CLI, *args, "--config", str(self.config_path)),
             capture_output=True,
             text=True,
-            env=_cli_env(self.tmp / "home"),
+            env=cli_env(self.tmp / "home"),
             timeout=timeout,
             check=False,
         )
