@@ -126,7 +126,7 @@ class _Dry:
             if record
             else None
         )
-        held = self.state.read_held()
+        held = recovery.bounded(self.state.read_held(), self.clock(), self.cfg.backoff.cap_s)
         body = wire.CheckinRequest.of(
             self._host_facts(),
             applied.revision if applied else None,

@@ -27,7 +27,7 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import atomic_write
 from monky_deployd.agent.window import TEXTFILE_NAME
 from monky_deployd.config import Config
-from monky_deployd.core import gates, ledger
+from monky_deployd.core import gates, ledger, recovery
 from monky_deployd.core.errors import DeployError
 
 log = logging.getLogger("monky_deployd")
@@ -64,6 +64,7 @@ def _free(path: str) -> int | None:
 
 def snapshot(cfg: Config, state: StateDir, led: ledger.Ledger, now: float) -> Snapshot:
     applied, held, sus = state.read_applied(), state.read_held(), state.read_suspend()
+    held = recovery.bounded(held, now, cfg.backoff.cap_s)  # as the next tick sees the waits
     try:
         found = locks.read_locks(cfg.locks.dir)
     except DeployError:

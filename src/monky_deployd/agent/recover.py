@@ -83,6 +83,22 @@ def forget_preempted(
     return None
 
 
+def read_held_bounded(state: StateDir, now: float, cap_s: float) -> Held | None:
+    """held.json with its waits bounded against ``now`` (``core.recovery.bounded``); a record
+    the bound changed is stored, so a clock step back never stretches the wait."""
+    held = state.read_held()
+    bounded = recovery.bounded(held, now, cap_s)
+    if bounded is not None and bounded != held:
+        log.warning(
+            f"held.json's waits for revision {bounded.revision} lay further ahead than "
+            f"backoff.cap_s ({cap_s:.0f} s) allows or were written in the future: the clock "
+            "stepped; bounded from now",
+            extra={"event": "clock.bounded", "phase": "plan", "record": "held.json"},
+        )
+        state.write_held(bounded)
+    return bounded
+
+
 def valid_locks(cfg: Config, now: float) -> tuple[gates.Lock, ...]:
     """The update locks in force; stale ones are named in a warning and ignored."""
     found = locks.read_locks(cfg.locks.dir)
@@ -105,6 +121,15 @@ def active_suspend(state: StateDir, now: float) -> Suspended | None:
     found = state.read_suspend()
     if found is None:
         return None
+    bounded = found.bounded(now)
+    if bounded != found:
+        log.warning(
+            "suspend.json was written in the future (the clock stepped back since): its "
+            "--for duration now counts from now",
+            extra={"event": "clock.bounded", "phase": "plan", "record": "suspend.json"},
+        )
+        state.write_suspend(bounded)
+        found = bounded
     if not found.active(now):
         log.info(
             "the suspend's --for duration is over: applies resume",

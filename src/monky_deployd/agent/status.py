@@ -19,7 +19,7 @@ from typing import Any
 from monky_deployd.adapters.box import docker_api, locks, runner
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.config import Config
-from monky_deployd.core import gates, ledger, status
+from monky_deployd.core import gates, ledger, recovery, status
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.report import rfc3339
 
@@ -106,6 +106,8 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
     state = StateDir(cfg.state_dir)
     led, problem = state.read_ledger()
     applied, held, sus = state.read_applied(), state.read_held(), state.read_suspend()
+    held = recovery.bounded(held, now, cfg.backoff.cap_s)  # as the next tick sees the waits
+    sus = sus.bounded(now) if sus is not None else None
     try:
         token = state.read_token()
     except ValueError:

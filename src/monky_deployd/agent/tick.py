@@ -208,7 +208,9 @@ class _Tick:
         self.ctx.learn((*self._tokens_at_rest(), self.token.token))
 
         record = self.state.read_applied()
-        self.held = self.state.read_held()
+        # every stored wait bounded against this tick's clock (core.clock: a clock step back
+        # never stretches a backoff past backoff.cap_s)
+        self.held = recover.read_held_bounded(self.state, self.clock(), cfg.backoff.cap_s)
         applied = (
             AppliedFacts(record.revision, record.project, tuple(record.services))
             if record

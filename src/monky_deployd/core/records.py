@@ -30,6 +30,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 from pydantic.dataclasses import dataclass
 
+from monky_deployd.core.clock import bounded_end
 from monky_deployd.core.token_plan import Kind
 from monky_deployd.core.wire import HostFacts
 
@@ -323,6 +324,16 @@ class Suspended:
 
     def active(self, now: float) -> bool:
         return self.until is None or now < self.until
+
+    def bounded(self, now: float) -> Suspended:
+        """Written in the future (the clock stepped back since): ``since`` is now, and a
+        ``--for`` suspend ends at most its own duration from now (``core.clock``)."""
+        if self.since <= now:
+            return self
+        until = self.until
+        if until is not None:
+            until = bounded_end(self.since, until, now, max(0.0, until - self.since))
+        return Suspended(now, until, self.reason)
 
     def describe(self) -> str:
         why = f" ({self.reason})" if self.reason else ""

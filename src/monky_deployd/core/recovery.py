@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from monky_deployd.core.clock import bounded_end
 from monky_deployd.core.errors import Code
 from monky_deployd.core.records import Held
 
@@ -126,6 +127,25 @@ def after_restore(held: Held | None, applied: str) -> Held | None:
     if held.restore_attempts == 0 and held.restore_next_at is None:
         return held
     return replace(held, restore_attempts=0, restore_next_at=None)
+
+
+def bounded(held: Held | None, now: float, cap_s: float) -> Held | None:
+    """The record with its waits bounded against ``now`` (``core.clock``): a next attempt or a
+    next restore at most ``cap_s`` away, and at most the wait it was written with (after a
+    clock step back, ``failed_at`` lies in the future, and is brought back to now). The same
+    record when nothing moves; another one is to be stored, so the bound holds on later ticks
+    (each tick's bound counts from its own clock)."""
+    if held is None:
+        return None
+    nxt, restore = held.next_attempt_at, held.restore_next_at
+    if nxt is not None:
+        nxt = bounded_end(held.failed_at, nxt, now, cap_s)
+    if restore is not None:
+        restore = bounded_end(held.failed_at, restore, now, cap_s)
+    failed_at = min(held.failed_at, now)  # a failure is never recorded in the future
+    if (nxt, restore, failed_at) == (held.next_attempt_at, held.restore_next_at, held.failed_at):
+        return held
+    return replace(held, failed_at=failed_at, next_attempt_at=nxt, restore_next_at=restore)
 
 
 def checkin_outcome(held: Held | None) -> str:
