@@ -133,13 +133,21 @@ class Lab:
             "registry_host": self.registry.host,
         }
 
+    def env(self) -> dict[str, str]:
+        """The CLI's environment: PATH, the lab's HOME, and PYTHONPATH when the tests run with
+        one (a worktree's source first: the child runs the code under test, not the venv's)."""
+        env = {"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home")}
+        if "PYTHONPATH" in os.environ:
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        return env
+
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """``monky-deployd <args> --config <the lab's>`` as a process, with the lab's HOME."""
         return subprocess.run(
             (*CLI, *args, "--config", str(self.config_path)),
             capture_output=True,
             text=True,
-            env={"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home")},
+            env=self.env(),
             timeout=timeout,
             check=False,
         )

@@ -229,12 +229,17 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
                 extra={"event": "apply.backoff", "next_attempt_at": when},
             )
         raise err
+    # recorded before the rollback starts: a tick killed inside it, or a rollback stopped by a
+    # lock or a suspend, leaves the failure held with its rollback pending (never re-applied)
+    state.write_held(step.held)
     log.warning(
         f"revision {plan.revision} failed in {failed_phase} ({err.code}); "
         f"rolling back to {lkg.revision} (pinned images, no pull)",
         extra={"event": "rollback.start", "revision": plan.revision, "to": lkg.revision},
     )
     fail(rec, err)  # the real fault's line comes before the rollback's
+    from monky_deployd.agent.gate import Gated  # off the no-op tick's imports
+
     try:
         # its own deadline, even when the tick's ran out (a slow apply is rolled back, not
         # stalled); tick_deadline_s + this + the report stay inside TimeoutStartSec
@@ -243,7 +248,15 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
             "the rollback's budget: 2 x "
             "docker.up_timeout_s + verify.deadline_s + poll + one request",
         ):
-            steps.run(ctx, rollback_steps(ready, lkg), phase)
+            steps.run(ctx, rollback_steps(ready, lkg), phase, gate="rollback")
+    except Gated as blocked:  # held.json says: rollback pending; the next tick let through ends it
+        raise DeployError(
+            f"{err.message}; the rollback to {lkg.revision} is pending: {blocked.message}",
+            code=err.code,
+            hint=f"{err.hint}; {blocked.hint}" if err.hint else blocked.hint,
+            detail=err.detail,
+            outcome=err.outcome,
+        ) from None
     except DeployError as rb_err:
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
         from monky_deployd.core import reasons  # off the no-op tick's imports
@@ -271,6 +284,52 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
         detail=err.detail,
         outcome=err.outcome,
     )
+
+
+def gated(rec: TickRecord, blocked: DeployError) -> None:
+    """A lock or a suspend stopped a box step since the plan: the tick is held, as a plan-time
+    lock or suspend holds it (no report; tried again next tick)."""
+    rec.outcome, rec.code, rec.message = "held", blocked.code, blocked.message
+
+
+def pending_rollback_done(ctx: steps.Context, plan: Restore, held: Held | None) -> Held | None:
+    """A pending rollback (``core.recovery.rollback_pending``) ran and the LKG is verified: the
+    failed revision is held, rolled back, as if the rollback had finished on its own tick."""
+    lkg = plan.applied.revision
+    ctx.rec.rollback = wire.RollbackRow(to_revision=lkg, ok=True)
+    from monky_deployd.core import reasons  # off the no-op tick's imports
+
+    ctx.rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg}"))
+    ctx.rec.outcome = "applied"
+    ctx.rec.message = (
+        f"finished the pending rollback of {plan.rollback_of} to {lkg} (pinned, no pull, "
+        f"verified); {plan.rollback_of} stays held"
+    )
+    if held is None:
+        return None
+    after = recovery.after_rollback(held, ok=True)
+    ctx.state.write_held(after)
+    log.info(ctx.rec.message, extra={"event": "rollback.finished", "to": lkg})
+    return after
+
+
+def pending_rollback_failed(
+    ctx: steps.Context, plan: Restore, err: DeployError, held: Held | None
+) -> None:
+    """A pending rollback ran and failed: stalled (ROLLBACK_FAILED), as a rollback failing on
+    its own tick; raises the tick's fault."""
+    lkg = plan.applied.revision
+    ctx.rec.rollback = wire.RollbackRow(to_revision=lkg, ok=False)
+    if held is not None:
+        ctx.state.write_held(recovery.after_rollback(held, ok=False))
+    raise DeployError(
+        f"the pending rollback of {plan.rollback_of} to {lkg} failed ({err.code}: "
+        f"{err.message}); the box is stalled: no tick applies or rolls back on its own",
+        code=Code.ROLLBACK_FAILED,
+        hint="`docker ps -a` and `docker logs` for the project; publish a fixed "
+        "revision, or fix the box and run `monky-deployd apply --once --retry`",
+        detail=err.detail,
+    ) from err
 
 
 # -- after a restore ------------------------------------------------------------------------------

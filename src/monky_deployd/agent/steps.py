@@ -41,6 +41,7 @@ from monky_deployd.core.report import TickRecord
 
 if TYPE_CHECKING:  # the box-step adapters load in the step that uses them (a no-op tick: none)
     from monky_deployd.adapters.box.compose import Compose
+    from monky_deployd.core.recheck import What
 
 log = logging.getLogger("monky_deployd")
 
@@ -312,6 +313,9 @@ def _digest(ctx: Context, c: verdict.ContainerObs) -> str:
     return (same or digests or [""])[0]
 
 
+# the steps that change containers: locks and suspend are read again before each
+CHANGING = (Down, Up, Rollback)
+
 EXECUTORS: dict[type[Any], Callable[[Context, Any], None]] = {
     Stage: stage,
     Pull: pull,
@@ -323,10 +327,16 @@ EXECUTORS: dict[type[Any], Callable[[Context, Any], None]] = {
 }
 
 
-def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase) -> None:
+def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase, gate: What | None = None) -> None:
     """Perform ``steps`` in order, each inside its phase; the first failure ends the run.
-    Each step is journaled (``journal.json``) before it runs: a killed tick leaves it behind."""
+    Each step is journaled (``journal.json``) before it runs: a killed tick leaves it behind.
+    ``gate``: what the steps are for; each step that changes containers (down, up, rollback)
+    first reads the update locks and the suspend again (``agent.gate``: ``Gated``)."""
     for step in steps:
+        if gate is not None and isinstance(step, CHANGING):
+            from monky_deployd.agent import gate as gates  # off the no-op tick's imports
+
+            gates.check(ctx.cfg, ctx.state, gate, step.revision, step.phase, ctx.clock())
         ctx.state.write_journal(Journal(step.revision, step.phase, ctx.rec.tick_id, ctx.clock()))
         with phase(step.phase):
             EXECUTORS[type(step)](ctx, step)

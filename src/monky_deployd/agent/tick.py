@@ -42,6 +42,7 @@ from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao, KvPages
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.agent import logs, recover, steps, window
+from monky_deployd.agent.gate import Gated
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask, recovery, report, wire
@@ -336,9 +337,22 @@ class _Tick:
 
         explain.note(self.rec, explain.for_restore(plan, self.running, self.interrupted))
         try:
-            steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
+            steps.run(
+                self.ctx,
+                restore_steps(plan, pinned),
+                self.phase,
+                gate="rollback" if plan.rollback_of is not None else "restore",
+            )
+        except Gated as blocked:
+            recover.gated(self.rec, blocked)
+            raise _Skipped from None
         except DeployError as err:  # no rollback (it is the LKG): failed, the next backs off
+            if plan.rollback_of is not None:
+                recover.pending_rollback_failed(self.ctx, plan, err, self.held)
             recover.restore_failed(self.ctx, plan, err, self.held, self.options.rand())
+        if plan.rollback_of is not None:
+            self.held = recover.pending_rollback_done(self.ctx, plan, self.held)
+            return
         self.held = recover.restore_settled(self.state, self.held, plan.applied.revision)
         self.rec.outcome = "applied"
         self.rec.message = (
@@ -362,7 +376,10 @@ class _Tick:
                 self.state, self.rec, plan, ready, self.secrets, self.held, forced
             )
             self.state.own_project(ready.project)  # before anything of it is created
-            steps.run(self.ctx, apply_steps(plan, ready), self.phase)
+            steps.run(self.ctx, apply_steps(plan, ready), self.phase, gate="apply")
+        except Gated as blocked:  # a lock or a suspend since the plan: nothing was changed
+            recover.gated(self.rec, blocked)
+            raise _Skipped from None
         except DeployError as err:
             recover.recover(
                 recover.Failure(plan, ready, err, self.held),

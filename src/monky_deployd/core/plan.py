@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from monky_deployd.core.gates import Lock
 from monky_deployd.core.records import Held, Journal, Suspended
+from monky_deployd.core.recovery import rollback_pending
 from monky_deployd.core.services import Service
 
 # -- facts -----------------------------------------------------------------------------------
@@ -75,6 +76,9 @@ class Restore:
     applied: AppliedFacts
     missing: tuple[str, ...]
     reason: str
+    # the failed revision whose rollback to ``applied`` did not finish (killed, or stopped by a
+    # lock or a suspend): this restore is that rollback (``core.recovery.rollback_pending``)
+    rollback_of: str | None = None
     kind: ClassVar[str] = "restore"
 
 
@@ -171,6 +175,14 @@ def _decide(f: Facts) -> Plan:
         held = f.held
         if held is not None and held.revision == desired and not f.retry:
             lkg = f"the box runs {was}" if applied else "nothing was applied before"
+            if applied is not None and rollback_pending(held, applied.revision):
+                return Restore(
+                    applied,
+                    applied.services,
+                    f"revision {desired} failed ({held.code}) and its rollback to {was} did not "
+                    f"finish: rolling back to {was} (pinned, no pull)",
+                    rollback_of=desired,
+                )
             missing = (
                 down_services(applied.services, f.running)
                 if applied is not None and f.running is not None

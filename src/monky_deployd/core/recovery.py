@@ -80,6 +80,18 @@ def after_failure(
     return Recovery(None, held)
 
 
+def rollback_pending(held: Held | None, lkg: str) -> bool:
+    """The failure is recorded and its rollback to ``lkg`` started (or was stopped by a lock or
+    a suspend) but never ended: the next tick finishes it (a restore of ``lkg``, pinned)."""
+    return (
+        held is not None
+        and held.rolled_back_to == lkg
+        and held.rollback_ok is None
+        and not held.stalled
+        and held.next_attempt_at is None
+    )
+
+
 def after_rollback(held: Held, ok: bool) -> Held:
     """The held record once the rollback ran: held either way; stalled when it failed."""
     return Held(
