@@ -134,7 +134,12 @@ def down(ctx: Context, step: Down) -> None:
 
 
 def up(ctx: Context, step: Up) -> None:
-    ctx.compose(step.project, step.revision, pinned=step.pinned).up()
+    compose = ctx.compose(step.project, step.revision, pinned=step.pinned)
+    if step.pinned:  # a restore: its images first, pulled back by digest if pruned
+        from monky_deployd.agent.repin import ensure_images
+
+        ensure_images(ctx, step.revision)
+    compose.up()
     note_services(ctx, step.project)
 
 
@@ -194,7 +199,12 @@ def rollback(ctx: Context, step: Rollback) -> None:
     if step.failed_project != step.project:
         ctx.compose(step.failed_project, step.failed_revision).down()
     pinned = ctx.state.has_pins(step.revision)
-    ctx.compose(step.project, step.revision, pinned=pinned).up()
+    compose = ctx.compose(step.project, step.revision, pinned=pinned)
+    if pinned:  # the LKG's images first, pulled back by digest if pruned
+        from monky_deployd.agent.repin import ensure_images
+
+        ensure_images(ctx, step.revision)
+    compose.up()
 
 
 def commit(ctx: Context, step: Commit) -> None:

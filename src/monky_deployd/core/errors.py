@@ -135,6 +135,7 @@ class Code(StrEnum):
     ENV_VALUE_UNCARRIABLE = "ENV_VALUE_UNCARRIABLE"
     # registry
     IMAGE_NOT_FOUND = "IMAGE_NOT_FOUND"
+    PINNED_IMAGE_GONE = "PINNED_IMAGE_GONE"
     REGISTRY_AUTH = "REGISTRY_AUTH"
     REGISTRY_AUTH_DUPLICATE = "REGISTRY_AUTH_DUPLICATE"
     REGISTRY_CREDENTIAL_EMPTY = "REGISTRY_CREDENTIAL_EMPTY"
@@ -265,6 +266,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.ENV_VALUE_UNCARRIABLE: ("env", "refused"),
     # registry
     Code.IMAGE_NOT_FOUND: ("registry", "failed"),
+    Code.PINNED_IMAGE_GONE: ("registry", "failed"),
     Code.REGISTRY_AUTH: ("registry", "failed"),
     Code.REGISTRY_AUTH_DUPLICATE: ("registry", "refused"),
     Code.REGISTRY_CREDENTIAL_EMPTY: ("registry", "refused"),
