@@ -247,13 +247,11 @@ def commit(ctx: Context, step: Commit) -> None:
             dict(fp.env) if fp else {},
             dict(fp.secrets) if fp else {},
             dict(ctx.labelled),
+            step.previous or "",
         )
     )
     ctx.state.clear_held()
-    keep = {step.revision} | ({step.previous} if step.previous else set())
-    pruned = ctx.state.prune_revisions(keep=keep)
-    if pruned:
-        remove_images(ctx, pruned, keep)
+    collect(ctx, step.revision, step.previous)
     refresh_host_facts(ctx, compose=_compose_confirmed(ctx, step))
 
 
@@ -282,9 +280,36 @@ def _compose_confirmed(ctx: Context, step: Commit) -> str:
     return cached.compose if made == cached.compose else ""
 
 
-def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
+def collect(ctx: Context, revision: str, previous: str | None) -> None:
+    """The image GC after a commit: the images only older releases ran are removed first, then
+    their revision directories (with release.json), so a tick killed in between leaves the
+    releases that name its images and the next tick (or commit) finishes the GC."""
+    keep = {revision} | ({previous} if previous else set())
+    stale = ctx.state.stale_releases(keep)
+    if stale and not remove_images(ctx, stale, keep):
+        return  # the engine could not say which images are in use: the releases stay for later
+    ctx.state.prune_revisions(keep=keep)
+
+
+def resume_collect(ctx: Context, applied: Applied, interrupted: Journal) -> None:
+    """A tick killed inside its commit (the GC) left the applied revision committed: finish
+    that GC, journaled as the commit it belongs to (killed again, the next tick resumes it)."""
+    if interrupted.revision != applied.revision:
+        return
+    log.info(
+        f"the tick {interrupted.tick_id} was killed in the commit of {applied.revision}: "
+        "finishing its image GC",
+        extra={"event": "prune.resumed", "phase": "plan"},
+    )
+    ctx.state.write_journal(Journal(applied.revision, "commit", ctx.rec.tick_id, ctx.clock()))
+    collect(ctx, applied.revision, applied.previous or None)
+    ctx.state.clear_journal()
+
+
+def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> bool:
     """``docker image rm <id>`` (never forced) for images only pruned releases ran
-    (``core.prune``); a refusal (a container uses it, several tags name it) is only logged."""
+    (``core.prune``); a refusal (a container uses it, several tags name it) is only logged.
+    False when the engine could not list the images in use (nothing was tried)."""
     from monky_deployd.adapters.box import runner
     from monky_deployd.adapters.box.compose import docker_env
     from monky_deployd.core import prune
@@ -294,7 +319,7 @@ def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
         in_use = docker_api.images_in_use(ctx.cfg.docker)
     except DeployError as err:
         log.warning(f"images not pruned: {err}", extra={"event": "prune.skipped"})
-        return
+        return False
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     for image_id in prune.images_to_remove(pruned, kept, in_use):
         result = runner.run(
@@ -309,6 +334,7 @@ def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
             + ("removed" if ok else f"kept: {runner.last_line(result.stderr)}"),
             extra={"event": "prune.image", "image": image_id, "removed": ok},
         )
+    return True
 
 
 def _digest(ctx: Context, c: verdict.ContainerObs) -> str:

@@ -255,6 +255,8 @@ class _Tick:
         )
         if isinstance(plan, Noop | Hold) and applied is not None:  # the LKG runs
             self.held = recover.restore_settled(self.state, self.held, applied.revision)
+            if record is not None and interrupted is not None and interrupted.phase == "commit":
+                steps.resume_collect(self.ctx, record, interrupted)  # a GC the kill cut short
         if interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):

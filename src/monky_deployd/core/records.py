@@ -101,6 +101,7 @@ _APPLIED_OPTIONAL = (
     "env_hashes",
     "secret_hashes",
     "service_labels",
+    "previous",
 )
 
 
@@ -120,6 +121,8 @@ class Applied:
     # per service: its config hash and the revision/deploy its labels name (a service whose
     # hash did not change keeps its labels, so a new revision does not recreate it)
     service_labels: dict[str, ServiceLabel] = field(default_factory=_no_labels)
+    # the last-known-good before it: its release is kept one apply longer (the image GC's keep)
+    previous: str = ""
 
     def to_json(self) -> bytes:
         body = asdict(self)
