@@ -22,6 +22,7 @@ from monky_deployd.config import Config
 from monky_deployd.core import gates, ledger, recovery, status
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.report import rfc3339
+from monky_deployd.core.services import repo_digest
 
 SCHEMA = 1
 TIMER = "monky-deployd.timer"
@@ -38,13 +39,6 @@ def _entry(e: ledger.Entry | None) -> dict[str, Any] | None:
     return out
 
 
-def _digest_of(ref: str, known: list[str]) -> str:
-    """The RepoDigest of ``ref``'s repository (an image pulled from several has several)."""
-    head, _, tail = ref.partition("@")[0].rpartition(":")
-    repo = head if head and "/" not in tail else ref.partition("@")[0]
-    return next((d for d in known if d.partition("@")[0] == repo), known[0] if known else "")
-
-
 def services(cfg: Config, project: str | None) -> dict[str, Any]:
     """The project's containers as the engine sees them now; the engine's fault as text."""
     out: dict[str, Any] = {"engine": "not asked", "project": project, "containers": []}
@@ -57,7 +51,7 @@ def services(cfg: Config, project: str | None) -> dict[str, Any]:
         for c in found:
             if c.image_id and c.image_id not in digests:
                 known = docker_api.repo_digests(cfg.docker, c.image_id)
-                digests[c.image_id] = _digest_of(c.image_ref, known)
+                digests[c.image_id] = repo_digest(c.image_ref, known)
     except DeployError as err:
         out["engine"] = f"unreachable: {err.code}: {err.message}"
         return out
