@@ -26,7 +26,7 @@ from monky_deployd.core.plan import (
     Paused,
     Restore,
 )
-from monky_deployd.core.records import Held
+from monky_deployd.core.records import BackingOff, Held, Stalled, restore_wait
 from monky_deployd.core.report import TickRecord
 
 log = logging.getLogger("monky_deployd")
@@ -79,7 +79,7 @@ def skip(rec: TickRecord, plan: Hold | Backoff | Paused) -> None:
             plan.reason,
             extra={"event": "plan.backoff", "phase": "plan", "next_attempt_at": next_at},
         )
-    elif plan.held.stalled:
+    elif isinstance(plan.held, Stalled):
         rec.outcome, rec.code = "failed", Code.ROLLBACK_FAILED
         log.error(
             f"{Code.ROLLBACK_FAILED}: {plan.reason}",
@@ -132,7 +132,7 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
     )
     if step.rollback_to is None or ready is None or lkg is None:
         state.write_held(step.held)
-        if step.held.next_attempt_at is not None:
+        if isinstance(step.held, BackingOff):
             when = report.rfc3339(step.held.next_attempt_at, "seconds")
             log.warning(
                 f"revision {plan.revision} failed (attempt {step.held.attempts}); "
@@ -266,10 +266,11 @@ def restore_failed(
         u=u,
     )
     ctx.state.write_held(after)
-    when = report.rfc3339(after.restore_next_at, "seconds") if after.restore_next_at else "-"
+    wait = restore_wait(after)
+    when = report.rfc3339(wait.next_at, "seconds") if wait is not None else "-"
     raise DeployError(
         f"restoring revision {plan.applied.revision} failed: {err.message}; "
-        f"next restore attempt at {when} (attempt {after.restore_attempts})",
+        f"next restore attempt at {when} (attempt {wait.attempts if wait else 1})",
         code=err.code,
         hint=err.hint,
         detail=err.detail,

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from monky_deployd.core.gates import Lock
-from monky_deployd.core.records import Held, Journal, Suspended
+from monky_deployd.core.records import (
+    BackingOff,
+    Held,
+    Journal,
+    Stalled,
+    Suspended,
+    restore_wait,
+)
 from monky_deployd.core.recovery import rollback_pending
 from monky_deployd.core.services import Service
 
@@ -204,14 +211,15 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
         if applied is not None and f.running is not None
         else ()
     )
-    if applied is not None and missing and not (held.stalled or held.box_changed):
+    box_changed = isinstance(held, BackingOff) and held.box_changed
+    if applied is not None and missing and not (isinstance(held, Stalled) or box_changed):
         return _restore_backoff(f, applied, missing) or Restore(
             applied,
             missing,
             f"revision {desired} is held and the last-known-good {was} is not fully "
             f"running ({', '.join(missing)}): restoring {was}",
         )
-    if held.stalled:
+    if isinstance(held, Stalled):
         return Hold(
             desired,
             held,
@@ -219,7 +227,7 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
             f"{held.rolled_back_to} failed too: stalled until the desired revision "
             "changes or `apply --once --retry`",
         )
-    if held.next_attempt_at is None:
+    if not isinstance(held, BackingOff):
         return Hold(
             desired,
             held,
@@ -314,16 +322,17 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
     """A Backoff while the applied revision's last restore failed and its next one is not due
     (``core.recovery.after_restore_failure``); ``--retry`` restores at once."""
     held = f.held
-    if held is None or held.restore_next_at is None or f.retry or f.now >= held.restore_next_at:
+    wait = restore_wait(held)
+    if held is None or wait is None or f.retry or f.now >= wait.next_at:
         return None
     return Backoff(
         f.desired_revision or applied.revision,
         held,
-        held.restore_next_at,
+        wait.next_at,
         f"restoring revision {applied.revision} ({', '.join(missing)} not running) failed "
-        f"{held.restore_attempts} time(s)"
+        f"{wait.attempts} time(s)"
         + (f" ({held.code})" if held.revision == applied.revision else "")
-        + f"; next restore in {held.restore_next_at - f.now:.0f} s",
+        + f"; next restore in {wait.next_at - f.now:.0f} s",
     )
 
 

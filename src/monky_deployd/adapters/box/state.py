@@ -67,6 +67,7 @@ from monky_deployd.core.records import (
     Release,
     Suspended,
     TokenState,
+    held_from_json,
     host_facts_from_json,
     host_facts_to_json,
 )
@@ -268,7 +269,7 @@ class StateDir:
         if raw is None:
             return None
         try:
-            return Held.from_json(raw)
+            return held_from_json(raw)
         except ValueError:
             return None
 
