@@ -197,7 +197,7 @@ def check_checkin(run: Run) -> Check:
     cfg, tenancy = run.config, run.tenancy
     assert tenancy is not None and run.token is not None
     state = StateDir(cfg.state_dir)
-    local = observe.read_local(state, tolerant=True)
+    local = observe.read_local(state)
     applied = local.record
     host = state.read_host_facts() or wire.HostFacts(
         hostname=socket.gethostname(), docker="", compose=""

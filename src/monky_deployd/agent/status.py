@@ -16,12 +16,13 @@ import json
 import time
 from typing import Any
 
-from monky_deployd.adapters.box import docker_api, locks, runner
+from monky_deployd.adapters.box import docker_api, runner
 from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.agent import observe
 from monky_deployd.config import Config
-from monky_deployd.core import gates, ledger, recovery, status
+from monky_deployd.core import ledger, status
 from monky_deployd.core.errors import DeployError
-from monky_deployd.core.records import BackingOff, Stalled
+from monky_deployd.core.records import Stalled
 from monky_deployd.core.report import rfc3339
 from monky_deployd.core.services import repo_digest
 
@@ -98,23 +99,14 @@ def next_timer_run() -> str | None:
 def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[str, Any]:
     """Everything ``status`` prints, as JSON-ready data (schema ``SCHEMA``)."""
     now = time.time() if now is None else now
-    state = StateDir(cfg.state_dir)
-    led, problem = state.read_ledger()
-    applied, held, sus = state.read_applied(), state.read_held(), state.read_suspend()
-    held = recovery.bounded(held, now, cfg.backoff.cap_s)  # as the next tick sees the waits
-    sus = sus.bounded(now) if sus is not None else None
-    try:
-        token = state.read_token()
-    except ValueError:
-        token = None
-    found = locks.read_locks(cfg.locks.dir)
-    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
-    active = sus if sus is not None and sus.active(now) else None
-    lkg = applied.revision if applied else None
-    running = held.revision if isinstance(held, BackingOff) and held.box_changed else lkg
+    seen = observe.recorded(cfg, StateDir(cfg.state_dir), now)
+    led, problem = seen.ledger, seen.ledger_problem
+    applied, held, token = seen.local.record, seen.local.held, seen.token
+    found, valid, stale = seen.locks, seen.valid_locks, seen.stale_locks
+    active, lkg, running = seen.suspended, seen.last_known_good, seen.running
     flat = json.loads(held.to_json()) if held is not None else {}  # held.json's flat fields
     verdict = status.verdict(
-        status.Facts(
+        status.StatusFacts(
             now=now,
             last=led.last,
             applied=running,
@@ -126,7 +118,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
         )
     )
     tok = token.token if token is not None else None
-    journal = state.read_journal()
+    journal = seen.interrupted
     return {
         "schema": SCHEMA,
         "state": verdict.state,

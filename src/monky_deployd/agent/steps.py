@@ -34,8 +34,8 @@ from monky_deployd.core.boxsteps import (
     Up,
     Verify,
 )
+from monky_deployd.core.decide import host_facts_usable
 from monky_deployd.core.errors import DeployError
-from monky_deployd.core.plan import host_facts_usable
 from monky_deployd.core.records import Journal, Release, ReleaseImage, ServiceLabel
 from monky_deployd.core.report import TickRecord
 from monky_deployd.core.services import repo_digest
@@ -125,7 +125,7 @@ def pull(ctx: Context, step: Pull) -> None:
     compose = ctx.compose(step.project, step.revision)
     compose.pull(step.registry_host)
     if step.deploy_id:  # labels: new ones only for the services this apply changes
-        from monky_deployd.agent.explain import keep_labels  # off the no-op tick's imports
+        from monky_deployd.agent.reasons import keep_labels  # off the no-op tick's imports
 
         ctx.labelled = keep_labels(ctx.cfg.docker, ctx.state, compose, step.deploy_id)
 

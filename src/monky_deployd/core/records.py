@@ -234,7 +234,7 @@ def host_facts_to_json(facts: HostFacts) -> bytes:
 # -- held.json ---------------------------------------------------------------------------------
 #
 # ``Held`` is a sum type: what a failure left on this box, each variant with only its own fields
-# (``core.recovery`` makes them, ``core.plan`` matches on them):
+# (``core.recovery`` makes them, ``core.decide`` matches on them):
 #
 #   HeldRevision     rolled back to the last-known-good (verified) and held until the desired
 #                    revision changes or ``apply --once --retry``

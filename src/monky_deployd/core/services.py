@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Service:
+class ServiceState:
     name: str
     state: str
     health: str

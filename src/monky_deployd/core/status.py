@@ -1,6 +1,6 @@
 """``monky-deployd status``: the verdict and its exit status, and the table's rows. PURE.
 
-``verdict(Facts)`` turns what the state dir says (the tick ledger's last tick, the applied and
+``verdict(StatusFacts)`` turns what the state dir says (the tick ledger's last tick, the applied and
 held records, a suspend, the update locks, the clock) into one state and its exit status, the
 first that applies, in this order (OPERATIONS.md, "Status"):
 
@@ -43,7 +43,7 @@ EXIT_STATUS = {
 
 
 @dataclass(frozen=True)
-class Facts:
+class StatusFacts:
     now: float
     last: Entry | None  # the ledger's last tick
     applied: str | None  # applied.json (the last-known-good revision)
@@ -66,7 +66,7 @@ def _v(state: str, reason: str) -> Verdict:
     return Verdict(state, EXIT_STATUS[state], reason)
 
 
-def verdict(f: Facts) -> Verdict:
+def verdict(f: StatusFacts) -> Verdict:
     last = f.last
     if last is None:
         return _v("no_tick", "no tick is recorded yet (a fresh box, or the tick ledger was lost)")

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from monky_deployd.core import ledger, status
 from monky_deployd.core.clock import FUTURE_TOLERANCE_S, bounded_end, suspect_future
+from monky_deployd.core.decide import AppliedFacts, Backoff, Facts, decide
 from monky_deployd.core.errors import Code
-from monky_deployd.core.plan import AppliedFacts, Backoff, Facts, decide
 from monky_deployd.core.records import Held, Suspended, held_record
 from monky_deployd.core.recovery import after_failure, bounded
 
@@ -129,16 +129,16 @@ def test_one_tick_from_a_year_ahead_does_not_freeze_the_ledger() -> None:
     for n in range(3):
         led = ledger.record(led, _entry(T0 + 60 * n, "failed", "PULL_FAILED"), token=None)
     assert led.last is not None and led.last.outcome == "failed"
-    seen = status.verdict(status.Facts(T0 + 200, led.last, "r1", "r1"))
+    seen = status.verdict(status.StatusFacts(T0 + 200, led.last, "r1", "r1"))
     assert seen.state == "failed"
-    later = status.verdict(status.Facts(T0 + 3600, led.last, "r1", "r1"))
+    later = status.verdict(status.StatusFacts(T0 + 3600, led.last, "r1", "r1"))
     assert later.state == "stale"
 
 
 @given(offsets)
 def test_a_last_tick_in_the_future_is_suspect(step: float) -> None:
     last = _entry(T0 + step)
-    seen = status.verdict(status.Facts(T0, last, "r1", "r1"))
+    seen = status.verdict(status.StatusFacts(T0, last, "r1", "r1"))
     ahead = last.finished_at - T0
     assert (seen.state == "clock_suspect") == suspect_future(last.finished_at, T0)
     assert suspect_future(last.finished_at, T0) == (ahead > FUTURE_TOLERANCE_S)

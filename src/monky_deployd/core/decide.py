@@ -25,7 +25,7 @@ from monky_deployd.core.records import (
     restore_wait,
 )
 from monky_deployd.core.recovery import rollback_pending
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 
 # -- facts -----------------------------------------------------------------------------------
 
@@ -44,7 +44,7 @@ class Facts:
     checkin_status: int  # 200, 204 or 304
     desired_revision: str | None
     applied: AppliedFacts | None
-    running: tuple[Service, ...] | None = (
+    running: tuple[ServiceState, ...] | None = (
         None  # the applied project's containers; None = not looked
     )
     bundle: Mapping[str, Any] | None = field(default=None, repr=False)  # the 200 answer's bundle
@@ -152,7 +152,7 @@ def needs_container_check(
     return desired == applied or (applied is not None and desired == held)
 
 
-def down_services(expected: tuple[str, ...], running: tuple[Service, ...]) -> tuple[str, ...]:
+def down_services(expected: tuple[str, ...], running: tuple[ServiceState, ...]) -> tuple[str, ...]:
     """Services of ``expected`` with no running container."""
     up = {s.name for s in running if s.state == "running"}
     return tuple(name for name in expected if name not in up)
