@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import sys
 import tempfile
 import urllib.request
 import uuid
@@ -16,9 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from monky_deployd_testkit.dockerlab import Registry, image_exists, remove_image
-from monky_deployd_testkit.lab import Lab
+from monky_deployd_testkit.lab import Lab, Run, parse_lines
 
 pytestmark = pytest.mark.docker
 
@@ -124,3 +126,70 @@ def test_a_restore_whose_image_the_registry_lost_too_says_so(
     assert (report["outcome"], report["code"]) == ("failed", "PINNED_IMAGE_GONE")
     status = json.loads(lab.cli("status", "--json").stdout)
     assert status["last_tick"]["code"] == "PINNED_IMAGE_GONE"
+
+
+# After the os.replace that puts journal.json in place with phase "verify" (the failed
+# revision's containers replaced the last-known-good's), remove IMAGE_ID as an image prune would
+RMI_HOOK = """
+import json, os, subprocess, sys
+from pathlib import Path
+journal, image_id = Path(sys.argv.pop(1)), sys.argv.pop(1)
+done = []
+def hooked(real):
+    def call(src, dst, *args, **kwargs):
+        out = real(src, dst, *args, **kwargs)
+        if not done and os.path.basename(dst) == journal.name:
+            try:
+                phase = json.loads(journal.read_bytes())["phase"]
+            except (OSError, ValueError, KeyError):
+                phase = ""
+            if phase == "verify":
+                done.append(1)
+                subprocess.run(("docker", "image", "rm", "-f", image_id), capture_output=True)
+        return out
+    return call
+os.replace = hooked(os.replace)
+from monky_deployd.cli import main
+sys.exit(main())
+"""
+
+
+def test_a_rollback_pulls_the_pruned_lkg_image_back_by_its_digest(
+    lab: Lab, registry: Registry, busybox_image: str, image: tuple[str, str]
+) -> None:
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
+    assert lab.tick().rc == 0
+    other, other_id = unique_image(registry, busybox_image)
+    try:
+        r2 = lab.bundle(image=other)
+        doc = yaml.safe_load(r2["compose"])
+        doc["services"]["web"]["command"] = ["sh", "-c", "sleep 1; exit 1"]
+        r2["compose"] = yaml.safe_dump(doc)
+        lab.estate.tenancy.set_desired("r2", r2)
+        pulls = lab.pulls()
+        images = release(lab, "r1")["images"]
+        assert isinstance(images, dict)
+        by_digest = "/manifests/" + images["web"]["digest"].partition("@")[2]
+        digest_reads = registry.request_count(by_digest)
+        proc = subprocess.run(
+            (
+                *(sys.executable, "-c", RMI_HOOK, str(lab.state_dir / "journal.json"), image[1]),
+                *("apply", "--once", "--config", str(lab.config_path)),
+            ),
+            capture_output=True,
+            text=True,
+            env=lab.env(),
+            timeout=300,
+            check=False,
+        )
+        run = Run(proc.returncode, parse_lines(proc.stdout), proc.stdout, proc.stderr)
+        assert run.rc == 1 and run.summary["code"] == "VERIFY_EXITED", run.stdout
+        assert run.events("repin.pull"), "the LKG's image came back by digest"
+        assert lab.estate.tenancy.reports[-1]["rollback"] == {"to_revision": "r1", "ok": True}
+        assert image_exists(image[1])
+        assert registry.request_count(by_digest) == digest_reads + 1, "the LKG's, once"
+        assert lab.pulls() > pulls
+        assert json.loads((lab.state_dir / "held.json").read_text())["rollback_ok"] is True
+    finally:
+        lab.cleanup()
+        remove_image(other_id)
