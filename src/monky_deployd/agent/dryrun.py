@@ -304,8 +304,10 @@ class _Dry:
         kept = explain.fingerprint_of(record)
         if kept is not None and self.state.read_hash_key() is not None:
             return kept, compose
+        from monky_deployd.core import atrest
+
         env = (read_if_exists(where / ENV_FILE) or b"").decode("utf-8", "replace")
-        self.tick.ctx.learn(mask.secrets_in_env_file(env))
+        self.tick.ctx.learn(atrest.secrets_in_env_file(env))
         fp = reasons.fingerprint(key, compose or "", env, {})
         return reasons.Fingerprint(fp.compose_sha256, fp.env, after.secrets), compose
 
