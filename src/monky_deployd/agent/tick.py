@@ -434,7 +434,7 @@ class _Tick:
         started = time.monotonic()
         self.rec.finished_at = self.clock()
         ok = True
-        body = self.ctx.masker.mask_obj(report.body(self.rec))
+        body = report.masked(report.body(self.rec), self.ctx.masker)  # the free text only
         try:
             # a tick past its deadline still tells tenancy, within one request's deadline
             with logs.phase("report"), deadline.without_tick():
