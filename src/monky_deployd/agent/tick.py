@@ -396,6 +396,7 @@ class _Tick:
             env = prepare.env_values(bundle, reads)
         with self.phase("render"):
             env_text = prepare.render_env(bundle.env_template, env)
+            prepare.check_environment(bundle, env_text)
         with self.phase("registry"):
             cred = prepare.credential(bundle, env)
             self.ctx.learn(prepare.secrets_of(env, cred))

@@ -183,3 +183,17 @@ def test_a_good_bundle_still_reaches_the_box_steps(
         rec = tick(estate, tmp_path / "state")
     assert rec.code not in ("BUNDLE_INVALID", "BUNDLE_COMPOSE_TOO_COMPLEX", "INTERNAL")
     assert {"bundle", "secrets", "render", "registry"} <= {p.name for p in rec.phases if p.ok}
+
+
+def test_a_env_too_large_for_a_container_is_refused_before_the_box_changes(
+    estate: Estate, state: Path
+) -> None:
+    """A template whose variables, given whole to a service by env_file, exceed what Linux's
+    exec takes (like the issue's 190,001 one-word lines): ENV_TOO_LARGE, nothing written."""
+    template = "".join(f"K{i:07d}={'v' * 110}\n" for i in range(20_000))
+    with_env_file = {
+        **GOOD,
+        "compose": "services:\n  web:\n    image: 127.0.0.1:1/web:1\n    env_file: [.env]\n",
+        "env_template": template,
+    }
+    refused(estate, state, with_env_file, "ENV_TOO_LARGE")
