@@ -81,7 +81,7 @@ def describe(reasons: Iterable[Reason]) -> str:
 def keyed_hash(key: bytes, name: str, value: str) -> str:
     """HMAC-SHA256(key, name NUL value), hex: equal values of one name compare equal on one box."""
     msg = name.encode("utf-8", "surrogatepass") + b"\0" + value.encode("utf-8", "surrogatepass")
-    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+    return hmac.digest(key, msg, "sha256").hex()  # one C call (hmac.new: 3 Python objects)
 
 
 def sha256(text: str) -> str:
