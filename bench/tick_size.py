@@ -36,6 +36,7 @@ from monky_deployd_testkit.lab import CLI, Lab, cli_env, parse_lines
 
 LIMIT = 4 * 1024 * 1024
 SLACK = 16 * 1024  # the JSON framing, the compose file, the manifest
+PASSWORD = "pw-" + "x" * 20
 LINE = "K{:07d}=v\n"  # 10 bytes, as in the 190,001-line template
 
 
@@ -66,45 +67,48 @@ def main() -> int:
     print(
         f"{'MiB':>5} {'lines':>8} {'bundle B':>9} {'wall s':>7} {'s/MiB':>6}  outcome  phases (ms)"
     )
-    with tempfile.TemporaryDirectory(prefix="monky-size-") as tmp, dockerlab.Registry() as reg:
-        with Lab(
-            Path(tmp), reg, reg.push(image, "env-e2e-01/web", "bench"), db_password="pw-" + "x" * 20
-        ) as lab:
-            lab.write_config(verify={"stable_s": 1, "deadline_s": 60, "poll_s": 0.25})
-            lab.estate.tenancy.set_desired("warm", lab.bundle())
-            assert lab.tick().rc == 0, "the warm-up tick failed"
-            for n, mib in enumerate(sizes):
-                tpl = template(mib)
-                bundle = lab.bundle(env_template=tpl)
-                if args.shape == "interpolation":
-                    doc = yaml.safe_load(bundle["compose"])
-                    del doc["services"]["web"]["env_file"]
-                    bundle["compose"] = yaml.safe_dump(doc)
-                lab.estate.tenancy.set_desired(f"s{n}", bundle)
-                argv: tuple[str, ...] = (*CLI, "apply", "--once", "--config", str(lab.config_path))
-                if args.profile is not None:
-                    args.profile.mkdir(parents=True, exist_ok=True)
-                    prof = args.profile / f"{mib}.prof"
-                    argv = (CLI[0], "-m", "cProfile", "-o", str(prof), *argv[1:])
-                env = cli_env(Path(tmp) / "home")
-                t0 = time.perf_counter()
-                proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-                wall = time.perf_counter() - t0
-                lines = parse_lines(proc.stdout)
-                summary = lines[-1] if lines else {}
-                reports = lab.estate.tenancy.reports
-                last = reports[-1] if reports and reports[-1].get("revision") == f"s{n}" else {}
-                phases = " ".join(
-                    f"{p['name']}={p['ms']}" for p in last.get("phases", []) if p["ms"] >= 50
-                )
-                print(
-                    f"{mib:5.2f} {tpl.count(chr(10)):8d} {len(json.dumps(bundle)):9d} "
-                    f"{wall:7.2f} {wall / mib:6.2f}  {summary.get('outcome', proc.returncode)}  "
-                    f"{phases}",
-                    flush=True,
-                )
-                if args.profile is not None:
-                    pstats.Stats(str(prof)).sort_stats("cumulative").print_stats(12)
+    with (
+        tempfile.TemporaryDirectory(prefix="monky-size-") as tmp,
+        dockerlab.Registry() as reg,
+        Lab(
+            Path(tmp), reg, reg.push(image, "env-e2e-01/web", "bench"), db_password=PASSWORD
+        ) as lab,
+    ):
+        lab.write_config(verify={"stable_s": 1, "deadline_s": 60, "poll_s": 0.25})
+        lab.estate.tenancy.set_desired("warm", lab.bundle())
+        assert lab.tick().rc == 0, "the warm-up tick failed"
+        for n, mib in enumerate(sizes):
+            tpl = template(mib)
+            bundle = lab.bundle(env_template=tpl)
+            if args.shape == "interpolation":
+                doc = yaml.safe_load(bundle["compose"])
+                del doc["services"]["web"]["env_file"]
+                bundle["compose"] = yaml.safe_dump(doc)
+            lab.estate.tenancy.set_desired(f"s{n}", bundle)
+            argv: tuple[str, ...] = (*CLI, "apply", "--once", "--config", str(lab.config_path))
+            if args.profile is not None:
+                args.profile.mkdir(parents=True, exist_ok=True)
+                prof = args.profile / f"{mib}.prof"
+                argv = (CLI[0], "-m", "cProfile", "-o", str(prof), *argv[1:])
+            env = cli_env(Path(tmp) / "home")
+            t0 = time.perf_counter()
+            proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+            wall = time.perf_counter() - t0
+            lines = parse_lines(proc.stdout)
+            summary = lines[-1] if lines else {}
+            reports = lab.estate.tenancy.reports
+            last = reports[-1] if reports and reports[-1].get("revision") == f"s{n}" else {}
+            phases = " ".join(
+                f"{p['name']}={p['ms']}" for p in last.get("phases", []) if p["ms"] >= 50
+            )
+            print(
+                f"{mib:5.2f} {tpl.count(chr(10)):8d} {len(json.dumps(bundle)):9d} "
+                f"{wall:7.2f} {wall / mib:6.2f}  {summary.get('outcome', proc.returncode)}  "
+                f"{phases}",
+                flush=True,
+            )
+            if args.profile is not None:
+                pstats.Stats(str(prof)).sort_stats("cumulative").print_stats(12)
     return 0
 
 
