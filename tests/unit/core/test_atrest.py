@@ -56,6 +56,8 @@ def decoded(template: str, values: dict[str, str]) -> list[str]:
     the template's parts, each reference replaced by its value, `$$` read as `$`)."""
     out = []
     for a in parse(template):
+        if not a.refs:  # the author's text, written as it was: not the renderer's
+            continue
         out.append(
             "".join(values[p] if ref else p.replace("$$", "$") for p, ref in a.parts_of(template))
         )
@@ -123,10 +125,20 @@ def test_a_value_holding_a_unicode_line_separator_is_one_value() -> None:
         assert Masker(learned)(secret) == "***"
 
 
-def test_the_env_file_the_agent_writes_and_compose_spellings() -> None:
-    text = '# c\nA="x\\"y\\\\z\\nline$$two"\nexport B=plain-value\nC: \'single\'\n'
+def test_only_double_quoted_values_are_learned() -> None:
+    """The renderer writes every value it put a secret in double-quoted; an unquoted or
+    single-quoted value is the author's text (LOG_LEVEL=info is not a secret)."""
+    text = '# c\nA="x\\"y\\\\z\\nline$$two"\nexport B=plain-value\nC: \'single\'\nD: "dq-value"\n'
     found = set(atrest.secrets_in_env_file(text))
-    assert {'x"y\\z\nline$two', "plain-value", "single"} <= found
+    assert {'x"y\\z\nline$two', "dq-value"} <= found
+    assert not {"plain-value", "single", "'single'"} & found
+
+
+def test_a_template_of_many_plain_lines_teaches_the_masker_nothing_of_them() -> None:
+    """300,000 plain lines would have made a masker of 300,000 "secrets" (about 50 s, a GB)."""
+    template = "S=${S}\n" + "".join(f"K{i:07d}=value-{i:07d}\n" for i in range(50_000))
+    learned = atrest.secrets_in_env_file(render(template, {"S": "the-one-secret"}))
+    assert set(learned) == {"the-one-secret", '"the-one-secret"'}
 
 
 def test_a_file_compose_cannot_read_is_read_line_by_line() -> None:
