@@ -24,36 +24,16 @@ import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab
+from tests.e2e.test_secret_sweep import leaked, strings_of
 
 pytestmark = pytest.mark.docker
 
 APP = "envs/env-e2e-01/app"
-RUN = 8
 # a quote, a backslash or a `$` every few characters: in the .env each is escaped, so no run
 # of 8 of the line as written is a run of the secret
 COMMENTED = 'Zq"ab$cd\\ef"gh$ij\\kl"mn$op"\\$x'
 SEPARATED = "Ls-first-part\u2028second-part-xyz"
 OTHER = "unrelated-value-of-the-lkg"
-
-
-def leaked(secret: str, haystack: str) -> int:
-    """UTF-8 bytes of ``secret`` that ``haystack`` shows in a run of 8 or more characters."""
-    shown = [False] * len(secret)
-    for i in range(len(secret) - RUN + 1):
-        if secret[i : i + RUN] in haystack:
-            shown[i : i + RUN] = [True] * RUN
-    return sum(len(c.encode()) for c, s in zip(secret, shown, strict=True) if s)
-
-
-def strings_of(value: Any) -> list[str]:
-    """Every string in a JSON value (keys too): the text a reader of it sees, unescaped."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in (k, *strings_of(v))]
-    if isinstance(value, list):
-        return [s for v in value for s in strings_of(v)]
-    return []
 
 
 def decoded(text: str) -> str:
