@@ -62,18 +62,3 @@ def check(env_text: str, takes_env: tuple[str, ...]) -> None:
         hint="the bundle's env_template: fewer or shorter variables, or feed them to the compose "
         "file by ${NAME} instead of env_file",
     )
-
-
-def services_taking_env(doc: object) -> tuple[str, ...]:
-    """The services of a loaded compose file that name an ``env_file`` (the revision directory
-    holds no other file than the ``.env`` for one to name)."""
-    services = doc.get("services") if isinstance(doc, dict) else None
-    if not isinstance(services, dict):
-        return ()
-    return tuple(
-        sorted(
-            str(name)
-            for name, definition in services.items()
-            if isinstance(definition, dict) and definition.get("env_file")
-        )
-    )

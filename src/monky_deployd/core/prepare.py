@@ -99,11 +99,11 @@ def render_env(template: str, env: EnvValues) -> str:
 def check_environment(bundle: Bundle, env_text: str) -> None:
     """Refuse (ENV_TOO_LARGE) a rendered ``.env`` that a service taking it as ``env_file`` could
     not start with (``core.envsize``)."""
-    if "env_file" not in bundle.compose:  # no service can name it: nothing to read
+    if not bundle.env_file_services:
         return
-    from monky_deployd.core import composefile, envsize  # off the no-op tick's imports
+    from monky_deployd.core import envsize  # off the no-op tick's imports
 
-    envsize.check(env_text, envsize.services_taking_env(composefile.load(bundle.compose)))
+    envsize.check(env_text, bundle.env_file_services)
 
 
 def credential(bundle: Bundle, env: EnvValues) -> Credential | None:

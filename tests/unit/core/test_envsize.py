@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core import envsize
+from monky_deployd.core import composefile, envsize
 from monky_deployd.core.envfile import render
 from monky_deployd.core.errors import EnvError
 
@@ -74,7 +74,7 @@ def test_the_issues_template_of_190001_plain_lines_is_refused() -> None:
     assert caught.value.code == "ENV_TOO_LARGE"
 
 
-def test_services_taking_env() -> None:
+def test_env_file_services() -> None:
     doc = {
         "services": {
             "web": {"image": "x", "env_file": [".env"]},
@@ -83,6 +83,6 @@ def test_services_taking_env() -> None:
             "odd": "not a mapping",
         }
     }
-    assert envsize.services_taking_env(doc) == ("job", "web")
-    assert envsize.services_taking_env({"services": []}) == ()
-    assert envsize.services_taking_env("text") == ()
+    assert composefile.env_file_services(doc) == ("job", "web")
+    assert composefile.env_file_services({"services": []}) == ()
+    assert composefile.env_file_services("text") == ()
