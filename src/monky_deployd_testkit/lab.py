@@ -48,6 +48,15 @@ def parse_lines(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
+def cli_env(home: Path) -> dict[str, str]:
+    """The CLI process's environment: PATH, HOME and, when the caller has one, PYTHONPATH (so a
+    worktree's tests run that worktree's code, not the package the venv installed)."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 class Lab:
     def __init__(
         self,
@@ -139,7 +148,7 @@ class Lab:
             (*CLI, *args, "--config", str(self.config_path)),
             capture_output=True,
             text=True,
-            env={"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home")},
+            env=cli_env(self.tmp / "home"),
             timeout=timeout,
             check=False,
         )
