@@ -25,15 +25,6 @@ from monky_deployd_testkit.realbao import RealBao
 CLI = (sys.executable, "-m", "monky_deployd.cli")
 
 
-def cli_env(home: Path) -> dict[str, str]:
-    """PATH and HOME; PYTHONPATH too when set (a worktree's source first: without it the venv's
-    editable install would run another checkout's agent)."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
-    if os.environ.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return env
-
-
 @dataclass
 class Run:
     rc: int
@@ -55,6 +46,15 @@ class Run:
 
 def parse_lines(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    """The CLI process's environment: PATH, HOME and, when the caller has one, PYTHONPATH (so a
+    worktree's tests run that worktree's code, not the package the venv installed)."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 class Lab:
@@ -143,6 +143,10 @@ class Lab:
             "manifest": manifest,
             "registry_host": self.registry.host,
         }
+
+    def env(self) -> dict[str, str]:
+        """The CLI's environment with the lab's HOME (``cli_env``)."""
+        return cli_env(self.tmp / "home")
 
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """``monky-deployd <args> --config <the lab's>`` as a process, with the lab's HOME."""

@@ -142,10 +142,11 @@ def _roll_back(
     ctx: steps.Context, phase: Phase, record: baked.Bake, err: DeployError, lkg: Applied
 ) -> DeployError:
     from monky_deployd.agent import recovery as recover  # as after an apply's rollback
+    from monky_deployd.agent.gate import Gated
     from monky_deployd.core import reasons, wire
     from monky_deployd.core import recovery as core_recovery
     from monky_deployd.core.boxsteps import Rollback, Verify
-    from monky_deployd.core.records import Held
+    from monky_deployd.core.records import RollbackPending
 
     rec, state, cfg = ctx.rec, ctx.state, ctx.cfg
     ctx.learn(ctx.secrets_at_rest(lkg.revision))
@@ -154,18 +155,10 @@ def _roll_back(
         f"rolling back to {lkg.revision} (pinned images, no pull)",
         extra={"event": "rollback.start", "revision": record.revision, "to": lkg.revision},
     )
-    held = Held(
-        record.revision,
-        Code.BAKE_FAILED.value,
-        err.message,
-        1,
-        ctx.clock(),
-        None,
-        lkg.revision,
-        None,
-        False,
+    held = RollbackPending(
+        record.revision, Code.BAKE_FAILED.value, err.message, lkg.revision, 1, ctx.clock()
     )
-    state.write_held(held)  # before the rollback: a killed tick still holds the revision
+    state.write_held(held)  # before the rollback: the next tick finishes it if this one dies
     state.write_applied(lkg)  # the LKG is what the box is meant to run from now on
     state.clear_bake()
     box_steps = (
@@ -174,7 +167,14 @@ def _roll_back(
     )
     try:
         with deadline.tick(cfg.rollback_budget_s, "the rollback's budget"):
-            steps.run(ctx, box_steps, phase)
+            steps.run(ctx, box_steps, phase, gate="rollback")
+    except Gated as blocked:  # held.json says: rollback pending; a later tick ends it
+        return DeployError(
+            f"{err.message}; the rollback to {lkg.revision} is pending: {blocked.message}",
+            code=Code.BAKE_FAILED,
+            hint=f"{err.hint}; {blocked.hint}",
+            detail=err.detail,
+        )
     except (DeployError, TickDeadline) as exc:
         rb_err = fault_of(exc)
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)

@@ -6,6 +6,8 @@ first that applies, in this order (OPERATIONS.md, "Status"):
 
     no_tick      8  no tick is recorded (a fresh box, or the ledger was lost)
     stale        10 the last recorded tick ended more than STALE_AFTER_S ago (the timer stopped?)
+    clock_suspect 12 the last recorded tick ended in the future (``core.clock``): the clock
+                    stepped back since, or that tick's clock was ahead; its age says nothing
     stalled      7  a failed rollback stalls the box (ROLLBACK_FAILED): no tick acts on its own
     degraded     11 a long-running service of the applied revision is not running, or unhealthy
                     (named; a finished job is not a fault: core.lifecycle)
@@ -23,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monky_deployd.core.clock import suspect_future
 from monky_deployd.core.errors import Code, code_named
 from monky_deployd.core.ledger import FAILURE, SUCCESS, Entry
 
@@ -38,6 +41,7 @@ EXIT_STATUS = {
     "paused": 9,
     "stale": 10,
     "degraded": 11,
+    "clock_suspect": 12,
 }
 
 
@@ -84,6 +88,13 @@ def verdict(f: StatusFacts) -> Verdict:
     if last is None:
         return _v("no_tick", "no tick is recorded yet (a fresh box, or the tick ledger was lost)")
     age = f.now - last.finished_at
+    if suspect_future(last.finished_at, f.now):
+        return _v(
+            "clock_suspect",
+            f"the last recorded tick ended {-age:.0f} s in the future: the clock stepped back "
+            "since, or that tick's clock was ahead (check timedatectl / chronyc tracking); "
+            "the next tick replaces it",
+        )
     if age > f.stale_after_s:
         return _v(
             "stale",
