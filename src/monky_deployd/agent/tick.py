@@ -6,11 +6,13 @@
                on failure: [rollback -> verify] (core.recovery), then hold or back off
       restore: up -> verify                  (a failure backs off: no rollback, it is the LKG)
       hold / backoff: nothing (the desired revision failed here before)
+      waiting: nothing (outside every update window, or before the box's rollout place)
     -> report
 
 ``core.plan.decide`` turns the facts (check-in answer, applied record, held record,
-containers, the clock) into ``Idle | Noop | Restore | Apply | Hold | Backoff | Paused``; an apply's
-checks are ``core.prepare``'s pure functions around
+containers, the clock, a new revision's first sight and the update windows) into ``Idle |
+Noop | Restore | Apply | Hold | Backoff | Paused | Waiting`` (``agent.pace`` keeps and says
+the wait); an apply's checks are ``core.prepare``'s pure functions around
 two reads (OpenBao, ``docker info``); ``core.boxsteps`` then lists the box steps and
 ``agent.steps`` performs them, each inside its phase. Any ``DeployError`` ends the tick: it is
 logged once as the first error line (code, the real fault, what to check), reported to tenancy
@@ -41,10 +43,10 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao, KvPages
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import logs, recover, steps, window
+from monky_deployd.agent import logs, pace, recover, steps, window
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import mask, recovery, report, wire
+from monky_deployd.core import mask, recovery, report, schedule, wire
 from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
@@ -57,6 +59,7 @@ from monky_deployd.core.plan import (
     Noop,
     Paused,
     Restore,
+    Waiting,
     decide,
     needs_container_check,
 )
@@ -69,6 +72,7 @@ if TYPE_CHECKING:  # an apply's checks and box adapters load when an apply runs 
     from monky_deployd.core.bundle import Bundle, ManifestEntry
 
 log = logging.getLogger("monky_deployd")
+INFO = logging.INFO
 
 Clock = Callable[[], float]
 
@@ -123,7 +127,7 @@ def run_tick(
         )
     rec.finished_at = clock()
     window.record(cfg, rec, int((time.monotonic() - t0) * 1000))  # ledger + metrics textfile
-    level = {"applied": logging.INFO, "noop": logging.INFO, "idle": logging.INFO}.get(
+    level = {"applied": INFO, "noop": INFO, "idle": INFO, "waiting": INFO}.get(
         rec.outcome, logging.WARNING if rec.outcome == "held" else logging.ERROR
     )
     log.log(
@@ -170,6 +174,7 @@ class _Tick:
         self.bao: Bao | None = None
         self.running: tuple[Service, ...] | None = None  # the applied project's containers
         self.interrupted: Journal | None = None
+        self.seen: schedule.Seen | None = None  # waiting.json (agent.pace)
         self.secrets: dict[str, object] = {}  # manifest name -> KV value (for the fingerprint)
 
     @contextmanager
@@ -214,6 +219,7 @@ class _Tick:
             if record
             else None
         )
+        self.seen = pace.read(self.state, applied)
         with self.phase("checkin"):
             answer = self._checkin(applied)
         assert self.token is not None
@@ -248,14 +254,21 @@ class _Tick:
                 recover.valid_locks(self.cfg, now),
                 recover.active_suspend(self.state, now),
                 interrupted,
+                self.seen,
+                cfg.env,
+                cfg.windows,
             )
         )
+        pace.keep(self.state, self.seen, plan)
         if isinstance(plan, Noop | Hold) and applied is not None:  # the LKG runs
             self.held = recover.restore_settled(self.state, self.held, applied.revision)
         if interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
             recover.skip(self.rec, plan)
+            return
+        if isinstance(plan, Waiting):
+            pace.wait(self.rec, plan)
             return
         log.info(plan.reason, extra={"event": f"plan.{plan.kind}", "phase": "plan"})
         if isinstance(plan, Idle | Noop):
@@ -299,6 +312,7 @@ class _Tick:
             steps.host_facts(self.ctx),
             applied.revision if applied else None,
             recovery.checkin_outcome(self.held),
+            pace.checkin_ref(self.seen),
         )
         etag = applied.revision if applied else None
         try:

@@ -1,9 +1,10 @@
 """Decide what a tick does, from facts. Pure: no I/O, no clock.
 
-``decide(Facts) -> Idle | Noop | Restore | Apply | Hold | Backoff | Paused``: what the tick is
-for, a frozen dataclass that carries its data (balena-supervisor's manner), from the check-in
-answer, the applied record (= the last-known-good revision, LKG), a held failed revision and its
-backoff, and (when the desired revision is the applied one) the project's containers.
+``decide(Facts) -> Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting``: what
+the tick is for, a frozen dataclass that carries its data (balena-supervisor's manner), from the
+check-in answer, the applied record (= the last-known-good revision, LKG), a held failed
+revision and its backoff, (when the desired revision is the applied one) the project's
+containers, and for a new revision its gate (``core.schedule``: update windows, rollout spread).
 
 Once every check of an apply or a restore has passed (``core.prepare``), ``core.boxsteps`` lists
 the steps that change the box, each naming its phase; ``agent.steps`` carries them out.
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from monky_deployd.core import schedule
 from monky_deployd.core.gates import Lock
 from monky_deployd.core.records import Held, Journal, Suspended
 from monky_deployd.core.services import Service
@@ -46,6 +48,11 @@ class Facts:
     locks: tuple[Lock, ...] = ()  # valid update locks (``core.gates``): pull, do not recreate
     suspended: Suspended | None = None  # an active ``monky-deployd suspend``
     interrupted: Journal | None = None  # the step a killed tick left behind (journal.json)
+    # a new revision's gate (core.schedule): the first sight kept (waiting.json), this box's
+    # identity for its rollout place, the update windows; ``retry`` overrides both
+    seen: schedule.Seen | None = None
+    identity: str = ""
+    windows: tuple[schedule.Window, ...] = ()
 
 
 # -- what the tick is for ----------------------------------------------------------------------
@@ -87,6 +94,7 @@ class Apply:
     previous: AppliedFacts | None
     reason: str
     locks: tuple[Lock, ...] = ()  # update locks: stage and pull only, recreate nothing
+    gate: schedule.Gate | None = None  # a new revision's gate, passed (core.schedule)
     kind: ClassVar[str] = "apply"
 
 
@@ -122,7 +130,18 @@ class Paused:
     kind: ClassVar[str] = "suspended"
 
 
-Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused
+@dataclass(frozen=True)
+class Waiting:
+    """A new revision is not applied yet: outside every update window, or before this box's
+    place in the rollout spread (``core.schedule``). Check in (``waiting``), change nothing."""
+
+    revision: str
+    gate: schedule.Gate
+    reason: str
+    kind: ClassVar[str] = "waiting"
+
+
+Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting
 
 
 # steps after which a killed tick may have left another revision's containers behind
@@ -210,11 +229,11 @@ def _decide(f: Facts) -> Plan:
                     f"next attempt in {held.next_attempt_at - f.now:.0f} s; {lkg}",
                 )
             reason = f"revision {desired}: attempt {held.attempts + 1} after {held.code}"
-            return _apply(f, desired, reason)
+            return _gated(f, desired, reason)
         reason = f"desired revision {desired} differs from applied {was}"
         if held is not None and held.revision == desired:
             reason += " (operator retry)"
-        return _apply(f, desired, reason)
+        return _gated(f, desired, reason)
     cut = f.interrupted
     # (a killed rollback names the revision it restores: its up may not have finished)
     if (
@@ -257,12 +276,32 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
     )
 
 
-def _apply(f: Facts, revision: str, reason: str) -> Plan:
+def _gated(f: Facts, revision: str, reason: str) -> Plan:
+    """A new revision: applied once its rollout place is due and a window is open
+    (``core.schedule.gate``), at once on ``--retry`` (the operator's "now")."""
+    if f.bundle is None or f.retry:
+        return _apply(f, revision, reason)
+    first = schedule.seen(f.seen, revision, f.now)
+    g = schedule.gate(
+        first,
+        identity=f.identity,
+        spread_s=schedule.spread_of(f.bundle),
+        windows=f.windows,
+        now=f.now,
+    )
+    if g.wait:
+        return Waiting(revision, g, schedule.describe(g))
+    return _apply(f, revision, reason, g)
+
+
+def _apply(f: Facts, revision: str, reason: str, g: schedule.Gate | None = None) -> Plan:
     if f.bundle is None:  # a 304 names the applied revision but carries no bundle to apply
         return Idle(f"{reason}, but tenancy sent no bundle to apply")
     if f.locks:
         reason += f"; update locked ({'; '.join(lk.name for lk in f.locks)}): pull only"
-    return Apply(revision, f.bundle, f.applied, reason, f.locks)
+    if g is not None and g.canary:
+        reason += " (this box is a canary of the rollout)"
+    return Apply(revision, f.bundle, f.applied, reason, f.locks, g)
 
 
 # -- the cached host facts ---------------------------------------------------------------------

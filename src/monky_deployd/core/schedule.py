@@ -33,9 +33,11 @@ one older than ``N`` makes the box due at once (never later than N after the fir
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -107,7 +109,7 @@ def parse_window(text: str) -> WindowSpec:
     """One window's text -> its spec; ValueError with one sentence naming what is wrong."""
     m = _WINDOW_RE.fullmatch(text)
     if m is None:
-        raise ValueError(f"is not a window: write {WINDOW_SYNTAX}")
+        raise ValueError(f"{text!r} is not a window: write {WINDOW_SYNTAX}")
     hour, minute = int(m["hh"]), int(m["mm"])
     if hour > 23 or minute > 59:
         raise ValueError(f"{m['hh']}:{m['mm']} is not a time of day (00:00 to 23:59)")
@@ -223,6 +225,49 @@ class Seen:
     why: str | None = None
 
 
+def seen_to_json(record: Seen) -> bytes:
+    return json.dumps(
+        {
+            "revision": record.revision,
+            "first_seen_at": record.first_seen_at,
+            "until": record.until,
+            "why": record.why,
+        },
+        indent=2,
+        sort_keys=True,
+    ).encode()
+
+
+def seen_from_json(raw: bytes) -> Seen:
+    """``waiting.json``'s record; ValueError (never with a value) when it is not one."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict):
+        rev, first = data.get("revision"), data.get("first_seen_at")
+        until, why = data.get("until"), data.get("why")
+        if (
+            isinstance(rev, str)
+            and rev
+            and _time(first)
+            and (until is None or _time(until))
+            and why in (None, "window", "rollout")
+        ):
+            assert isinstance(first, int | float)
+            return Seen(rev, float(first), None if until is None else float(until), why)
+    raise ValueError("not a waiting record")
+
+
+def _time(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
 def seen(stored: Seen | None, revision: str, now: float) -> Seen:
     """The record for ``revision`` at ``now``: kept, or restarted at ``now`` when it is of
     another revision or its first sight lies in the future (the clock stepped back)."""
@@ -236,6 +281,7 @@ class Gate:
     """May the box apply ``revision`` now? If not, until when and why."""
 
     revision: str
+    first_seen_at: float
     due_at: float  # first sight + this box's offset
     offset_s: float
     spread_s: int
@@ -265,21 +311,41 @@ def gate(
     if now < due:
         at_due = window_state(windows, due)
         until = due if at_due.open else at_due.opens_at
-        return Gate(first.revision, due, off, spread_s, canary, window_state(windows, now),
-                    until, "rollout")  # fmt: skip
+        now_state = window_state(windows, now)
+        return Gate(
+            first.revision,
+            first.first_seen_at,
+            due,
+            off,
+            spread_s,
+            canary,
+            now_state,
+            until,
+            "rollout",
+        )
     state = window_state(windows, now)
     if not state.open:
-        return Gate(first.revision, due, off, spread_s, canary, state, state.opens_at, "window")
-    return Gate(first.revision, due, off, spread_s, canary, state, None, None)
+        return Gate(
+            first.revision,
+            first.first_seen_at,
+            due,
+            off,
+            spread_s,
+            canary,
+            state,
+            state.opens_at,
+            "window",
+        )
+    return Gate(first.revision, first.first_seen_at, due, off, spread_s, canary, state, None, None)
 
 
 def _utc(at: float | None) -> str:
     if at is None:
         return "-"
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def describe(g: Gate, now: float) -> str:
+def describe(g: Gate) -> str:
     """The journal's sentence for a box that waits (or applies now)."""
     where = ""
     if g.spread_s:
