@@ -36,7 +36,7 @@ from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.registry import ImageRef, Registry, insecure
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent import explain, logs, steps
+from monky_deployd.agent import explain, logs, pace, steps
 from monky_deployd.agent.tick import _Tick
 from monky_deployd.agent.token import HeldToken
 from monky_deployd.config import Config
@@ -52,6 +52,7 @@ from monky_deployd.core.plan import (
     Noop,
     Paused,
     Restore,
+    Waiting,
     decide,
     needs_container_check,
 )
@@ -160,6 +161,9 @@ class _Dry:
                 valid,
                 suspended if suspended is not None and suspended.active(now) else None,
                 interrupted,
+                self.state.read_waiting(),
+                self.cfg.env,
+                windows := self.cfg.windows,
             )
         )
         out = diff.Diff(
@@ -170,6 +174,7 @@ class _Dry:
             project=applied.project if applied else None,
             token=kind,
         )
+        out.notes.extend(pace.plan_notes(plan, windows, now))
         if isinstance(plan, Idle | Noop):
             return out
         if isinstance(plan, Restore):
@@ -189,7 +194,7 @@ class _Dry:
         # a backoff's attempt is a RETRY; a hold is applied again only by --retry (FORCED)
         self.tick.held = held if isinstance(plan, Apply | Backoff) else None
         self._diff(out, apply, record)
-        if isinstance(plan, Hold | Backoff | Paused):
+        if isinstance(plan, Hold | Backoff | Paused | Waiting):
             out.notes.append(f"the next tick applies nothing ({plan.kind}): {plan.reason}")
         return out
 

@@ -48,11 +48,14 @@ def keep(state: StateDir, stored: schedule.Seen | None, plan: Plan) -> None:
     """Write what the plan says of the new revision, only when it changed."""
     if isinstance(plan, Waiting):
         g = plan.gate
-        after: schedule.Seen | None = schedule.Seen(g.revision, g.first_seen_at, g.until, g.why)
+        after: schedule.Seen | None = schedule.Seen(
+            g.revision, g.first_seen_at, g.until, g.why, g.spread_s
+        )
     elif isinstance(plan, Apply) and plan.gate is not None:
-        after = schedule.Seen(plan.gate.revision, plan.gate.first_seen_at)
-    elif isinstance(plan, Hold | Backoff | Paused) and stored is not None:
-        after = schedule.Seen(stored.revision, stored.first_seen_at)  # held, not waiting
+        g = plan.gate
+        after = schedule.Seen(g.revision, g.first_seen_at, spread_s=g.spread_s)
+    elif isinstance(plan, Hold | Backoff | Paused) and stored is not None:  # held, not waiting
+        after = schedule.Seen(stored.revision, stored.first_seen_at, spread_s=stored.spread_s)
     else:  # nothing new waits (idle, no-op, restore, a forced apply)
         after = None
     if after == stored:
@@ -85,3 +88,31 @@ def wait(rec: TickRecord, plan: Waiting) -> None:
             "canary": g.canary,
         },
     )
+
+
+def plan_notes(plan: Plan, windows: tuple[schedule.Window, ...], now: float) -> list[str]:
+    """``plan``'s lines on the update windows and on when this box applies a new revision."""
+    notes = []
+    if windows:
+        state = schedule.window_state(windows, now)
+        if state.open:
+            notes.append(
+                f"update windows: inside {state.window} until "
+                f"{rfc3339(state.closes_at or now, 'seconds')}"
+            )
+        else:
+            notes.append(
+                f"update windows: closed; {state.window} opens at "
+                f"{rfc3339(state.opens_at or now, 'seconds')}"
+            )
+    g = plan.gate if isinstance(plan, Apply | Waiting) else None
+    if g is not None and g.spread_s:
+        notes.append(
+            f"rollout: this box's place is {g.offset_s:.0f} s of {g.spread_s} s after it first "
+            f"saw {g.revision} ({rfc3339(g.first_seen_at, 'seconds')})"
+            + (", a canary" if g.canary else "")
+            + f"; due at {rfc3339(g.due_at, 'seconds')}"
+        )
+    if isinstance(plan, Waiting) and plan.gate.until is not None:
+        notes.append(f"this box applies {plan.revision} at {rfc3339(plan.gate.until, 'seconds')}")
+    return notes

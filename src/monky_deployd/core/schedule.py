@@ -151,6 +151,12 @@ def occurrences(w: Window, now: float) -> list[tuple[float, float]]:
     return out
 
 
+def next_open(windows: tuple[Window, ...], now: float) -> float | None:
+    """The next instant after ``now`` a window opens (None: no windows)."""
+    starts = [start for w in windows for start, _ in occurrences(w, now) if start > now]
+    return min(starts) if starts else None
+
+
 def window_state(windows: tuple[Window, ...], now: float) -> WindowState:
     """Open (and the latest close among the windows open now) or closed (and the next open).
     No windows: always open."""
@@ -223,6 +229,7 @@ class Seen:
     first_seen_at: float
     until: float | None = None
     why: str | None = None
+    spread_s: int = 0  # the bundle's, when last seen (status shows the box's place)
 
 
 def seen_to_json(record: Seen) -> bytes:
@@ -232,6 +239,7 @@ def seen_to_json(record: Seen) -> bytes:
             "first_seen_at": record.first_seen_at,
             "until": record.until,
             "why": record.why,
+            "spread_s": record.spread_s,
         },
         indent=2,
         sort_keys=True,
@@ -247,15 +255,20 @@ def seen_from_json(raw: bytes) -> Seen:
     if isinstance(data, dict):
         rev, first = data.get("revision"), data.get("first_seen_at")
         until, why = data.get("until"), data.get("why")
+        spread = data.get("spread_s", 0)
         if (
             isinstance(rev, str)
             and rev
             and _time(first)
             and (until is None or _time(until))
             and why in (None, "window", "rollout")
+            and isinstance(spread, int)
+            and not isinstance(spread, bool)
+            and 0 <= spread <= MAX_SPREAD_S
         ):
             assert isinstance(first, int | float)
-            return Seen(rev, float(first), None if until is None else float(until), why)
+            end = None if until is None else float(until)
+            return Seen(rev, float(first), end, why, spread)
     raise ValueError("not a waiting record")
 
 
