@@ -40,7 +40,7 @@ from monky_deployd.agent import explain, logs, pace, steps
 from monky_deployd.agent.tick import _Tick
 from monky_deployd.agent.token import HeldToken
 from monky_deployd.config import Config
-from monky_deployd.core import composefile, diff, gates, mask, reasons, recovery, wire
+from monky_deployd.core import composefile, diff, gates, mask, reasons, recovery, schedule, wire
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.plan import (
     AppliedFacts,
@@ -138,8 +138,9 @@ class _Dry:
         if held is not None and desired is not None and held.revision != desired:
             held = None  # a tick forgets a pre-empted hold (here: only in memory)
         running = None
+        may_wait = bool(self.cfg.update_windows) or schedule.spread_of(answer.bundle) > 0
         if applied and needs_container_check(
-            answer.status, desired, applied.revision, held.revision if held else None
+            answer.status, desired, applied.revision, held.revision if held else None, may_wait
         ):
             running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
         now = self.clock()

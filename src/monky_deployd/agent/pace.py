@@ -19,7 +19,16 @@ import logging
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.core import schedule, wire
 from monky_deployd.core.errors import Code
-from monky_deployd.core.plan import AppliedFacts, Apply, Backoff, Hold, Paused, Plan, Waiting
+from monky_deployd.core.plan import (
+    AppliedFacts,
+    Apply,
+    Backoff,
+    Hold,
+    Paused,
+    Plan,
+    Restore,
+    Waiting,
+)
 from monky_deployd.core.report import TickRecord, rfc3339
 
 log = logging.getLogger("monky_deployd")
@@ -46,7 +55,7 @@ def checkin_ref(stored: schedule.Seen | None) -> wire.WaitingRef | None:
 
 def keep(state: StateDir, stored: schedule.Seen | None, plan: Plan) -> None:
     """Write what the plan says of the new revision, only when it changed."""
-    if isinstance(plan, Waiting):
+    if isinstance(plan, Waiting | Restore) and plan.gate is not None:  # (a restore meanwhile)
         g = plan.gate
         after: schedule.Seen | None = schedule.Seen(
             g.revision, g.first_seen_at, g.until, g.why, g.spread_s

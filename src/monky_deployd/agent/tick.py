@@ -228,7 +228,10 @@ class _Tick:
         desired = answer.revision if answer.status == 200 else None
         running: tuple[Service, ...] | None = None
         held_rev = self.held.revision if self.held else None
-        if applied and needs_container_check(answer.status, desired, applied.revision, held_rev):
+        may_wait = bool(cfg.update_windows) or schedule.spread_of(answer.bundle) > 0
+        if applied and needs_container_check(
+            answer.status, desired, applied.revision, held_rev, may_wait
+        ):
             with self.phase("inspect"):
                 running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
         self.held = recover.forget_preempted(self.state, self.held, answer.status, desired, applied)

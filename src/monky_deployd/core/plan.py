@@ -82,6 +82,7 @@ class Restore:
     applied: AppliedFacts
     missing: tuple[str, ...]
     reason: str
+    gate: schedule.Gate | None = None  # a new revision waits meanwhile (core.schedule)
     kind: ClassVar[str] = "restore"
 
 
@@ -149,15 +150,20 @@ INTERRUPTING = frozenset({"down", "up", "verify", "rollback"})
 
 
 def needs_container_check(
-    checkin_status: int, desired: str | None, applied: str | None, held: str | None = None
+    checkin_status: int,
+    desired: str | None,
+    applied: str | None,
+    held: str | None = None,
+    may_wait: bool = False,
 ) -> bool:
     """Whether the tick must look at the containers before deciding: the desired revision is
-    the applied one, or it is held (then the last-known-good must still run)."""
+    the applied one, or it is held, or it may wait (``may_wait``: update windows are set or the
+    bundle has a rollout spread); then the last-known-good must still run."""
     if checkin_status == 304:
         return applied is not None
     if checkin_status != 200 or desired is None:
         return False
-    return desired == applied or (applied is not None and desired == held)
+    return desired == applied or (applied is not None and (desired == held or may_wait))
 
 
 def down_services(expected: tuple[str, ...], running: tuple[Service, ...]) -> tuple[str, ...]:
@@ -278,7 +284,9 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
 
 def _gated(f: Facts, revision: str, reason: str) -> Plan:
     """A new revision: applied once its rollout place is due and a window is open
-    (``core.schedule.gate``), at once on ``--retry`` (the operator's "now")."""
+    (``core.schedule.gate``), at once on ``--retry`` (the operator's "now"). A box with nothing
+    applied has nothing a window protects: its first revision waits for its rollout place
+    only."""
     if f.bundle is None or f.retry:
         return _apply(f, revision, reason)
     first = schedule.seen(f.seen, revision, f.now)
@@ -286,12 +294,25 @@ def _gated(f: Facts, revision: str, reason: str) -> Plan:
         first,
         identity=f.identity,
         spread_s=schedule.spread_of(f.bundle),
-        windows=f.windows,
+        windows=f.windows if f.applied is not None else (),
         now=f.now,
     )
-    if g.wait:
-        return Waiting(revision, g, schedule.describe(g))
-    return _apply(f, revision, reason, g)
+    if not g.wait:
+        return _apply(f, revision, reason, g)
+    applied = f.applied
+    if applied is not None and f.running is not None:  # the LKG is looked after meanwhile
+        missing = down_services(applied.services, f.running)
+        if missing and (wait := _restore_backoff(f, applied, missing)) is not None:
+            return wait
+        if missing:
+            return Restore(
+                applied,
+                missing,
+                f"{schedule.describe(g)}; meanwhile {applied.revision} is not fully running "
+                f"({', '.join(missing)}): restoring {applied.revision}",
+                g,
+            )
+    return Waiting(revision, g, schedule.describe(g))
 
 
 def _apply(f: Facts, revision: str, reason: str, g: schedule.Gate | None = None) -> Plan:

@@ -396,6 +396,23 @@ def test_outside_every_window_a_new_revision_waits_but_a_restore_does_not() -> N
         facts(desired="r1", running=(svc("db"),)), now=T, identity="env-a", windows=closed
     )
     assert isinstance(decide(same), Restore)
+    # ... and while r2 waits for the window, r1 is still looked after
+    meanwhile = decide(replace(gated(identity="env-a", windows=closed), running=(svc("db"),)))
+    assert isinstance(meanwhile, Restore) and meanwhile.missing == ("web",)
+    assert meanwhile.gate is not None and meanwhile.gate.why == "window"
+    all_up = decide(
+        replace(gated(identity="env-a", windows=closed), running=(svc("db"), svc("web")))
+    )
+    assert isinstance(all_up, Waiting)
+    assert needs_container_check(200, "r2", "r1", may_wait=True)
+
+
+def test_a_first_apply_waits_for_its_rollout_place_but_not_for_a_window() -> None:
+    fresh = replace(facts(), applied=None, now=T, identity="env-a", windows=(_closed_window(T),))
+    assert isinstance(decide(fresh), Apply)  # nothing runs that a window would protect
+    box = _late_box("r2")
+    spread = replace(fresh, identity=box, bundle=_spread_bundle(3600))
+    assert isinstance(decide(spread), Waiting)
 
 
 def test_retry_applies_now_through_windows_and_spread() -> None:
