@@ -18,11 +18,15 @@ from typing import Any, Self
 
 import yaml
 
+import monky_deployd
 from monky_deployd_testkit.dockerlab import Registry, remove_containers
 from monky_deployd_testkit.fakes.estate import Estate
 from monky_deployd_testkit.realbao import RealBao
 
 CLI = (sys.executable, "-m", "monky_deployd.cli")
+# the source tree this process imported: the CLI child runs the same code (a worktree's, not
+# whatever checkout the venv's editable install points at)
+SRC = Path(monky_deployd.__file__).resolve().parents[1]
 
 
 @dataclass
@@ -139,7 +143,11 @@ class Lab:
             (*CLI, *args, "--config", str(self.config_path)),
             capture_output=True,
             text=True,
-            env={"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home")},
+            env={
+                "PATH": os.environ["PATH"],
+                "HOME": str(self.tmp / "home"),
+                "PYTHONPATH": str(SRC),
+            },
             timeout=timeout,
             check=False,
         )
