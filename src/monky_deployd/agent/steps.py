@@ -12,7 +12,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ from monky_deployd.core.boxsteps import (
     Up,
     Verify,
 )
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import DeployError
 from monky_deployd.core.plan import host_facts_usable
 from monky_deployd.core.records import Journal, Release, ReleaseImage, ServiceLabel
 from monky_deployd.core.report import TickRecord
@@ -264,9 +264,7 @@ def _compose_confirmed(ctx: Context, step: Commit) -> str:
         made = docker_api.compose_version_of(
             ctx.cfg.docker, step.project, LABEL_DEPLOY_ID, step.deploy_id
         )
-    except DeployError as err:
-        if err.code is Code.TICK_DEADLINE:
-            raise
+    except DeployError:  # (the tick's deadline is a TickDeadline: it is not caught here)
         return ""
     return cached.compose if made == cached.compose else ""
 
@@ -351,19 +349,14 @@ def refresh_host_facts(ctx: Context, *, store: bool = True, compose: str = "") -
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
     versions = {"docker": "", "compose": compose}
-    try:  # the engine's own answer (GET /version): what `docker version` prints, no Go process
+    # (a fault leaves a version empty; the tick's deadline, a TickDeadline, is not caught)
+    with suppress(DeployError):  # the engine's own answer (GET /version), no Go process
         versions["docker"] = docker_api.engine_version(ctx.cfg.docker)[0].strip("?")
-    except DeployError as err:
-        if err.code is Code.TICK_DEADLINE:
-            raise
     argv = (binary, "compose", "version", "--short")
-    try:
+    with suppress(DeployError):
         if not compose:
             result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
             versions["compose"] = result.stdout.strip()
-    except DeployError as err:
-        if err.code is Code.TICK_DEADLINE:
-            raise
     facts = wire.HostFacts(hostname=socket.gethostname(), **versions)
     if store and facts.docker and facts.compose:  # (``plan`` writes nothing)
         ctx.state.write_host_facts(facts)

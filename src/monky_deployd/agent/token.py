@@ -327,8 +327,6 @@ class TokenKeeper:
             )
             return replace(st, lease_not_before=not_before), replace(f, lease_not_before=not_before)
         except DeployError as err:  # tenancy 5xx, unreachable, bad answer: nothing was minted
-            if err.code is Code.TICK_DEADLINE:
-                raise
             if st.token.expires_at - self._clock() < WORKING_FLOOR_S:
                 raise
             log.warning(

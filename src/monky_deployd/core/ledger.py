@@ -72,6 +72,7 @@ class Entry:
     rollback_to: str | None = None
     rollback_ok: bool | None = None
     repeats: int = 1  # history: identical ticks in a row (same outcome, code, revision)
+    desired: str | None = None  # as the tick's check-in named it (not kept per entry)
 
     def bounded(self) -> Entry:
         return replace(
@@ -87,6 +88,7 @@ class Entry:
                 for p in self.phases[:PHASES_MAX]
             ),
             rollback_to=_opt(self.rollback_to, REVISION_MAX),
+            desired=_opt(self.desired, REVISION_MAX),
             repeats=max(1, int(self.repeats)),
         )
 
@@ -203,8 +205,9 @@ def record(
     leases = tuple(t for t in leases if t >= keep_from)[-LEASES_MAX:]
     desired, seen_at = prev.desired, prev.desired_seen_at
     if any(p.name == "checkin" and p.ok for p in e.phases):  # the tick heard tenancy
-        desired = None if e.outcome == "idle" else e.revision
+        desired = e.desired
         seen_at = e.finished_at
+    e = replace(e, desired=None)  # the ledger keeps one desired revision, not one per entry
     history = prev.history
     if e.changed:
         top = history[-1] if history else None

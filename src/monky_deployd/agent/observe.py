@@ -1,0 +1,207 @@
+"""Observe: what the box and tenancy say before a decision, read once, the same for every command.
+
+    read_local(state)            applied.json, held.json and waiting.json      (the state dir)
+    checkin_body(host, local)    the check-in's body: the revision that runs and its outcome
+                                 (and ``waiting``, contract v1.2: ``agent.pace``)
+    observe(cfg, state, ...)     + the check-in's answer, the project's containers (only when
+                                 the decision needs them), the update locks, the suspend
+                                 record, a killed tick's journal: an ``Observation``
+    Observation.facts(retry)     the pure decision's input (``core.plan.Facts``)
+    settle(state, obs)           the observation's side effects, in one place: a pre-empted
+                                 hold dropped, an expired suspend removed, each lock and the
+                                 killed tick named in the journal
+
+``observe`` writes nothing: the tick calls ``settle`` after it, ``plan`` and ``status`` never
+do (they leave the state dir byte-identical).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from monky_deployd.adapters.box import docker_api, locks
+from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.config import Config
+from monky_deployd.core import gates, recovery, report, schedule, wire
+from monky_deployd.core.plan import AppliedFacts, Facts, needs_container_check
+from monky_deployd.core.records import Applied, Held, Journal, Suspended
+from monky_deployd.core.services import Service
+
+if TYPE_CHECKING:
+    from monky_deployd.adapters.net.tenancy import Checkin
+
+log = logging.getLogger("monky_deployd")
+
+
+@dataclass(frozen=True)
+class Local:
+    """What the state dir says runs (applied.json), what failed here (held.json) and a new
+    revision's first sight (waiting.json; None once its revision is the applied one)."""
+
+    record: Applied | None
+    held: Held | None
+    waiting: schedule.Seen | None = None
+
+    @property
+    def applied(self) -> AppliedFacts | None:
+        r = self.record
+        return AppliedFacts(r.revision, r.project, tuple(r.services)) if r else None
+
+
+def read_local(state: StateDir, *, tolerant: bool = False) -> Local:
+    """applied.json and held.json; ``tolerant``: an unreadable held.json is none (doctor)."""
+    try:
+        held = state.read_held()
+    except ValueError:
+        if not tolerant:
+            raise
+        held = None
+    record = state.read_applied()
+    waiting = state.read_waiting()
+    if waiting is not None and record is not None and waiting.revision == record.revision:
+        waiting = None  # applied: ``agent.pace.keep`` removes the file
+    return Local(record, held, waiting)
+
+
+def checkin_body(host: wire.HostFacts, local: Local) -> wire.CheckinRequest:
+    """The check-in: this agent, ``host``, and the revision that runs with its outcome."""
+    from monky_deployd.agent import pace
+
+    record = local.record
+    return wire.CheckinRequest.of(
+        host,
+        record.revision if record else None,
+        recovery.checkin_outcome(local.held),
+        pace.checkin_ref(local.waiting),
+    )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One read-only look at the box and tenancy's answer; ``held`` is what the decision sees
+    (a hold tenancy no longer wants is pre-empted: ``settle`` drops it from the state dir)."""
+
+    answer: Checkin
+    local: Local
+    held: Held | None
+    running: tuple[Service, ...] | None  # the applied project's containers; None: not looked
+    locks: tuple[gates.Lock, ...]  # in force
+    stale_locks: tuple[gates.Lock, ...]  # past their TTL: ignored
+    suspend: Suspended | None  # the suspend record, active or not
+    interrupted: Journal | None
+    now: float
+    identity: str = ""  # the box's env: its place in a rollout (core.schedule)
+    windows: tuple[schedule.Window, ...] = ()  # config.yaml's update_windows
+
+    @property
+    def desired(self) -> str | None:
+        """The revision tenancy wants (a 304 names the applied one; 204: none)."""
+        if self.answer.status == 304:
+            return self.local.record.revision if self.local.record else None
+        return self.answer.revision if self.answer.status == 200 else None
+
+    @property
+    def suspended(self) -> Suspended | None:
+        s = self.suspend
+        return s if s is not None and s.active(self.now) else None
+
+    def facts(self, retry: bool = False) -> Facts:
+        return Facts(
+            self.answer.status,
+            self.answer.revision if self.answer.status == 200 else None,
+            self.local.applied,
+            self.running,
+            self.answer.bundle,
+            self.held,
+            self.now,
+            retry,
+            self.locks,
+            self.suspended,
+            self.interrupted,
+            self.local.waiting,
+            self.identity,
+            self.windows,
+        )
+
+
+def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: float) -> Observation:
+    """Everything the decision reads besides the check-in's answer; writes nothing."""
+    applied = local.applied
+    desired = answer.revision if answer.status == 200 else None
+    wanted = applied.revision if answer.status == 304 and applied else desired
+    held = local.held
+    if held is not None and wanted is not None and wanted != held.revision:
+        held = None  # pre-empted: a new desired revision ends a hold and a backoff at once
+    running: tuple[Service, ...] | None = None
+    if applied and needs_container_check(
+        answer.status,
+        desired,
+        applied.revision,
+        held.revision if held else None,
+        may_wait(cfg, answer),
+    ):
+        running = tuple(docker_api.project_containers(cfg.docker, applied.project))
+    valid, stale = gates.split_locks(locks.read_locks(cfg.locks.dir), now, cfg.locks.default_ttl_s)
+    return Observation(
+        answer,
+        local,
+        held,
+        running,
+        valid,
+        stale,
+        state.read_suspend(),
+        state.read_journal(),
+        now,
+        cfg.env,
+        cfg.windows,
+    )
+
+
+def may_wait(cfg: Config, answer: Checkin) -> bool:
+    """Whether a new revision could wait (update windows set, or the bundle has a rollout
+    spread): then the last-known-good's containers are looked at, to restore them meanwhile."""
+    return bool(cfg.update_windows) or schedule.spread_of(answer.bundle) > 0
+
+
+def settle(state: StateDir, obs: Observation) -> None:
+    """The observation's side effects (the tick's only): each logged with its event."""
+    dropped = obs.local.held
+    if dropped is not None and obs.held is None:
+        log.info(
+            f"revision {dropped.revision} is no longer desired ({obs.desired} is): "
+            "its hold and backoff are dropped",
+            extra={"event": "hold.preempted", "phase": "plan", "revision": dropped.revision},
+        )
+        state.clear_held()
+    for lk in obs.stale_locks:
+        log.warning(
+            f"ignoring the stale update lock {lk.describe(obs.now)}: its TTL is over",
+            extra={"event": "lock.stale", "phase": "plan", "lock": lk.name},
+        )
+    for lk in obs.locks:
+        log.info(
+            f"update lock {lk.describe(obs.now)}",
+            extra={"event": "lock.held", "phase": "plan", "lock": lk.name},
+        )
+    found = obs.suspend
+    if found is not None and obs.suspended is None:
+        log.info(
+            "the suspend's --for duration is over: applies resume",
+            extra={"event": "suspend.expired", "phase": "plan"},
+        )
+        state.clear_suspend()
+    elif found is not None:
+        until = report.rfc3339(found.until, "seconds") if found.until else "resume"
+        log.info(
+            f"{found.describe()} until {until}",
+            extra={"event": "suspend.active", "phase": "plan"},
+        )
+    cut = obs.interrupted
+    if cut is not None:
+        log.warning(
+            f"the tick {cut.tick_id} was killed during {cut.phase} of revision {cut.revision}; "
+            "this tick resumes or restores",
+            extra={"event": "journal.interrupted", "phase": "plan"},
+        )
