@@ -42,7 +42,14 @@ class Local:
 
     record: Applied | None
     held: Held | None
-    waiting: schedule.Seen | None = None
+    stored_waiting: schedule.Seen | None = None  # waiting.json as it is
+
+    @property
+    def waiting(self) -> schedule.Seen | None:
+        """waiting.json, unless its revision is the applied one (``agent.pace.keep`` removes
+        the file then)."""
+        w, r = self.stored_waiting, self.record
+        return None if w is not None and r is not None and w.revision == r.revision else w
 
     @property
     def applied(self) -> AppliedFacts | None:
@@ -58,11 +65,7 @@ def read_local(state: StateDir, *, tolerant: bool = False) -> Local:
         if not tolerant:
             raise
         held = None
-    record = state.read_applied()
-    waiting = state.read_waiting()
-    if waiting is not None and record is not None and waiting.revision == record.revision:
-        waiting = None  # applied: ``agent.pace.keep`` removes the file
-    return Local(record, held, waiting)
+    return Local(state.read_applied(), held, state.read_waiting())
 
 
 def checkin_body(host: wire.HostFacts, local: Local) -> wire.CheckinRequest:

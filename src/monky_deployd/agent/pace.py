@@ -2,7 +2,8 @@
 decides, ``core.plan`` turns it into ``Waiting``); this module keeps ``waiting.json`` and says
 in the journal what the box waits for.
 
-    before the check-in   ``read``: the record (forgotten once its revision is applied)
+    before the check-in   ``agent.observe.read_local``: the record (none once its revision is
+                          the applied one)
     the check-in          ``checkin_ref``: ``applied.outcome: waiting`` and ``waiting`` while
                           the last tick waited (contract v1.2)
     after the plan        ``keep``: the first sight of a new revision (kept while it waits, is
@@ -20,7 +21,6 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.core import schedule, wire
 from monky_deployd.core.errors import Code
 from monky_deployd.core.plan import (
-    AppliedFacts,
     Apply,
     Backoff,
     Hold,
@@ -34,15 +34,6 @@ from monky_deployd.core.report import TickRecord, rfc3339
 log = logging.getLogger("monky_deployd")
 
 
-def read(state: StateDir, applied: AppliedFacts | None) -> schedule.Seen | None:
-    """``waiting.json``; removed (None) once its revision is the applied one."""
-    stored = state.read_waiting()
-    if stored is not None and applied is not None and stored.revision == applied.revision:
-        state.clear_waiting()
-        return None
-    return stored
-
-
 def checkin_ref(stored: schedule.Seen | None) -> wire.WaitingRef | None:
     """The check-in's ``waiting`` while the last tick waited (the first tick that waits checks
     in before it decides: tenancy hears of the wait one tick later)."""
@@ -53,8 +44,11 @@ def checkin_ref(stored: schedule.Seen | None) -> wire.WaitingRef | None:
     )
 
 
-def keep(state: StateDir, stored: schedule.Seen | None, plan: Plan) -> None:
-    """Write what the plan says of the new revision, only when it changed."""
+def keep(
+    state: StateDir, stored: schedule.Seen | None, on_disk: schedule.Seen | None, plan: Plan
+) -> None:
+    """Write what the plan says of the new revision (``stored``: waiting.json unless it is of
+    the applied revision; ``on_disk``: as it is), only when the file changes."""
     if isinstance(plan, Waiting | Restore) and plan.gate is not None:  # (a restore meanwhile)
         g = plan.gate
         after: schedule.Seen | None = schedule.Seen(
@@ -67,7 +61,7 @@ def keep(state: StateDir, stored: schedule.Seen | None, plan: Plan) -> None:
         after = schedule.Seen(stored.revision, stored.first_seen_at, spread_s=stored.spread_s)
     else:  # nothing new waits (idle, no-op, restore, a forced apply)
         after = None
-    if after == stored:
+    if after == on_disk:
         return
     if after is None:
         state.clear_waiting()

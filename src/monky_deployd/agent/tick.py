@@ -193,7 +193,7 @@ class _Tick:
         observe.settle(self.state, obs)
         # -- decide --------------------------------------------------------------------------
         plan = decide(obs.facts(self.options.retry))
-        pace.keep(self.state, local.waiting, plan)
+        pace.keep(self.state, local.waiting, local.stored_waiting, plan)
         held = obs.held
         if isinstance(plan, Noop | Hold) and local.applied is not None:  # the LKG runs
             held = recover.restore_settled(self.state, held, local.applied.revision)
