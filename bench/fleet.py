@@ -8,7 +8,7 @@ model of tenancy and OpenBao (issue 15).
 What is the agent's and what is modelled:
 - per tick, the token phase is ``core.token_plan.decide`` stepped exactly as ``TokenKeeper``
   steps it (lookup-self, renew-self, login, lease/rotate, a 429's ``lease_not_before``; a failed
-  lease request carries on with the working token), then the check-in, then ``core.plan.decide``
+  lease request carries on with the working token), then the check-in, then ``core.decide.decide``
   on the answer (304 -> Noop). A rotation revokes the old lease (one more OpenBao request).
 - the timer, read from packaging/systemd/monky-deployd.timer: ``OnUnitInactiveSec=`` after the
   tick ended, plus a delay uniform in [0, ``RandomizedDelaySec=``) drawn anew each time
@@ -45,8 +45,8 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from monky_deployd.core import plan, schedule, token_plan
-from monky_deployd.core.services import Service
+from monky_deployd.core import decide, schedule, token_plan
+from monky_deployd.core.services import ServiceState
 
 # Wall ms of 21 no-op ticks as whole processes (bench/noop_tick.py --save-walls, 2026-12-03 07:45,
 # load average 4.3 on 2 shared cores: a quiet box's ticks are shorter).
@@ -76,8 +76,8 @@ OUTAGE_AT, OUTAGE_FOR = 15 * MIN, 10 * MIN
 STEADY = (5 * MIN, 15 * MIN)
 AFTER = (25 * MIN, 40 * MIN)
 END = 40 * MIN
-APPLIED = plan.AppliedFacts("r1", "shop", ("web",))
-RUNNING = (Service("web", "running", "", "img"),)
+APPLIED = decide.AppliedFacts("r1", "shop", ("web",))
+RUNNING = (ServiceState("web", "running", "", "img"),)
 
 
 @dataclass
@@ -137,7 +137,7 @@ class Model:
 def token_phase(m: Model, box: Box, now: float) -> tuple[bool, float]:
     """``token_plan.decide`` stepped as ``TokenKeeper._round`` steps it. (usable, seconds)."""
     spent = 0.0
-    f = token_plan.Facts(
+    f = token_plan.TokenFacts(
         now=now,
         held=replace(box.known, verified=False) if box.known else None,
         lease_not_before=box.lease_not_before,
@@ -204,8 +204,8 @@ def tick(m: Model, box: Box, start: float, duration: float) -> float:
     answered, took = m.tenancy_wait(at)
     if not answered:
         return at + took + duration / 2  # TENANCY_UNREACHABLE: the tick fails, exit 1
-    decided = plan.decide(plan.Facts(304, None, APPLIED, RUNNING, now=at))
-    assert isinstance(decided, plan.Noop)
+    decided = decide.decide(decide.Facts(304, None, APPLIED, RUNNING, now=at))
+    assert isinstance(decided, decide.Noop)
     return start + spent + took + duration
 
 
@@ -261,7 +261,7 @@ def publish(
 ) -> Publish:
     """Tenancy publishes r2 to every box at t=0 (``"rollout": {"spread_s": spread}``). Each box
     ticks on its timer (``OnUnitInactiveSec=`` after the last tick ended, plus up to
-    ``delay``); every tick from then on is ``core.plan.decide`` on a 200 answer, with the box's
+    ``delay``); every tick from then on is ``core.decide.decide`` on a 200 answer, with the box's
     first sight of r2 (``core.schedule``, as ``agent.pace`` keeps it), until it applies."""
     rng = random.Random(seed)
     bundle = {**PUBLISH_BUNDLE, "rollout": {"spread_s": spread}}
@@ -272,17 +272,17 @@ def publish(
     while queue:
         start, i = heapq.heappop(queue)
         at = start + rng.choice(durations) / 2  # the check-in, mid-way through the tick's work
-        f = plan.Facts(200, "r2", APPLIED, RUNNING, bundle, now=at, seen=seen.get(i),
+        f = decide.Facts(200, "r2", APPLIED, RUNNING, bundle, now=at, seen=seen.get(i),
                        identity=f"env-{i:05d}")  # fmt: skip
-        decided = plan.decide(f)
+        decided = decide.decide(f)
         out.decisions[decided.kind] += 1
-        if isinstance(decided, plan.Waiting):
+        if isinstance(decided, decide.Waiting):
             g = decided.gate
             seen[i] = schedule.Seen(g.revision, g.first_seen_at, g.until, g.why, g.spread_s)
             ended = at + rng.choice(durations) / 2
             heapq.heappush(queue, (ended + CADENCE_S + rng.uniform(0, delay), i))
             continue
-        assert isinstance(decided, plan.Apply)
+        assert isinstance(decided, decide.Apply)
         out.canaries += bool(decided.gate and decided.gate.canary)
         pull_at = at + 0.2  # bundle, secrets, render, pre-flight
         out.pulls[int(pull_at)] += 1

@@ -41,7 +41,7 @@ from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Probe, Tenancy
 from monky_deployd.agent import doctor_box, doctor_ziti, logs, observe
 from monky_deployd.config import Config, load
-from monky_deployd.core import checks, wire
+from monky_deployd.core import checks, mask, wire
 from monky_deployd.core.bundle import Bundle
 from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
@@ -197,7 +197,7 @@ def check_checkin(run: Run) -> Check:
     cfg, tenancy = run.config, run.tenancy
     assert tenancy is not None and run.token is not None
     state = StateDir(cfg.state_dir)
-    local = observe.read_local(state, tolerant=True)
+    local = observe.read_local(state)
     applied = local.record
     host = state.read_host_facts() or wire.HostFacts(
         hostname=socket.gethostname(), docker="", compose=""
@@ -236,7 +236,7 @@ def check_secrets(run: Run) -> Check:
         if entry.use is not None:  # its password is masked once parsed (the user is no secret)
             run.registry_value = value
         else:
-            run.secrets.extend(_texts(value))
+            run.secrets.extend(mask.strings_in(value))
     n = len(bundle.manifest)
     if failures:
         first = failures[0]
@@ -248,14 +248,6 @@ def check_secrets(run: Run) -> Check:
         "OK",
         f"all {n} manifest entries of revision {bundle.revision} are readable ({paths})",
     )
-
-
-def _texts(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _texts(v)]
-    return [str(value)] if value is not None else []
 
 
 def check_clock(run: Run) -> Check:

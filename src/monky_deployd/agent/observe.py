@@ -6,10 +6,13 @@
     observe(cfg, state, ...)     + the check-in's answer, the project's containers (only when
                                  the decision needs them), the update locks, the suspend
                                  record, a killed tick's journal: an ``Observation``
-    Observation.facts(retry)     the pure decision's input (``core.plan.Facts``)
+    Observation.facts(retry)     the pure decision's input (``core.decide.Facts``)
     settle(state, obs)           the observation's side effects, in one place: a pre-empted
                                  hold dropped, an expired suspend removed, each lock and the
                                  killed tick named in the journal
+    recorded(cfg, state, now)    what the state and lock dirs say (the tick ledger, the records,
+                                 the locks, token.json's bookkeeping): ``status``'s and the
+                                 metrics' one typed view
 
 ``observe`` writes nothing: the tick calls ``settle`` after it, ``plan`` and ``status`` never
 do (they leave the state dir byte-identical).
@@ -25,9 +28,11 @@ from monky_deployd.adapters.box import docker_api, locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.config import Config
 from monky_deployd.core import gates, recovery, report, schedule, wire
-from monky_deployd.core.plan import AppliedFacts, Facts, needs_container_check
-from monky_deployd.core.records import Applied, Held, Journal, Suspended
-from monky_deployd.core.services import Service
+from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
+from monky_deployd.core.errors import DeployError
+from monky_deployd.core.ledger import Ledger
+from monky_deployd.core.records import Applied, Held, Journal, Suspended, TokenState
+from monky_deployd.core.services import ServiceState
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.tenancy import Checkin
@@ -57,15 +62,9 @@ class Local:
         return AppliedFacts(r.revision, r.project, tuple(r.services)) if r else None
 
 
-def read_local(state: StateDir, *, tolerant: bool = False) -> Local:
-    """applied.json and held.json; ``tolerant``: an unreadable held.json is none (doctor)."""
-    try:
-        held = state.read_held()
-    except ValueError:
-        if not tolerant:
-            raise
-        held = None
-    return Local(state.read_applied(), held, state.read_waiting())
+def read_local(state: StateDir) -> Local:
+    """applied.json, held.json and waiting.json (each None when absent or unreadable)."""
+    return Local(state.read_applied(), state.read_held(), state.read_waiting())
 
 
 def checkin_body(host: wire.HostFacts, local: Local) -> wire.CheckinRequest:
@@ -89,7 +88,7 @@ class Observation:
     answer: Checkin
     local: Local
     held: Held | None
-    running: tuple[Service, ...] | None  # the applied project's containers; None: not looked
+    running: tuple[ServiceState, ...] | None  # the applied project's containers; None: not looked
     locks: tuple[gates.Lock, ...]  # in force
     stale_locks: tuple[gates.Lock, ...]  # past their TTL: ignored
     suspend: Suspended | None  # the suspend record, active or not
@@ -137,7 +136,7 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
     held = local.held
     if held is not None and wanted is not None and wanted != held.revision:
         held = None  # pre-empted: a new desired revision ends a hold and a backoff at once
-    running: tuple[Service, ...] | None = None
+    running: tuple[ServiceState, ...] | None = None
     if applied and needs_container_check(
         answer.status,
         desired,
@@ -208,3 +207,67 @@ def settle(state: StateDir, obs: Observation) -> None:
             "this tick resumes or restores",
             extra={"event": "journal.interrupted", "phase": "plan"},
         )
+
+
+# -- the recorded view: status and the metrics ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the state dir and the lock dir say now, without asking the engine or a service:
+    the one typed view ``status`` and the metrics textfile are drawn from."""
+
+    now: float
+    ledger: Ledger
+    ledger_problem: str | None  # None, "absent", or why it is unreadable
+    local: Local
+    suspend: Suspended | None  # the record, active or not
+    locks: tuple[gates.Lock, ...]  # every lock file found
+    valid_locks: tuple[gates.Lock, ...]
+    stale_locks: tuple[gates.Lock, ...]
+    token: TokenState | None  # token.json (None: absent or unreadable)
+    interrupted: Journal | None
+
+    @property
+    def last_known_good(self) -> str | None:
+        return self.local.record.revision if self.local.record else None
+
+    @property
+    def running(self) -> str | None:
+        """The revision the containers are of: a failed revision that changed the box and was
+        not rolled back, else the last-known-good."""
+        held = self.local.held
+        return held.revision if held and held.box_changed else self.last_known_good
+
+    @property
+    def suspended(self) -> Suspended | None:
+        s = self.suspend
+        return s if s is not None and s.active(self.now) else None
+
+
+def recorded(cfg: Config, state: StateDir, now: float, led: Ledger | None = None) -> Recorded:
+    """The recorded view; ``led``: the ledger the caller holds (it was just written)."""
+    problem: str | None = None
+    if led is None:
+        led, problem = state.read_ledger()
+    try:
+        token = state.read_token()
+    except (DeployError, ValueError):
+        token = None
+    try:
+        found = locks.read_locks(cfg.locks.dir)
+    except DeployError:
+        found = ()
+    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
+    return Recorded(
+        now,
+        led,
+        problem,
+        read_local(state),
+        state.read_suspend(),
+        tuple(found),
+        valid,
+        stale,
+        token,
+        state.read_journal(),
+    )

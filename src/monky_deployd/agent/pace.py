@@ -1,5 +1,5 @@
 """A new revision's pace on this box: update windows and the rollout spread (``core.schedule``
-decides, ``core.plan`` turns it into ``Waiting``); this module keeps ``waiting.json`` and says
+decides, ``core.decide`` turns it into ``Waiting``); this module keeps ``waiting.json`` and says
 in the journal what the box waits for.
 
     before the check-in   ``agent.observe.read_local``: the record (none once its revision is
@@ -19,8 +19,7 @@ import logging
 
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.core import schedule, wire
-from monky_deployd.core.errors import Code
-from monky_deployd.core.plan import (
+from monky_deployd.core.decide import (
     Apply,
     Backoff,
     Hold,
@@ -29,6 +28,7 @@ from monky_deployd.core.plan import (
     Restore,
     Waiting,
 )
+from monky_deployd.core.errors import Code
 from monky_deployd.core.report import TickRecord, rfc3339
 
 log = logging.getLogger("monky_deployd")

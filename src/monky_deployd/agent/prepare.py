@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from monky_deployd.core import prepare
     from monky_deployd.core.boxsteps import Ready
     from monky_deployd.core.bundle import Bundle, ManifestEntry
-    from monky_deployd.core.plan import Apply
+    from monky_deployd.core.decide import Apply
 
 Phase = Callable[[str], AbstractContextManager[None]]
 

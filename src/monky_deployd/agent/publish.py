@@ -3,7 +3,7 @@
     report    to tenancy, when the tick attempted an apply or a restore (``rec.reportable``);
               masked with every secret the tick learnt; an undelivered one goes to the outbox
               (``keep_report``) and a later tick delivers it (``deliver_outbox``)
-    ledger    the tick's line in ledger.json, then the metrics textfile (``agent.window``)
+    ledger    the tick's line in ledger.json, then the metrics textfile (``agent.ledger``)
     summary   the journal's last line of the tick (outcome, code, revision, duration)
 
 A fault in any of them is a warning: the deploy's outcome stands (contract: "a report that
@@ -21,7 +21,7 @@ from typing import Any
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent import logs, window
+from monky_deployd.agent import ledger, logs
 from monky_deployd.config import Config
 from monky_deployd.core import report
 from monky_deployd.core.errors import DeployError
@@ -50,7 +50,7 @@ class Publisher:
     def publish(self, rec: TickRecord, duration_ms: int) -> None:
         if rec.reportable and self.channel is not None:
             send_report(self.channel, rec)
-        window.record(self.cfg, rec, duration_ms)  # ledger + metrics textfile
+        ledger.record(self.cfg, rec, duration_ms)  # ledger + metrics textfile
         summary(rec, duration_ms)
 
 

@@ -1,7 +1,7 @@
 """One tick: observe, decide, act, publish; each phase timed and logged.
 
     transport -> token -> checkin -> [inspect]                          observe (agent.observe)
-    -> plan                                                              decide (core.plan)
+    -> plan                                                              decide (core.decide)
       apply:   bundle -> secrets -> render -> registry -> preflight      act: the checks
                (agent.prepare; nothing changes) -> stage -> pull -> [down] -> up -> verify
                -> commit (core.boxsteps, agent.steps)
@@ -12,7 +12,7 @@
                ``agent.pace`` keeps waiting.json and says when it applies)
     -> report, ledger, metrics, summary line                            publish (agent.publish)
 
-``core.plan.decide`` turns the observation (check-in answer, applied record, held record,
+``core.decide.decide`` turns the observation (check-in answer, applied record, held record,
 containers, locks, suspend, a killed tick's journal, the clock, a new revision's first sight and
 the update windows) into ``Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting``.
 Any ``DeployError`` ends the tick: it is logged once as the first error line (code, the real
@@ -46,14 +46,11 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import logs, observe, pace, publish, recover, steps
+from monky_deployd.agent import logs, observe, pace, publish, recovery, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask
-from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
-from monky_deployd.core.errors import Code, DeployError, TickDeadline, TokenError, fault_of
-from monky_deployd.core.plan import (
-    Apply,
+from monky_deployd.core.decide import (
     Backoff,
     Hold,
     Idle,
@@ -63,11 +60,11 @@ from monky_deployd.core.plan import (
     Waiting,
     decide,
 )
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, TokenError, fault_of
 from monky_deployd.core.report import PhaseTiming, TickRecord
 
 if TYPE_CHECKING:
-    from monky_deployd.agent.observe import Local, Observation
-    from monky_deployd.core.records import Held
+    from monky_deployd.agent.observe import Local
 
 log = logging.getLogger("monky_deployd")
 
@@ -113,10 +110,10 @@ def run_tick(
                         )
                     _Tick(cfg, state, rec, clock, wire, options, out, held_open).run()
         except (DeployError, TickDeadline) as exc:
-            recover.fail(rec, fault_of(exc))
+            recovery.fail(rec, fault_of(exc))
         except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
             log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
-            recover.fail(
+            recovery.fail(
                 rec,
                 DeployError(
                     f"unexpected {type(exc).__name__}: {exc}",
@@ -127,10 +124,6 @@ def run_tick(
         rec.finished_at = clock()
         out.publish(rec, int((time.monotonic() - t0) * 1000))
     return rec
-
-
-class _Skipped(Exception):
-    """An apply stopped on purpose (an update lock): no report, the record says why."""
 
 
 class _Tick:
@@ -196,11 +189,11 @@ class _Tick:
         pace.keep(self.state, local.waiting, local.stored_waiting, plan)
         held = obs.held
         if isinstance(plan, Noop | Hold) and local.applied is not None:  # the LKG runs
-            held = recover.restore_settled(self.state, held, local.applied.revision)
+            held = recovery.restore_settled(self.state, held, local.applied.revision)
         if obs.interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
-            recover.skip(self.rec, plan)
+            recovery.skip(self.rec, plan)
             return
         if isinstance(plan, Waiting):
             pace.wait(self.rec, plan)
@@ -212,21 +205,23 @@ class _Tick:
                 self.rec.revision = plan.applied.revision
             return
         # -- act -----------------------------------------------------------------------------
+        from monky_deployd.agent import act  # the apply path's modules, in one import
+
         self.rec.reportable = True
-        act = _Act(self, bao, token, obs, held)
+        doer = act.Act(self.ctx, self.phase, bao, token.token, obs, held, self.options)
         try:
             if isinstance(plan, Restore):
                 self.rec.revision = plan.applied.revision
-                act.restore(plan)
+                doer.restore(plan)
             else:
                 self.rec.revision = plan.revision
-                act.apply(plan)
-        except _Skipped:
+                doer.apply(plan)
+        except act.Skipped:
             self.rec.reportable = False
             self.state.clear_journal()
             return  # an update lock: pulled, nothing recreated, no report (tried next tick)
         except (DeployError, TickDeadline) as exc:
-            recover.fail(self.rec, fault_of(exc))
+            recovery.fail(self.rec, fault_of(exc))
         self.state.clear_journal()  # the apply or restore ended (a killed tick leaves it)
 
     def _tokens_at_rest(self) -> tuple[str, ...]:
@@ -263,7 +258,7 @@ class _Tick:
 
 def _inspects(cfg: Config, answer: Checkin, local: Local) -> bool:
     """Whether observing asks the engine (then it is the ``inspect`` phase)."""
-    from monky_deployd.core.plan import needs_container_check
+    from monky_deployd.core.decide import needs_container_check
 
     applied, held = local.record, local.held
     desired = answer.revision if answer.status == 200 else None
@@ -279,74 +274,3 @@ def _inspects(cfg: Config, answer: Checkin, local: Local) -> bool:
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
-
-
-class _Act:
-    """Restore or apply: the box steps of the decision, and recovery when they fail."""
-
-    def __init__(
-        self, tick: _Tick, bao: Bao, token: HeldToken, obs: Observation, held: Held | None
-    ) -> None:
-        self.tick, self.bao, self.token, self.obs, self.held = tick, bao, token.token, obs, held
-        self.ctx, self.rec, self.phase = tick.ctx, tick.rec, tick.phase
-
-    def restore(self, plan: Restore) -> None:
-        from monky_deployd.agent import explain, prepare  # off the no-op tick's imports
-
-        with self.phase("preflight"):
-            prepare.check_owned(self.ctx, plan.applied.project)
-        pinned = self.ctx.state.has_pins(plan.applied.revision)
-        explain.note(self.rec, explain.for_restore(plan, self.obs.running, self.obs.interrupted))
-        try:
-            steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
-        except (DeployError, TickDeadline) as exc:  # no rollback (it is the LKG): the next
-            # restore backs off
-            recover.restore_failed(
-                self.ctx, plan, fault_of(exc), self.held, self.tick.options.rand()
-            )
-        recover.restore_settled(self.ctx.state, self.held, plan.applied.revision)
-        self.rec.outcome = "applied"
-        self.rec.message = (
-            f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} "
-            "(no pull, verified)"
-        )
-
-    def apply(self, plan: Apply) -> None:
-        """Every check first (nothing on the box changes), then the box steps; a failure rolls
-        back to the last-known-good release or backs off (``core.recovery``)."""
-        from monky_deployd.agent import explain, prepare  # off the no-op tick's imports
-
-        ready: Ready | None = None
-        forced = self.tick.options.retry
-        state = self.ctx.state
-        explain.note(self.rec, explain.for_apply(plan, self.held, forced), quiet=True)
-        if plan.previous is not None:  # the LKG's secrets too, before stage rewrites the config
-            self.ctx.learn(self.ctx.secrets_at_rest(plan.previous.revision))
-        checked = prepare.Checked()
-        try:
-            ready = prepare.check(self.ctx, self.bao, self.token, plan, self.phase, checked)
-            ready = explain.checked(
-                state, self.rec, plan, ready, checked.secrets, self.held, forced
-            )
-            state.own_project(ready.project)  # before anything of it is created
-            steps.run(self.ctx, apply_steps(plan, ready), self.phase)
-        except (DeployError, TickDeadline) as exc:
-            recover.recover(
-                recover.Failure(plan, ready, fault_of(exc), self.held),
-                self.ctx,
-                self.phase,
-                self.tick.options.rand(),
-            )
-        if plan.locks:
-            now = self.tick.clock()
-            self.rec.outcome, self.rec.code = "held", Code.UPDATE_LOCKED
-            self.rec.message = (
-                f"revision {plan.revision} is pulled but not applied: update locked by "
-                + "; ".join(lk.describe(now) for lk in plan.locks)
-                + "; trying again next tick"
-            )
-            log.warning(self.rec.message, extra={"event": "apply.locked", "phase": "plan"})
-            raise _Skipped
-        running = sum(1 for s in self.rec.services if s["state"] == "running")
-        self.rec.outcome, self.rec.applied = "applied", plan.revision
-        self.rec.message = f"applied {plan.revision}: {running} services running (verified)"

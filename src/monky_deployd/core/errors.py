@@ -352,6 +352,15 @@ class TickDeadline(BaseException):
         self.fault = fault
 
 
+def code_named(name: str) -> Code | None:
+    """The ``Code`` a file (the tick ledger) keeps by name; None for ``OK`` or an unknown name.
+    Read once at the boundary, so control flow compares identities, never spellings."""
+    try:
+        return Code(name)
+    except ValueError:
+        return None
+
+
 def fault_of(exc: DeployError | TickDeadline) -> DeployError:
     """The named fault of a caught ``DeployError`` or ``TickDeadline``."""
     return exc.fault if isinstance(exc, TickDeadline) else exc

@@ -5,7 +5,7 @@ box spent, the history of ticks that changed something) lives here. ``record`` i
 ledger before, the finished tick's ``Entry`` and what the tick left in token.json give the ledger
 after. ``quiet`` says whether that tick repeated the last one exactly (a steady no-op): then the
 agent writes the ledger without fsync and only touches the metrics textfile
-(``agent.window``). ``StateDir`` reads and writes the bytes (``to_json`` / ``from_json``).
+(``agent.ledger``). ``StateDir`` reads and writes the bytes (``to_json`` / ``from_json``).
 
 Bounded whatever happens: every text is cut (``TEXT_MAX``, tick ids and codes shorter), at most
 ``HISTORY_MAX`` history entries (a run of identical ticks is one entry with ``repeats``), at

@@ -1,7 +1,7 @@
 """What a tick does around a failure: roll back or back off, skip a held revision (a hold, a
 backoff, a suspend), settle a restore's backoff.
 
-The decisions are ``core.recovery``'s, ``core.plan``'s and ``core.gates``'; this module performs
+The decisions are ``core.recovery``'s, ``core.decide``'s and ``core.gates``'; this module performs
 them (the rollback's box steps run through ``agent.steps`` like any other) and logs each with its
 event, so the journal says why a tick did not apply and when the next attempt is.
 """
@@ -18,14 +18,14 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent import logs, steps
 from monky_deployd.core import recovery, report, wire
 from monky_deployd.core.boxsteps import Ready, rollback_steps
-from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
-from monky_deployd.core.plan import (
+from monky_deployd.core.decide import (
     Apply,
     Backoff,
     Hold,
     Paused,
     Restore,
 )
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.records import Held
 from monky_deployd.core.report import TickRecord
 

@@ -5,7 +5,7 @@
               ``--login`` (a bootstrap token from the grant: no lease, kept in memory only)
     checkin   WITHOUT If-None-Match (the bundle comes back even when it is the applied one);
               the body says what is applied, as a tick's would (tenancy records it: the truth)
-    plan      ``core.plan.decide`` on the tick's own observation (``agent.observe``, without
+    plan      ``core.decide.decide`` on the tick's own observation (``agent.observe``, without
               its side effects: a pre-empted hold or an expired suspend stay on disk)
     checks    the tick's own checks (``agent.prepare.check``): bundle, secrets, render,
               registry credential, pre-flight, project ownership
@@ -37,12 +37,11 @@ from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.registry import ImageRef, Registry, insecure
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent import explain, logs, observe, pace, prepare, steps
+from monky_deployd.agent import logs, observe, pace, prepare, reasons, steps
 from monky_deployd.agent.token import HeldToken
 from monky_deployd.config import Config
-from monky_deployd.core import composefile, diff, mask, reasons, wire
-from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
-from monky_deployd.core.plan import (
+from monky_deployd.core import composefile, diff, mask, wire
+from monky_deployd.core.decide import (
     Apply,
     Backoff,
     Hold,
@@ -53,6 +52,8 @@ from monky_deployd.core.plan import (
     Waiting,
     decide,
 )
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
+from monky_deployd.core.reasons import Fingerprint, fingerprint, key_changes
 from monky_deployd.core.records import Applied, Held, Release
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.report import TickRecord
@@ -138,8 +139,8 @@ class _Dry:
             return out
         if isinstance(plan, Restore):
             prepare.check_owned(self.ctx, plan.applied.project)  # as the restore would
-            out.reasons = explain.for_restore(plan, obs.running, obs.interrupted)
-            missing, stopped = explain.drift(plan.missing, obs.running)
+            out.reasons = reasons.for_restore(plan, obs.running, obs.interrupted)
+            missing, stopped = reasons.drift(plan.missing, obs.running)
             out.services = tuple(
                 [diff.ServiceRow(n, "start", ("missing",)) for n in missing]
                 + [diff.ServiceRow(n, "start", ("stopped",)) for n in stopped]
@@ -207,12 +208,12 @@ class _Dry:
         ready = prepare.check(self.ctx, self.bao, self.token, plan, _logged, self.checked)
         out.project = ready.project
         key = self.state.read_hash_key() or os.urandom(32)  # a throwaway key writes nothing
-        after = reasons.fingerprint(key, ready.compose, ready.env_text, self.checked.secrets)
+        after = fingerprint(key, ready.compose, ready.env_text, self.checked.secrets)
         before, old_compose = self._before(record, key, after)
         release = self.state.read_release(record.revision) if record else None
         images = self._images(ready.compose, ready.credential, ready.registry_host, release)
         lkg = plan.previous
-        found = explain.for_apply(
+        found = reasons.for_apply(
             plan,
             held,
             False,
@@ -223,11 +224,11 @@ class _Dry:
         )
         out.reasons = found
         if before is not None:
-            out.env = reasons.key_changes(before.env, after.env)
-            out.secrets = reasons.key_changes(before.secrets, after.secrets)
+            out.env = key_changes(before.env, after.env)
+            out.secrets = key_changes(before.secrets, after.secrets)
         else:
-            out.env = reasons.key_changes({}, after.env)
-            out.secrets = reasons.key_changes({}, after.secrets)
+            out.env = key_changes({}, after.env)
+            out.secrets = key_changes({}, after.secrets)
         old_rev = lkg.revision if lkg else "(none)"
         out.compose_diff = diff.compose_diff(
             old_compose,
@@ -257,8 +258,8 @@ class _Dry:
         )
 
     def _before(
-        self, record: Applied | None, key: bytes, after: reasons.Fingerprint
-    ) -> tuple[reasons.Fingerprint | None, str | None]:
+        self, record: Applied | None, key: bytes, after: Fingerprint
+    ) -> tuple[Fingerprint | None, str | None]:
         """The applied revision's fingerprint (applied.json) and compose text; from its files
         when the record predates fingerprints (then secret rotation cannot be told)."""
         if record is None:
@@ -266,13 +267,13 @@ class _Dry:
         where = self.state.revision_dir(record.revision)
         raw = read_if_exists(where / COMPOSE_FILE)
         compose = raw.decode("utf-8", "replace") if raw is not None else None
-        kept = explain.fingerprint_of(record)
+        kept = reasons.fingerprint_of(record)
         if kept is not None and self.state.read_hash_key() is not None:
             return kept, compose
         env = (read_if_exists(where / ENV_FILE) or b"").decode("utf-8", "replace")
         self.ctx.learn(mask.secrets_in_env_file(env))
-        fp = reasons.fingerprint(key, compose or "", env, {})
-        return reasons.Fingerprint(fp.compose_sha256, fp.env, after.secrets), compose
+        fp = fingerprint(key, compose or "", env, {})
+        return Fingerprint(fp.compose_sha256, fp.env, after.secrets), compose
 
     def _docker_info(self) -> dict[str, object] | None:
         """``docker info`` (its insecure registries decide http or https, as for docker)."""
