@@ -108,7 +108,7 @@ def plan_notes(plan: Plan, windows: tuple[schedule.Window, ...], now: float) -> 
                 f"update windows: closed; {state.window} opens at "
                 f"{rfc3339(state.opens_at or now, 'seconds')}"
             )
-    g = plan.gate if isinstance(plan, Apply | Waiting) else None
+    g = plan.gate if isinstance(plan, Apply | Waiting | Restore) else None
     if g is not None and g.spread_s:
         notes.append(
             f"rollout: this box's place is {g.offset_s:.0f} s of {g.spread_s} s after it first "
@@ -116,6 +116,6 @@ def plan_notes(plan: Plan, windows: tuple[schedule.Window, ...], now: float) -> 
             + (", a canary" if g.canary else "")
             + f"; due at {rfc3339(g.due_at, 'seconds')}"
         )
-    if isinstance(plan, Waiting) and plan.gate.until is not None:
-        notes.append(f"this box applies {plan.revision} at {rfc3339(plan.gate.until, 'seconds')}")
+    if g is not None and g.until is not None:
+        notes.append(f"this box applies {g.revision} at {rfc3339(g.until, 'seconds')}")
     return notes

@@ -334,8 +334,8 @@ def _gated(f: Facts, revision: str, reason: str) -> Plan:
     """A new revision: applied once its rollout place is due and a window is open
     (``core.schedule.gate``), at once on ``--retry`` (the operator's "now"). A box with nothing
     applied has nothing a window protects: its first revision waits for its rollout place
-    only."""
-    if f.bundle is None or f.retry:
+    only. A malformed ``rollout`` does not wait: the apply's bundle check refuses it now."""
+    if f.bundle is None or f.retry or schedule.rollout_malformed(f.bundle):
         return _apply(f, revision, reason)
     first = schedule.seen(f.seen, revision, f.now)
     g = schedule.gate(

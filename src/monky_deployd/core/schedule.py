@@ -194,6 +194,15 @@ def spread_problem(raw: Any) -> str | None:
     return None
 
 
+def rollout_malformed(bundle: Any) -> bool:
+    """Whether the bundle's ``rollout`` is there and malformed (the bundle check refuses it)."""
+    return (
+        isinstance(bundle, dict)
+        and "rollout" in bundle
+        and (spread_problem(bundle["rollout"]) is not None)
+    )
+
+
 def spread_of(bundle: Any) -> int:
     """The bundle's ``rollout.spread_s``; 0 when absent or malformed (a malformed one is then
     refused by the bundle check, BUNDLE_INVALID, before anything changes)."""

@@ -431,3 +431,9 @@ def test_a_backoff_retry_attempt_waits_for_the_window() -> None:
     held = Held("r2", "PULL_FAILED", "boom", 1, T - 600, T - 1)
     f = gated(identity="env-a", held=held, windows=(_closed_window(T),))
     assert isinstance(decide(f), Waiting)
+
+
+def test_a_malformed_rollout_is_not_waited_for_but_refused_now() -> None:
+    bad = {**BUNDLE, "rollout": {"spread_s": 10**9}}
+    plan = decide(gated(bundle=bad, identity=_late_box("r2"), windows=(_closed_window(T),)))
+    assert isinstance(plan, Apply)  # the bundle check refuses it (BUNDLE_INVALID), reported
