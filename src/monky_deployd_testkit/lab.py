@@ -18,15 +18,11 @@ from typing import Any, Self
 
 import yaml
 
-import monky_deployd
 from monky_deployd_testkit.dockerlab import Registry, remove_containers
 from monky_deployd_testkit.fakes.estate import Estate
 from monky_deployd_testkit.realbao import RealBao
 
 CLI = (sys.executable, "-m", "monky_deployd.cli")
-# the source tree this process imported: the CLI child runs the same code (a worktree's, not
-# whatever checkout the venv's editable install points at)
-SRC = Path(monky_deployd.__file__).resolve().parents[1]
 
 
 @dataclass
@@ -50,6 +46,15 @@ class Run:
 
 def parse_lines(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    """The CLI process's environment: PATH, HOME and, when the caller has one, PYTHONPATH (so a
+    worktree's tests run that worktree's code, not the package the venv installed)."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 class Lab:
@@ -143,11 +148,7 @@ class Lab:
             (*CLI, *args, "--config", str(self.config_path)),
             capture_output=True,
             text=True,
-            env={
-                "PATH": os.environ["PATH"],
-                "HOME": str(self.tmp / "home"),
-                "PYTHONPATH": str(SRC),
-            },
+            env=cli_env(self.tmp / "home"),
             timeout=timeout,
             check=False,
         )

@@ -95,10 +95,11 @@ class Context:
         """The values of the revision's ``.env`` and the registry credential of the docker
         config: what compose may echo when it runs that revision."""
         from monky_deployd.adapters.box import docker_config
+        from monky_deployd.core import atrest
 
         env = _read(self.state.revision_dir(revision) / ENV_FILE)
         cfg = _read(self.state.docker_dir / docker_config.CONFIG_NAME)
-        return mask.secrets_in_env_file(env.decode("utf-8", errors="replace")) + (
+        return atrest.secrets_in_env_file(env.decode("utf-8", errors="replace")) + (
             mask.secrets_in_docker_config(cfg)
         )
 

@@ -140,6 +140,7 @@ class Code(StrEnum):
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
     ENV_TEMPLATE_INVALID = "ENV_TEMPLATE_INVALID"
     ENV_VALUE_UNCARRIABLE = "ENV_VALUE_UNCARRIABLE"
+    ENV_TOO_LARGE = "ENV_TOO_LARGE"
     # registry
     IMAGE_NOT_FOUND = "IMAGE_NOT_FOUND"
     REGISTRY_AUTH = "REGISTRY_AUTH"
@@ -275,6 +276,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.ENV_NAME_RESERVED: ("env", "refused"),
     Code.ENV_TEMPLATE_INVALID: ("env", "refused"),
     Code.ENV_VALUE_UNCARRIABLE: ("env", "refused"),
+    Code.ENV_TOO_LARGE: ("env", "refused"),
     # registry
     Code.IMAGE_NOT_FOUND: ("registry", "failed"),
     Code.REGISTRY_AUTH: ("registry", "failed"),

@@ -24,7 +24,7 @@ writing the files is ``adapters.box.state.StateDir``'s.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, field
+from dataclasses import asdict, field, fields
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
@@ -121,7 +121,10 @@ class Applied:
     service_labels: dict[str, ServiceLabel] = field(default_factory=_no_labels)
 
     def to_json(self) -> bytes:
-        body = asdict(self)
+        # ``asdict`` deep-copies every entry of the hashes (a 4 MiB template has 380,000 of
+        # them: seconds, bench/tick_size.py); json only reads them, so only the labels convert
+        body: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        body["service_labels"] = {k: asdict(v) for k, v in self.service_labels.items()}
         for name in _APPLIED_OPTIONAL:
             if not body[name]:
                 del body[name]
