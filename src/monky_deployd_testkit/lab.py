@@ -142,6 +142,10 @@ class Lab:
             "registry_host": self.registry.host,
         }
 
+    def env(self) -> dict[str, str]:
+        """The CLI's environment with the lab's HOME (``cli_env``)."""
+        return cli_env(self.tmp / "home")
+
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """``monky-deployd <args> --config <the lab's>`` as a process, with the lab's HOME."""
         return subprocess.run(

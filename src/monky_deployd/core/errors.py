@@ -143,6 +143,7 @@ class Code(StrEnum):
     ENV_TOO_LARGE = "ENV_TOO_LARGE"
     # registry
     IMAGE_NOT_FOUND = "IMAGE_NOT_FOUND"
+    PINNED_IMAGE_GONE = "PINNED_IMAGE_GONE"
     REGISTRY_AUTH = "REGISTRY_AUTH"
     REGISTRY_AUTH_DUPLICATE = "REGISTRY_AUTH_DUPLICATE"
     REGISTRY_CREDENTIAL_EMPTY = "REGISTRY_CREDENTIAL_EMPTY"
@@ -279,6 +280,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.ENV_TOO_LARGE: ("env", "refused"),
     # registry
     Code.IMAGE_NOT_FOUND: ("registry", "failed"),
+    Code.PINNED_IMAGE_GONE: ("registry", "failed"),
     Code.REGISTRY_AUTH: ("registry", "failed"),
     Code.REGISTRY_AUTH_DUPLICATE: ("registry", "refused"),
     Code.REGISTRY_CREDENTIAL_EMPTY: ("registry", "refused"),
