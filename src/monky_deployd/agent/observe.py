@@ -21,7 +21,7 @@ do (they leave the state dir byte-identical).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box import docker_api, locks
@@ -286,7 +286,7 @@ def recorded(cfg: Config, state: StateDir, now: float, led: Ledger | None = None
     valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
     local = read_local(state)
     # the waits as the next tick sees them (bounded against now: core.clock)
-    local = Local(local.record, recovery.bounded(local.held, now, cfg.backoff.cap_s))
+    local = replace(local, held=recovery.bounded(local.held, now, cfg.backoff.cap_s))
     return Recorded(
         now,
         led,
