@@ -268,7 +268,7 @@ def test_unhealthy_after_the_bake_is_named_by_status_and_the_tick(lab: Lab) -> N
     time.sleep(6)
     st = lab.cli("status", "--json")
     view = json.loads(st.stdout)
-    assert (st.returncode, view["state"]) == (11, "degraded"), st.stdout
+    assert (st.returncode, view["state"]) == (13, "degraded"), st.stdout
     assert "web unhealthy" in view["reason"]
     assert {"service": "web", "state": "unhealthy"} in view["health"]["services"]
     reports = len(lab.estate.tenancy.reports)

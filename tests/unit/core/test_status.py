@@ -122,7 +122,7 @@ def test_a_service_not_running_as_it_should_is_never_ok_and_is_named(
     if v.state in ("no_tick", "stale", "clock_suspect", "stalled"):
         return
     if down:
-        assert (v.state, v.exit_status) == ("degraded", 11)
+        assert (v.state, v.exit_status) == ("degraded", 13)
         assert all(f"{n} {w}" in v.reason for n, w in down)
     else:
         assert v == verdict(f) or (

@@ -11,6 +11,8 @@ Layout::
     <state_dir>/suspend.json         ``monky-deployd suspend``: why and until when (0600)
     <state_dir>/journal.json         the box step running now; left behind by a killed tick
     <state_dir>/bake.json            the last commit while it bakes (core.bake; 0600)
+    <state_dir>/waiting.json         a new revision's first sight; while it waits, until when
+                                     and why (``core.schedule``: windows, rollout; 0600)
     <state_dir>/hash.key             32 random bytes: the key of the per-key value hashes in
                                      applied.json (``core.reasons``; 0600, made at first commit)
     <state_dir>/ledger.json          the tick ledger: last tick, counters, leases, history
@@ -73,6 +75,7 @@ from monky_deployd.core.records import (
     host_facts_from_json,
     host_facts_to_json,
 )
+from monky_deployd.core.schedule import Seen, seen_from_json, seen_to_json
 
 __all__ = [
     "COMPOSE_FILE",
@@ -113,6 +116,7 @@ class StateDir:
         self.hash_key_file = root / "hash.key"
         self.projects_file = root / "projects.json"
         self.ledger_file = root / "ledger.json"
+        self.waiting_file = root / "waiting.json"
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root, follow_link=True)
@@ -395,6 +399,25 @@ class StateDir:
                 code=Code.STATE_UNWRITABLE,
                 hint=f"ownership and permissions of {self.root}",
             ) from exc
+
+    # -- waiting (core.schedule: a new revision's first sight, the wait's end and why) --------
+
+    def read_waiting(self) -> Seen | None:
+        """The waiting record; None when there is none or it is unreadable (a new first
+        sight starts then: the wait is bounded by the spread)."""
+        raw = read_if_exists(self.waiting_file)
+        if raw is None:
+            return None
+        try:
+            return seen_from_json(raw)
+        except ValueError:
+            return None
+
+    def write_waiting(self, record: Seen) -> None:
+        atomic_write(self.waiting_file, seen_to_json(record), 0o600)
+
+    def clear_waiting(self) -> None:
+        self._remove(self.waiting_file)
 
     # -- suspend -----------------------------------------------------------------------------
 
