@@ -109,6 +109,11 @@ class VerifyCfg(_Strict):
     # covers slow healthchecks (start_period) and JVM starts; the timer's next start waits.
     deadline_s: Annotated[float, Field(gt=0, le=3600)] = 180.0
     poll_s: Annotated[float, Field(gt=0, le=60)] = 1.0
+    # After the commit the revision bakes this long before it becomes the last-known-good: each
+    # tick inspects its containers, and a crash, restart or unhealthy state inside it rolls back
+    # to the previous LKG (kept until then). 300 s = five timer ticks: past most crash-on-load
+    # and slow-leak faults, short enough that the old release is not kept for long. 0: none.
+    bake_s: Annotated[float, Field(ge=0, le=86400)] = 300.0
 
     @model_validator(mode="after")
     def _window_fits(self) -> VerifyCfg:

@@ -99,7 +99,9 @@ class Lab:
         cfg["disk"] = {"headroom_bytes": 64 * 1024 * 1024}
         cfg["lock_wait_s"] = 1
         # short verify windows: tests count what happened, never how long it took
-        cfg["verify"] = {"stable_s": 2, "deadline_s": 30, "poll_s": 0.25}
+        # and no bake: a test that stops a container after an apply tests drift (the restore);
+        # tests/e2e/test_lifecycle.py sets verify.bake_s itself
+        cfg["verify"] = {"stable_s": 2, "deadline_s": 30, "poll_s": 0.25, "bake_s": 0}
         cfg.update(overrides)
         self.config_path.write_text(yaml.safe_dump(cfg))
 

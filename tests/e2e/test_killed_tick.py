@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
-from monky_deployd_testkit.lab import CLI, Lab
+from monky_deployd_testkit.lab import CLI, Lab, cli_env
 
 pytestmark = pytest.mark.docker
 
@@ -37,7 +37,7 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
 def kill_during(lab: Lab, phase: str) -> None:
     """Start a tick and SIGKILL it, with its docker children (as systemd kills the unit's
     cgroup), once journal.json says it is in ``phase``."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
+    env = cli_env(lab.tmp / "home")
     proc = subprocess.Popen(
         (*CLI, "apply", "--once", "--config", str(lab.config_path)),
         stdout=subprocess.DEVNULL,
@@ -91,7 +91,7 @@ def test_a_killed_tick(lab: Lab, phase: str, back_to_lkg: bool) -> None:
     lab.estate.tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
     assert lab.tick().rc == 0
     leases = lab.estate.tenancy.lease_requests
-    lab.write_config(verify={"stable_s": 20, "deadline_s": 60, "poll_s": 0.25})
+    lab.write_config(verify={"stable_s": 20, "deadline_s": 60, "poll_s": 0.25, "bake_s": 0})
     r2 = lab.bundle(env_template=template("debug"))
     if phase == "rollback":  # r2 crashes, so its verify fails and the tick rolls back
         doc = yaml.safe_load(r2["compose"])
@@ -168,7 +168,7 @@ def test_a_tick_killed_during_stage(lab: Lab, target: str, back_to_lkg: bool) ->
     if target == "config.json":  # same credential: rewritten only because its mode is wrong
         (lab.state_dir / "docker" / "config.json").chmod(0o640)
     lab.estate.tenancy.set_desired("r2", lab.bundle(env_template=template("debug")))
-    env = {"PATH": os.environ["PATH"], "HOME": str(lab.tmp / "home")}
+    env = cli_env(lab.tmp / "home")
     journal = lab.state_dir / "journal.json"
     killed = subprocess.run(
         (

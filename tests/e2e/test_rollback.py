@@ -261,7 +261,9 @@ def test_a_tick_deadline_in_verify_still_rolls_back_on_the_rollbacks_own_budget(
     (rollback_budget_s), not on the spent tick's: r1 is back and verified, r2 held, not
     stalled."""
     apply_good(lab)
-    lab.write_config(tick_deadline_s=20, verify={"stable_s": 2, "deadline_s": 300, "poll_s": 0.25})
+    lab.write_config(
+        tick_deadline_s=20, verify={"stable_s": 2, "deadline_s": 300, "poll_s": 0.25, "bake_s": 0}
+    )
     slow = {"test": ["CMD", "true"], "interval": "1h", "start_period": "1h"}
     lab.estate.tenancy.set_desired("r2", bundle(lab, log_level="debug", web={"healthcheck": slow}))
     run = lab.tick()

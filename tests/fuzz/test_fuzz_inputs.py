@@ -231,3 +231,30 @@ def test_state_files_read_as_values_none_or_a_reason(
         except ValueError as err:  # the documented contract: TokenKeeper names the cost
             assert type(err) is ValueError and err.__cause__ is None
         assert snapshot(state.root) == before, "reading the state dir must not write"
+
+
+bake_bytes = record_bytes | st.fixed_dictionaries(
+    {"revision": json_values, "project": json_values, "since": json_values, "until": json_values},
+    optional={k: json_values for k in ("runs", "jobs", "previous", "failed")},
+).map(lambda d: json.dumps(d).encode())
+
+
+@FUZZ
+@given(raw=bake_bytes)
+def test_the_bake_record_reads_as_a_well_typed_record_or_none(raw: bytes) -> None:
+    """bake.json (core.bake): whatever the file holds, a record whose every field has its type
+    and finite times (a NaN would bake forever), or none; never a write."""
+    import math
+
+    from monky_deployd.core.bake import Bake
+
+    with tempfile.TemporaryDirectory() as tmp:
+        state = StateDir(Path(tmp) / "s").ensure()
+        state.bake_file.write_bytes(raw)
+        before = snapshot(state.root)
+        got = state.read_bake()
+        if got is not None:
+            assert isinstance(got, Bake) and isinstance(got.revision, str)
+            assert math.isfinite(got.since) and math.isfinite(got.until)
+            assert all(isinstance(v, str) for v in got.runs.values())
+        assert snapshot(state.root) == before

@@ -62,7 +62,7 @@ class Act:
         try:
             steps.run(
                 self.ctx,
-                restore_steps(plan, pinned),
+                restore_steps(plan, pinned, only_missing=self.obs.interrupted is None),
                 self.phase,
                 gate="rollback" if plan.rollback_of is not None else "restore",
             )

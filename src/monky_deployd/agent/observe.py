@@ -66,7 +66,7 @@ class Local:
     @property
     def applied(self) -> AppliedFacts | None:
         r = self.record
-        return AppliedFacts(r.revision, r.project, tuple(r.services)) if r else None
+        return AppliedFacts(r.revision, r.project, tuple(r.services), tuple(r.jobs)) if r else None
 
 
 def read_local(state: StateDir) -> Local:

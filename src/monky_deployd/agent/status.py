@@ -67,6 +67,7 @@ def services(cfg: Config, project: str | None) -> dict[str, Any]:
             "image_id": c.image_id,
             "digest": digests.get(c.image_id, ""),
             "since": c.started_at or None,
+            "exit_code": c.exit_code if c.state in ("exited", "dead") else None,
         }
         for c in found
     ]
@@ -117,6 +118,14 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
     applied, held, token = seen.local.record, seen.local.held, seen.token
     found, valid, stale = seen.locks, seen.valid_locks, seen.stale_locks
     active, lkg, running = seen.suspended, seen.last_known_good, seen.running
+    svc = (
+        services(cfg, applied.project if applied else None)
+        if engine
+        else {"engine": "not asked", "project": None, "containers": []}
+    )
+    from monky_deployd.agent import health  # the services' verdict and the bake (issue 21)
+
+    fit = health.of(StateDir(cfg.state_dir), applied, svc, now)
     flat = json.loads(held.to_json()) if held is not None else {}  # held.json's flat fields
     verdict = status.verdict(
         status.StatusFacts(
@@ -128,6 +137,9 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             held_stalled=isinstance(held, Stalled),
             suspended=active is not None,
             locked=bool(valid),
+            services=fit.states,
+            no_healthcheck=fit.no_healthcheck,
+            baking=fit.baking,
         )
     )
     tok = token.token if token is not None else None
@@ -210,9 +222,8 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
         },
         "waiting": None if waiting_rec is None else _waiting(cfg, waiting_rec),
         "interrupted": None if journal is None else dataclasses.asdict(journal),
-        "services": services(cfg, applied.project if applied else None)
-        if engine
-        else {"engine": "not asked", "project": None, "containers": []},
+        "services": svc,
+        "health": fit.as_view(),
         "timer": {"next_run_at": next_timer_run()},
         "history": [_entry(e) for e in reversed(led.history)],  # newest first
     }

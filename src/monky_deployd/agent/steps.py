@@ -141,7 +141,7 @@ def up(ctx: Context, step: Up) -> None:
         from monky_deployd.agent.repin import ensure_images
 
         ensure_images(ctx, step.revision)
-    compose.up()
+    compose.up(step.services)
     note_services(ctx, step.project)
 
 
@@ -166,6 +166,7 @@ def verify(ctx: Context, step: Verify) -> None:
             ctx.watch_clock(),
             window_s=cfg.stable_s,
             deadline_s=cfg.deadline_s,
+            awaited=step.awaited,
         )
         if isinstance(got, verdict.Passed):
             ctx.verified[step.project] = (got, observed)
@@ -215,6 +216,10 @@ def commit(ctx: Context, step: Commit) -> None:
     images = {c.service: ReleaseImage(c.image_id, c.image_ref, _digest(ctx, c)) for c in observed}
     # the long-running services: a finished job (exit 0, restart "no") is not expected to run
     running = list(passed.services) if passed is not None else list(step.services)
+    from monky_deployd.core import lifecycle  # off the no-op tick's imports
+
+    # the services that may finish (exit 0 = done, never restored): core.lifecycle
+    jobs = sorted({c.service for c in observed if lifecycle.may_finish(c.restart_policy)})
     release = Release(
         step.revision,
         step.project,
@@ -236,6 +241,7 @@ def commit(ctx: Context, step: Commit) -> None:
         for r in moved:
             log.info(f"reasons: {r}", extra={"event": "apply.reasons", "reasons": [r.kind]})
     ctx.state.write_release(release)
+    before_commit = ctx.state.read_applied()
     fp = step.fingerprint
     ctx.state.write_applied(
         Applied(
@@ -250,9 +256,13 @@ def commit(ctx: Context, step: Commit) -> None:
             dict(fp.secrets) if fp else {},
             dict(ctx.labelled),
             step.previous or "",
+            jobs,
         )
     )
     ctx.state.clear_held()
+    from monky_deployd.agent import baking  # off the no-op tick's imports
+
+    baking.start(ctx, step.revision, step.project, observed, before_commit)  # before the GC
     collect(ctx, step.revision, step.previous)
     refresh_host_facts(ctx, compose=_compose_confirmed(ctx, step))
 
@@ -285,6 +295,9 @@ def collect(ctx: Context, revision: str, previous: str | None) -> None:
     their revision directories (with release.json), so a tick killed in between leaves the
     releases that name its images and the next tick (or commit) finishes the GC."""
     keep = {revision} | ({previous} if previous else set())
+    baking = ctx.state.read_bake()
+    if baking is not None and baking.revision == revision and baking.previous_revision:
+        keep.add(baking.previous_revision)  # the last-known-good stays until the bake is over
     stale = ctx.state.stale_releases(keep)
     if stale and not remove_images(ctx, stale, keep):
         return  # the engine could not say which images are in use: the releases stay for later

@@ -184,6 +184,18 @@ class _Tick:
             obs = observe.observe(cfg, self.state, answer, local, self.clock())
         self.rec.desired = obs.desired
         observe.settle(self.state, obs)
+        bake_note = ""
+        if _bakes(obs) and local.applied is not None:  # the committed revision proves itself
+            from monky_deployd.agent import baking  # (reads bake.json; inspects while it bakes)
+
+            baked = baking.observe(self.ctx, self.phase, local.applied)
+            if baked.error is not None:  # rolled back and held (or never promoted): reported
+                self.rec.reportable = True
+                self.rec.revision = local.applied.revision
+                recovery.fail(self.rec, baked.error)
+                self.state.clear_journal()
+                return
+            bake_note = baked.note
         # -- decide --------------------------------------------------------------------------
         plan = decide(obs.facts(self.options.retry))
         pace.keep(self.state, local.waiting, local.stored_waiting, plan)
@@ -206,6 +218,7 @@ class _Tick:
             self.rec.outcome, self.rec.message = plan.kind, plan.reason
             if isinstance(plan, Noop):
                 self.rec.revision = plan.applied.revision
+                self.rec.message += f"; {bake_note}" if bake_note else ""
             return
         # -- act -----------------------------------------------------------------------------
         from monky_deployd.agent import act  # the apply path's modules, in one import
@@ -272,6 +285,13 @@ def _inspects(cfg: Config, answer: Checkin, local: Local) -> bool:
         held.revision if held else None,
         observe.may_wait(cfg, answer),
     )
+
+
+def _bakes(obs: observe.Observation) -> bool:
+    """Whether this tick judges the applied revision's bake (``agent.baking``): tenancy still
+    wants it and no killed tick is being accounted for."""
+    applied = obs.local.record
+    return applied is not None and obs.desired == applied.revision and obs.interrupted is None
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from monky_deployd.core.decide import AppliedFacts, Apply, Restore
+from monky_deployd.core.lifecycle import awaited_jobs
 from monky_deployd.core.registry_cred import Credential
 
 if TYPE_CHECKING:  # (core.reasons stays off the no-op tick's imports)
@@ -62,11 +63,13 @@ class Down:
 
 @dataclass(frozen=True)
 class Up:
-    """``docker compose up``; ``pinned``: with the release's image pins and ``--pull never``."""
+    """``docker compose up``; ``pinned``: with the release's image pins and ``--pull never``;
+    ``services``: only those, ``--no-deps`` (a restore: a finished job is never run again)."""
 
     project: str
     revision: str
     pinned: bool = False
+    services: tuple[str, ...] = ()
     phase: ClassVar[str] = "up"
 
 
@@ -77,6 +80,7 @@ class Verify:
     project: str
     revision: str
     services: tuple[str, ...]
+    awaited: tuple[str, ...] = ()  # jobs that must exit 0 (service_completed_successfully)
     phase: ClassVar[str] = "verify"
 
 
@@ -148,7 +152,7 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
         steps.append(Down(prev.project, prev.revision))
     steps += [
         Up(ready.project, ready.revision),
-        Verify(ready.project, ready.revision, ready.services),
+        Verify(ready.project, ready.revision, ready.services, awaited_jobs(ready.compose)),
         Commit(
             ready.revision,
             ready.project,
@@ -163,12 +167,17 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
     return tuple(steps)
 
 
-def restore_steps(plan: Restore, pinned: bool = False) -> tuple[BoxStep, ...]:
+def restore_steps(
+    plan: Restore, pinned: bool = False, *, only_missing: bool = True
+) -> tuple[BoxStep, ...]:
     """The box steps of a restore: ``up`` the applied revision again, no pull (pinned to the
-    images its release recorded, when it has a release), then verify it like an apply."""
+    images its release recorded, when it has a release), then verify it like an apply. Only the
+    services that are down are brought up, without their dependencies: a job that finished is
+    not run again (``core.lifecycle``). After a killed tick (``only_missing`` False) the whole
+    project comes up (orphans of the killed revision removed)."""
     applied = plan.applied
     return (
-        Up(applied.project, applied.revision, pinned),
+        Up(applied.project, applied.revision, pinned, plan.missing if only_missing else ()),
         Verify(applied.project, applied.revision, applied.services),
     )
 

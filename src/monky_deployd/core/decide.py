@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from monky_deployd.core import schedule
+from monky_deployd.core import lifecycle, schedule
 from monky_deployd.core.gates import Lock
 from monky_deployd.core.records import (
     BackingOff,
@@ -39,6 +39,7 @@ class AppliedFacts:
     revision: str
     project: str
     services: tuple[str, ...]  # the services the applied compose file declares
+    jobs: tuple[str, ...] = ()  # those that may finish (exit 0 = done, core.lifecycle)
 
 
 @dataclass(frozen=True)
@@ -177,10 +178,15 @@ def needs_container_check(
     return desired == applied or (applied is not None and (desired == held or may_wait))
 
 
-def down_services(expected: tuple[str, ...], running: tuple[ServiceState, ...]) -> tuple[str, ...]:
-    """Services of ``expected`` with no running container."""
-    up = {s.name for s in running if s.state == "running"}
-    return tuple(name for name in expected if name not in up)
+def down_services(
+    expected: tuple[str, ...], running: tuple[ServiceState, ...], jobs: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """Services of ``expected`` not running as they should (``core.lifecycle``): no running
+    container, or an unhealthy one; a job of ``jobs`` that exited 0 is done, not down."""
+    states = lifecycle.service_states(
+        expected, jobs, ((s.name, s.state, s.health, s.exit_code) for s in running)
+    )
+    return tuple(n for n in expected if states[n] not in ("ok", "done", "starting"))
 
 
 def decide(f: Facts) -> Plan:
@@ -232,7 +238,7 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
     was = applied.revision if applied else "(none)"
     lkg = f"the box runs {was}" if applied else "nothing was applied before"
     missing = (
-        down_services(applied.services, f.running)
+        down_services(applied.services, f.running, applied.jobs)
         if applied is not None and f.running is not None
         else ()
     )
@@ -307,11 +313,14 @@ def _unknown_containers(f: Facts, desired: str) -> Plan | None:
 def _drift(f: Facts, desired: str) -> Plan | None:
     applied = f.applied
     assert applied is not None and f.running is not None
-    missing = down_services(applied.services, f.running)
+    missing = down_services(applied.services, f.running, applied.jobs)
     if not missing:
         return None
     return _restore_backoff(f, applied, missing) or Restore(
-        applied, missing, f"revision {desired} is applied but {', '.join(missing)} not running"
+        applied,
+        missing,
+        f"revision {desired} is applied but {', '.join(missing)} not running "
+        "(stopped, exited or unhealthy)",
     )
 
 

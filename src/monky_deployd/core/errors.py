@@ -168,6 +168,7 @@ class Code(StrEnum):
     PULL_FAILED = "PULL_FAILED"
     UP_FAILED = "UP_FAILED"
     # verify
+    BAKE_FAILED = "BAKE_FAILED"
     ROLLBACK_FAILED = "ROLLBACK_FAILED"
     VERIFY_EXITED = "VERIFY_EXITED"
     VERIFY_TIMEOUT = "VERIFY_TIMEOUT"
@@ -305,6 +306,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.PULL_FAILED: ("docker", "failed"),
     Code.UP_FAILED: ("docker", "failed"),
     # verify
+    Code.BAKE_FAILED: ("verify", "failed"),
     Code.ROLLBACK_FAILED: ("verify", "failed"),
     Code.VERIFY_EXITED: ("verify", "failed"),
     Code.VERIFY_TIMEOUT: ("verify", "failed"),

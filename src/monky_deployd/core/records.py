@@ -113,6 +113,7 @@ _APPLIED_OPTIONAL = (
     "secret_hashes",
     "service_labels",
     "previous",
+    "jobs",
 )
 
 
@@ -134,6 +135,8 @@ class Applied:
     service_labels: dict[str, ServiceLabel] = field(default_factory=_no_labels)
     # the last-known-good before it: its release is kept one apply longer (the image GC's keep)
     previous: str = ""
+    # the services that may finish (restart no/on-failure: exit 0 = done, core.lifecycle)
+    jobs: list[str] = field(default_factory=_no_services)
 
     def to_json(self) -> bytes:
         # ``asdict`` deep-copies every entry of the hashes (a 4 MiB template has 380,000 of

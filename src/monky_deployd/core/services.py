@@ -11,6 +11,7 @@ class ServiceState:
     state: str
     health: str
     image: str
+    exit_code: int | None = None  # an exited container's code (None: running, or unknown)
 
     def as_report(self) -> dict[str, str]:
         return {"name": self.name, "state": self.state, "health": self.health, "image": self.image}

@@ -9,6 +9,8 @@ first that applies, in this order (OPERATIONS.md, "Status"):
     clock_suspect 12 the last recorded tick ended in the future (``core.clock``): the clock
                     stepped back since, or that tick's clock was ahead; its age says nothing
     stalled      7  a failed rollback stalls the box (ROLLBACK_FAILED): no tick acts on its own
+    degraded     13 a long-running service of the applied revision is not running, or unhealthy
+                    (named; a finished job is not a fault: core.lifecycle)
     failed       1  the last tick failed or was refused (not the held revision's own failure)
     paused       9  applies are suspended, or the last tick was stopped by an update lock
     held         6  the desired revision failed here: rolled back and held, or backing off
@@ -40,6 +42,7 @@ EXIT_STATUS = {
     "paused": 9,
     "stale": 10,
     "waiting": 11,
+    "degraded": 13,
     "clock_suspect": 12,
 }
 
@@ -55,6 +58,20 @@ class StatusFacts:
     suspended: bool = False  # an active suspend now
     locked: bool = False  # an update lock in force now
     stale_after_s: float = STALE_AFTER_S
+    # each service of the applied revision -> core.lifecycle.service_states' word (empty: the
+    # engine was not asked or did not answer)
+    services: tuple[tuple[str, str], ...] = ()
+    no_healthcheck: tuple[str, ...] = ()  # running services without a healthcheck
+    baking: str = ""  # "revision r2 bakes until ..." while the last commit bakes
+
+
+def _services_note(f: StatusFacts) -> str:
+    notes = []
+    if f.no_healthcheck:
+        notes.append(f"no healthcheck: {', '.join(f.no_healthcheck)} (running is all it shows)")
+    if f.baking:
+        notes.append(f.baking)
+    return "".join(f"; {n}" for n in notes)
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,12 @@ def verdict(f: StatusFacts) -> Verdict:
             f"revision {f.held or last.revision} failed and the rollback failed too: "
             "no tick applies or rolls back on its own",
         )
+    down = [(n, w) for n, w in f.services if w not in ("ok", "done")]
+    if down:
+        return _v(
+            "degraded",
+            "not running as it should: " + ", ".join(f"{n} {w}" for n, w in down),
+        )
     own_failure = f.held is not None and last.revision == f.held
     if last.outcome in FAILURE and not own_failure:
         return _v("failed", f"the last tick {last.outcome} ({last.code}): {last.message}")
@@ -113,7 +136,7 @@ def verdict(f: StatusFacts) -> Verdict:
             f"tenancy wants revision {f.desired}, the box runs {f.applied or '(nothing)'}",
         )
     if last.outcome in SUCCESS:
-        return _v("ok", last.message or "at the desired revision")
+        return _v("ok", (last.message or "at the desired revision") + _services_note(f))
     return _v("failed", f"the last tick ended {last.outcome!r} ({last.code})")  # not reached
 
 

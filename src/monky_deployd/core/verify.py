@@ -6,8 +6,11 @@ watch so far plus that observation into ``Passed | Failed | Waiting``:
 
 - a long-running service passes once each of its containers (all replicas) has been ``running``
   (and ``healthy`` when it has a healthcheck) without a restart for ``window_s``;
-- a service whose container exited 0 and whose restart policy is ``no`` (an init or migration
-  job) is done: that is success, not failure (``up --wait`` gets this wrong, docker/compose#10596);
+- a service whose container exited 0 and whose restart policy is ``no`` or ``on-failure`` (an
+  init or migration job, ``core.lifecycle``) is done: that is success, not failure (``up --wait``
+  gets this wrong, docker/compose#10596);
+- a job another service waits for (``service_completed_successfully``: ``awaited``) passes only
+  once it exited 0: running through the stable window is not enough;
 - any other exit, a restart (the same container started again, or ``restarting``), ``dead`` or
   ``unhealthy`` fails at once, naming the service, its state and its exit code or health output;
 - nothing settled by ``deadline_s`` fails: ``VERIFY_UNHEALTHY`` when the healthcheck never passed,
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from monky_deployd.core import lifecycle
 from monky_deployd.core.errors import Code
 
 
@@ -40,6 +44,8 @@ class ContainerObs:
     health_output: str = ""  # the last healthcheck's output (masked by the caller)
     image_id: str = ""  # sha256:... of the image the container runs
     image_ref: str = ""  # the compose file's image: reference
+    finished_at: float = 0.0  # when its last run ended (epoch s; 0: never, or unknown)
+    unhealthy_since: float = 0.0  # the first failed check of its current failing streak (or 0)
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class Watch:
 @dataclass(frozen=True)
 class Passed:
     services: tuple[str, ...]
-    done: tuple[str, ...]  # one-shot services that exited 0 (restart: "no")
+    done: tuple[str, ...]  # jobs that exited 0 (restart "no" or "on-failure")
 
 
 @dataclass(frozen=True)
@@ -124,8 +130,10 @@ def judge(
     *,
     window_s: float,
     deadline_s: float,
+    awaited: tuple[str, ...] = (),
 ) -> Verdict:
     """The verdict after one more observation (``observed``: the project's containers now).
+    ``awaited``: jobs that must exit 0 (``core.lifecycle.awaited_jobs``) before it passes.
 
     Every container of a service is judged (``scale: 3``, ``deploy.replicas``): one replica that
     crash-loops fails the revision however many others run, and a service is good only once all
@@ -148,9 +156,12 @@ def judge(
             failed = _fault(c, prev)
             if failed is not None:
                 return failed
-            if c.state == "exited":  # exit 0 with restart "no": a finished job (_fault passed it)
+            if c.state == "exited":  # exit 0, restart no/on-failure: a finished job (_fault)
                 continue
             finished = False
+            if name in awaited:  # a declared job still running: not done, not a service
+                pending.append((name, c))
+                continue
             if c.state == "running" and c.health in ("", "healthy"):
                 same_run = prev is not None and prev[:2] == (c.container_id, c.started_at)
                 good[key] = (
@@ -176,7 +187,7 @@ def judge(
 
 def _fault(c: ContainerObs, prev: tuple[str, str, float] | None) -> Failed | None:
     """A state that fails the revision at once, or None."""
-    if c.state == "exited" and c.exit_code == 0 and c.restart_policy == "no":
+    if lifecycle.finished(c.state, c.exit_code, c.restart_policy):
         return None
     if c.state in ("exited", "dead", "restarting"):
         return Failed(
@@ -228,6 +239,15 @@ def _timed_out(
 ) -> Failed:
     if pending:
         name, c = pending[0]
+        if c is not None and c.state == "running" and c.health in ("", "healthy"):
+            return Failed(
+                Code.VERIFY_TIMEOUT,
+                name,
+                "running",
+                f"job {name} did not finish within {deadline_s:.0f} s (another service waits "
+                "for it: service_completed_successfully)",
+                _detail(c),
+            )
         if c is not None and c.health == "starting":
             return Failed(
                 Code.VERIFY_UNHEALTHY,

@@ -64,7 +64,12 @@ def test_a_first_apply_takes_nothing_down() -> None:
 def test_restore_only_brings_the_applied_project_up() -> None:
     plan = decide(facts(304, None, applied("r2", "shop"), (svc("db"),), None))
     assert isinstance(plan, Restore)
-    assert restore_steps(plan) == (Up("shop", "r2"), Verify("shop", "r2", ("db", "web")))
+    # only the service that is down comes up (--no-deps): a finished job is not run again
+    assert restore_steps(plan) == (
+        Up("shop", "r2", services=("web",)),
+        Verify("shop", "r2", ("db", "web")),
+    )
+    assert restore_steps(plan, only_missing=False)[0] == Up("shop", "r2")
 
 
 def test_every_box_step_names_its_phase() -> None:
@@ -95,5 +100,5 @@ def test_rollback_steps_bring_the_lkg_back_then_verify_it() -> None:
 def test_restore_can_pin_the_release_images() -> None:
     plan = decide(facts(304, None, applied("r2", "shop"), (svc("db"),), None))
     assert isinstance(plan, Restore)
-    assert restore_steps(plan, pinned=True)[0] == Up("shop", "r2", True)
+    assert restore_steps(plan, pinned=True)[0] == Up("shop", "r2", True, ("web",))
     assert isinstance(restore_steps(plan, pinned=True)[1], Verify)

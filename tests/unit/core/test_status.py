@@ -99,3 +99,34 @@ def test_exit_statuses_are_distinct_per_kind_of_trouble() -> None:
     kinds = {k: v for k, v in EXIT_STATUS.items() if k != "no_tick"}
     assert len(set(kinds.values())) == len(kinds)
     assert 2 not in EXIT_STATUS.values() and 3 not in EXIT_STATUS.values()  # usage, config
+
+
+WORDS = ["ok", "done", "missing", "exited (1)", "exited (0)", "unhealthy", "starting", "restarting"]
+
+
+@settings(max_examples=300)
+@given(
+    facts,
+    st.lists(st.tuples(st.sampled_from(["web", "api", "migrate"]), st.sampled_from(WORDS)),
+             max_size=3, unique_by=lambda t: t[0]),
+    st.lists(st.sampled_from(["web", "api"]), max_size=2, unique=True),
+)  # fmt: skip
+def test_a_service_not_running_as_it_should_is_never_ok_and_is_named(
+    f: StatusFacts, services: list[tuple[str, str]], bare: list[str]
+) -> None:
+    """Before: a service that turned unhealthy after the commit left status at ok, exit 0."""
+    from dataclasses import replace
+
+    v = verdict(replace(f, services=tuple(services), no_healthcheck=tuple(bare)))
+    down = [(n, w) for n, w in services if w not in ("ok", "done")]
+    if v.state in ("no_tick", "stale", "clock_suspect", "stalled"):
+        return
+    if down:
+        assert (v.state, v.exit_status) == ("degraded", 13)
+        assert all(f"{n} {w}" in v.reason for n, w in down)
+    else:
+        assert v == verdict(f) or (
+            v.state == "ok" and v.reason.startswith(verdict(f).reason) and bare
+        )
+        if v.state == "ok" and bare:
+            assert f"no healthcheck: {', '.join(bare)}" in v.reason

@@ -87,11 +87,13 @@ class Compose:
                 registry_host=registry_host,
             )
 
-    def up(self) -> None:
-        """``up --detach --remove-orphans``; pinned: ``--pull never`` too (the images are here)."""
+    def up(self, services: tuple[str, ...] = ()) -> None:
+        """``up --detach --remove-orphans``; pinned: ``--pull never`` too (the images are here);
+        ``services``: only those, ``--no-deps`` (and no orphan removal: the rest stays as is)."""
         never = ("--pull", "never") if self.pinned else ()
+        which = ("--no-deps", *services) if services else ("--remove-orphans",)
         result = runner.run(
-            self._argv("up", "--detach", "--remove-orphans", *never),
+            self._argv("up", "--detach", *never, *which),
             env=self.env,
             timeout=self.cfg.up_timeout_s,
             cwd=str(self.workdir),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -36,6 +37,8 @@ ONEOFF_LABEL = "com.docker.compose.oneoff"  # "True" on `docker compose run` con
 WORKING_DIR_LABEL = "com.docker.compose.project.working_dir"
 COMPOSE_VERSION_LABEL = "com.docker.compose.version"  # the compose that created the container
 _HEALTH_RE = re.compile(r"\((healthy|unhealthy|health: starting)\)")
+_STAMP_RE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+_EXIT_RE = re.compile(r"Exited \((-?\d{1,4})\)")
 
 
 def _client(cfg: DockerCfg, timeout: float) -> tuple[httpx.Client, str]:
@@ -68,6 +71,7 @@ def project_containers(cfg: DockerCfg, project: str) -> list[ServiceState]:
                     state=str(r.get("State", "")),
                     health=_health(str(r.get("Status", ""))),
                     image=str(r.get("Image", "")),
+                    exit_code=_exit_code(str(r.get("Status", ""))),
                 )
                 for r in rows
             ),
@@ -206,6 +210,12 @@ def _not_a_list(where: str) -> CommandError:
     return _bad_answer(where, "GET /containers/json", "a JSON list of containers")
 
 
+def _exit_code(status: str) -> int | None:
+    """``Exited (3) 2 seconds ago`` -> 3; None for any other status."""
+    match = _EXIT_RE.match(status)
+    return int(match.group(1)) if match else None
+
+
 def _health(status: str) -> str:
     match = _HEALTH_RE.search(status)
     return match.group(1).removeprefix("health: ") if match else ""
@@ -301,7 +311,38 @@ def _observation(info: dict[str, Any]) -> ContainerObs:
         health_output=str(last.get("Output", ""))[-1000:],
         image_id=str(info.get("Image", "")),
         image_ref=str(config.get("Image", "")),
+        finished_at=_epoch(str(state.get("FinishedAt", ""))),
+        unhealthy_since=_failing_since(log) if health.get("Status") == "unhealthy" else 0.0,
     )
+
+
+def _epoch(stamp: str) -> float:
+    """The engine's RFC 3339 time (nanoseconds, ``Z``) in epoch seconds; 0.0 for its zero time
+    (``0001-01-01T00:00:00Z``: never) or anything unreadable."""
+    match = _STAMP_RE.match(stamp)
+    if match is None or stamp.startswith("0001-"):
+        return 0.0
+    frac = (match.group(2) or "")[:6]
+    try:
+        when = datetime.fromisoformat(
+            match.group(1) + (f".{frac}" if frac else "") + match.group(3)
+        )
+    except ValueError:
+        return 0.0
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def _failing_since(log: list[Any]) -> float:
+    """When the trailing run of failed healthchecks began (the health log keeps the last few);
+    0.0 when unknown."""
+    since = 0.0
+    for entry in reversed(log):
+        if not isinstance(entry, dict) or entry.get("ExitCode") == 0:
+            break
+        since = _epoch(str(entry.get("Start", ""))) or since
+    return since
 
 
 def repo_digests(cfg: DockerCfg, image_id: str) -> list[str]:

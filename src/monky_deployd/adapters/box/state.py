@@ -10,6 +10,7 @@ Layout::
     <state_dir>/held.json            a failed revision: held, or its backoff (0600)
     <state_dir>/suspend.json         ``monky-deployd suspend``: why and until when (0600)
     <state_dir>/journal.json         the box step running now; left behind by a killed tick
+    <state_dir>/bake.json            the last commit while it bakes (core.bake; 0600)
     <state_dir>/waiting.json         a new revision's first sight; while it waits, until when
                                      and why (``core.schedule``: windows, rollout; 0600)
     <state_dir>/hash.key             32 random bytes: the key of the per-key value hashes in
@@ -58,6 +59,7 @@ from monky_deployd.adapters.fsutil import (
     read_if_exists,
     refuse_link,
 )
+from monky_deployd.core.bake import Bake
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.ledger import Ledger
 from monky_deployd.core.records import (
@@ -110,6 +112,7 @@ class StateDir:
         self.suspend_file = root / "suspend.json"
         self.outbox_dir = root / "outbox"
         self.journal_file = root / "journal.json"
+        self.bake_file = root / "bake.json"
         self.hash_key_file = root / "hash.key"
         self.projects_file = root / "projects.json"
         self.ledger_file = root / "ledger.json"
@@ -311,6 +314,24 @@ class StateDir:
 
     def clear_journal(self) -> None:
         self._remove(self.journal_file)
+
+    # -- the bake of the last commit (core.bake) -----------------------------------------------
+
+    def read_bake(self) -> Bake | None:
+        """The bake record; None when there is none or it is unreadable (nothing bakes)."""
+        raw = read_if_exists(self.bake_file)
+        if raw is None:
+            return None
+        try:
+            return Bake.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_bake(self, bake: Bake) -> None:
+        atomic_write(self.bake_file, bake.to_json(), 0o600)
+
+    def clear_bake(self) -> None:
+        self._remove(self.bake_file)
 
     # -- the projects the agent started -------------------------------------------------------
 

@@ -1,0 +1,200 @@
+"""The bake, tick by tick: start it at the commit, observe it while it lasts (``core.bake``).
+
+``start`` (from ``Commit``) writes ``bake.json``; ``observe`` (from the tick, when the desired
+revision is the applied one) inspects the project's containers and carries out the verdict:
+still baking (a note), promoted (the record goes: the revision is the last-known-good), or
+failed: roll back to the previous last-known-good with the rollback's own box steps, restore its
+applied.json, hold the revision (``BAKE_FAILED``, reported like a failed apply). With no
+previous last-known-good the record stays, marked failed (never promoted), and the plan
+restores the revision with backoff as any drift.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from monky_deployd.adapters import deadline
+from monky_deployd.adapters.box import docker_api
+from monky_deployd.agent import steps
+from monky_deployd.core import bake as baked
+from monky_deployd.core.decide import AppliedFacts
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
+from monky_deployd.core.records import Applied
+from monky_deployd.core.verify import ContainerObs
+
+log = logging.getLogger("monky_deployd")
+
+Phase = Callable[[str], AbstractContextManager[None]]
+
+
+def start(
+    ctx: steps.Context,
+    revision: str,
+    project: str,
+    observed: tuple[ContainerObs, ...],
+    before: Applied | None,
+) -> set[str]:
+    """Write the bake record of a commit (``before``: applied.json before it); returns the
+    revisions whose release must stay on disk while it bakes (the last-known-good)."""
+    bake_s = ctx.cfg.verify.bake_s
+    old = ctx.state.read_bake()
+    previous = json.loads(before.to_json()) if before is not None else None
+    if before is not None and old is not None and old.revision == before.revision:
+        # the revision before this one never finished its bake: the LKG is still the one before
+        # it; with none, the one before (verified, not promoted) beats nothing
+        if old.previous is not None:
+            previous = old.previous
+        elif old.failed:
+            previous = None
+    if bake_s <= 0:
+        ctx.state.clear_bake()
+        return set()
+    record = baked.start(
+        revision, project, observed, now=ctx.clock(), bake_s=bake_s, previous=previous
+    )
+    ctx.state.write_bake(record)
+    log.info(
+        f"revision {revision} bakes for {bake_s:.0f} s before it becomes the last-known-good"
+        + (f" (until then {record.previous_revision} is kept)" if record.previous_revision else ""),
+        extra={"event": "bake.start", "revision": revision},
+    )
+    return {record.previous_revision} if record.previous_revision else set()
+
+
+@dataclass(frozen=True)
+class Observed:
+    note: str = ""  # a line for the tick's message while it bakes, or after a promotion
+    error: DeployError | None = None  # the bake failed: the tick reports it and stops
+
+
+def observe(ctx: steps.Context, phase: Phase, applied: AppliedFacts) -> Observed:
+    """Judge the applied revision's bake on this tick, if it bakes."""
+    record = ctx.state.read_bake()
+    if record is None:
+        return Observed()
+    if record.revision != applied.revision:  # applied.json moved on (or back): stale record
+        ctx.state.clear_bake()
+        return Observed()
+    if record.failed:
+        return Observed(f"revision {record.revision} failed its bake and is never promoted")
+    with phase("bake"):
+        observed = tuple(docker_api.inspect_project(ctx.cfg.docker, record.project))
+    now = ctx.clock()
+    got = baked.judge(record, observed, now)
+    if isinstance(got, baked.Baking):
+        note = f"baking: {got.left_s:.0f} s left before it is the last-known-good"
+        log.info(f"revision {record.revision} {note}", extra={"event": "bake.waiting"})
+        return Observed(note)
+    if isinstance(got, baked.Promote):
+        ctx.state.clear_bake()
+        log.info(
+            f"revision {record.revision} stayed up for its bake: it is the last-known-good",
+            extra={"event": "bake.promoted", "revision": record.revision},
+        )
+        if got.drift:
+            log.warning(
+                f"after the bake: {got.drift} (drift: restored with backoff)",
+                extra={"event": "bake.drift", "revision": record.revision},
+            )
+        return Observed("promoted to last-known-good after its bake")
+    return Observed(error=_failed(ctx, phase, record, got))
+
+
+def _failed(
+    ctx: steps.Context, phase: Phase, record: baked.Bake, fault: baked.Fault
+) -> DeployError:
+    after = max(0.0, fault.at - record.since)
+    message = (
+        f"revision {record.revision} failed its bake: service {fault.service} is "
+        f"{fault.state} {after:.0f} s after the commit (verify.bake_s: "
+        f"{record.until - record.since:.0f} s)"
+    )
+    hint = (
+        f"`docker logs` of {record.project}'s {fault.service} container"
+        + (" and its healthcheck" if fault.unhealthy else "")
+        + "; the revision ran through verify but did not stay up"
+    )
+    err = DeployError(message, code=Code.BAKE_FAILED, hint=hint, detail=ctx.masker(fault.detail))
+    previous = record.previous
+    prev_rev = record.previous_revision
+    if previous is None or prev_rev is None or prev_rev == record.revision:
+        ctx.state.write_bake(baked.Bake(**{**_fields(record), "failed": message}))
+        return DeployError(
+            f"{message}; there is no earlier last-known-good to roll back to: it is never "
+            "promoted and is restored with backoff",
+            code=Code.BAKE_FAILED,
+            hint=hint,
+            detail=err.detail,
+        )
+    return _roll_back(ctx, phase, record, err, Applied.from_json(json.dumps(previous).encode()))
+
+
+def _fields(record: baked.Bake) -> dict[str, Any]:
+    return {k: getattr(record, k) for k in record.__dataclass_fields__}
+
+
+def _roll_back(
+    ctx: steps.Context, phase: Phase, record: baked.Bake, err: DeployError, lkg: Applied
+) -> DeployError:
+    from monky_deployd.agent import recovery as recover  # as after an apply's rollback
+    from monky_deployd.agent.gate import Gated
+    from monky_deployd.core import reasons, wire
+    from monky_deployd.core import recovery as core_recovery
+    from monky_deployd.core.boxsteps import Rollback, Verify
+    from monky_deployd.core.records import RollbackPending
+
+    rec, state, cfg = ctx.rec, ctx.state, ctx.cfg
+    ctx.learn(ctx.secrets_at_rest(lkg.revision))
+    recover.fail(rec, err)  # the real fault's line comes before the rollback's
+    log.warning(
+        f"rolling back to {lkg.revision} (pinned images, no pull)",
+        extra={"event": "rollback.start", "revision": record.revision, "to": lkg.revision},
+    )
+    held = RollbackPending(
+        record.revision, Code.BAKE_FAILED.value, err.message, lkg.revision, 1, ctx.clock()
+    )
+    state.write_held(held)  # before the rollback: the next tick finishes it if this one dies
+    state.write_applied(lkg)  # the LKG is what the box is meant to run from now on
+    state.clear_bake()
+    box_steps = (
+        Rollback(record.project, record.revision, lkg.project, lkg.revision),
+        Verify(lkg.project, lkg.revision, tuple(lkg.services)),
+    )
+    try:
+        with deadline.tick(cfg.rollback_budget_s, "the rollback's budget"):
+            steps.run(ctx, box_steps, phase, gate="rollback")
+    except Gated as blocked:  # held.json says: rollback pending; a later tick ends it
+        return DeployError(
+            f"{err.message}; the rollback to {lkg.revision} is pending: {blocked.message}",
+            code=Code.BAKE_FAILED,
+            hint=f"{err.hint}; {blocked.hint}",
+            detail=err.detail,
+        )
+    except (DeployError, TickDeadline) as exc:
+        rb_err = fault_of(exc)
+        rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
+        rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision} (failed)"))
+        state.write_held(core_recovery.after_rollback(held, ok=False))
+        return DeployError(
+            f"{err.message}; the rollback to {lkg.revision} failed too ({rb_err.code}: "
+            f"{rb_err.message}); the box is stalled: no tick applies or rolls back on its own",
+            code=Code.ROLLBACK_FAILED,
+            hint="`docker ps -a` and `docker logs` for the project; publish a fixed "
+            "revision, or fix the box and run `monky-deployd apply --once --retry`",
+            detail="\n".join(d for d in (err.detail, rb_err.detail) if d),
+        )
+    rec.applied = lkg.revision  # what runs when the tick ends
+    rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=True)
+    rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision}"))
+    state.write_held(core_recovery.after_rollback(held, ok=True))
+    return DeployError(
+        f"{err.message}; rolled back to {lkg.revision} (verified) and holding {record.revision}",
+        code=Code.BAKE_FAILED,
+        hint=err.hint,
+        detail=err.detail,
+    )

@@ -1,0 +1,115 @@
+"""What each service of a compose project is: long-running, or a job. Pure: no I/O, no clock.
+
+    the service                                         what it is
+    ------------------------------------------------    ----------------------------------------
+    another service depends on it with                  a job that must finish: verify waits for
+    ``condition: service_completed_successfully``       it to exit 0 (running is not enough)
+    restart policy ``no`` (compose's default) or        a job once its containers exited 0: done
+    ``on-failure``, and every container exited 0        for this revision, never restored,
+                                                        never re-run by a restore
+    restart policy ``always`` or ``unless-stopped``     long-running: it must run (and be healthy
+                                                        when it has a healthcheck)
+    any container that exited non-zero, is ``dead``     a fault (in verify and the bake: of the
+    or restarted                                        revision; after the bake: drift)
+
+The restart policy is the engine's (``HostConfig.RestartPolicy``: what the container really
+runs with); ``service_completed_successfully`` comes from the compose file. A ``restart: "no"``
+service that is still running when verify settles is watched like a long-running one until it
+exits: exit 0 makes it a finished job, anything else a fault (OPERATIONS.md, "Services and
+jobs").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+
+# restart policies under which an exit 0 is the end of the work, not a crash
+FINISHING_POLICIES = frozenset({"no", "", "on-failure"})
+
+
+def may_finish(restart_policy: str) -> bool:
+    """Whether a container with this restart policy may exit 0 as designed (a job)."""
+    return restart_policy in FINISHING_POLICIES
+
+
+def finished(state: str, exit_code: int | None, restart_policy: str) -> bool:
+    """A job's container that ran to completion: exited 0 under ``no`` or ``on-failure``."""
+    return state == "exited" and exit_code == 0 and may_finish(restart_policy)
+
+
+def awaited_jobs(compose: str) -> tuple[str, ...]:
+    """The services another service waits for with ``condition: service_completed_successfully``
+    (sorted): jobs by declaration. A compose file that does not parse names none."""
+    try:
+        doc = yaml.safe_load(compose)
+    except yaml.YAMLError:
+        return ()
+    defs = doc.get("services") if isinstance(doc, dict) else None
+    if not isinstance(defs, dict):
+        return ()
+    found: set[str] = set()
+    for d in defs.values():
+        deps = d.get("depends_on") if isinstance(d, dict) else None
+        if isinstance(deps, dict):
+            found |= {
+                str(name)
+                for name, how in deps.items()
+                if isinstance(how, dict)
+                and how.get("condition") == "service_completed_successfully"
+            }
+    return tuple(sorted(found))
+
+
+def service_states(
+    expected: Iterable[str],
+    jobs: Iterable[str],
+    containers: Iterable[tuple[str, str, str, int | None]],
+) -> Mapping[str, str]:
+    """Each service of ``expected`` and ``jobs`` -> ``ok`` | ``done`` | a fault word, from its
+    containers as ``(service, state, health, exit_code)`` (``exit_code`` None: unknown).
+
+    ``done``: a job (``jobs``: restart ``no``/``on-failure``) whose every container exited 0.
+    ``ok``: every container running, and healthy or without a healthcheck. Otherwise the first
+    fault: ``missing`` (no container), ``unhealthy``, ``starting`` (healthcheck not passed yet),
+    ``exited (N)``, or the engine's state word (``restarting``, ``dead``, ``paused``...)."""
+    by: dict[str, list[tuple[str, str, int | None]]] = {}
+    for service, state, health, code in containers:
+        by.setdefault(service, []).append((state, health, code))
+    job_set = set(jobs)
+    out: dict[str, str] = {}
+    for name in dict.fromkeys([*expected, *sorted(job_set)]):
+        found = by.get(name, [])
+        if not found:
+            out[name] = "done" if name in job_set and name not in expected else "missing"
+            continue
+        if name in job_set and all(s == "exited" and c == 0 for s, _, c in found):
+            out[name] = "done"
+            continue
+        out[name] = next((w for w in (_fault(s, h, c) for s, h, c in found) if w), "ok")
+    return out
+
+
+def _fault(state: str, health: str, code: int | None) -> str:
+    if state == "running":
+        return health if health in ("unhealthy", "starting") else ""
+    if state == "exited":
+        return "exited" if code is None else f"exited ({code})"
+    return state or "unknown"
+
+
+def not_ok(states: Mapping[str, str]) -> tuple[str, ...]:
+    """The services of ``service_states`` that are neither running as they should nor done."""
+    return tuple(name for name, word in states.items() if word not in ("ok", "done"))
+
+
+def describe(states: Mapping[str, str], names: Iterable[str]) -> str:
+    """``web unhealthy, worker exited (1)``: the named services with their fault word."""
+    return ", ".join(f"{n} {states[n]}" for n in names if n in states)
+
+
+def as_view(states: Mapping[str, Any]) -> list[dict[str, str]]:
+    """``[{"service", "state"}]`` in name order (status --json, the report)."""
+    return [{"service": k, "state": str(v)} for k, v in sorted(states.items())]
