@@ -24,7 +24,14 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-FUZZ = settings.get_profile("fuzz-deep" if os.environ.get("MONKY_FUZZ") == "deep" else "fuzz-ci")
+settings.register_profile(
+    "fuzz-quick",
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+# MONKY_FUZZ: deep (locally, many examples), quick (scripts/test-fast.sh), unset (CI: fuzz-ci)
+FUZZ = settings.get_profile(f"fuzz-{os.environ.get('MONKY_FUZZ') or 'ci'}")
 
 
 def assert_named(err: BaseException) -> None:
