@@ -143,7 +143,10 @@ class _Dry:
             running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
         now = self.clock()
         valid, _ = gates.split_locks(
-            read_locks(self.cfg.locks.dir), now, self.cfg.locks.default_ttl_s
+            read_locks(self.cfg.locks.dir),
+            now,
+            self.cfg.locks.default_ttl_s,
+            self.cfg.locks.max_ttl_s,
         )
         suspended = self.state.read_suspend()
         interrupted = self.state.read_journal()

@@ -68,7 +68,7 @@ def snapshot(cfg: Config, state: StateDir, led: ledger.Ledger, now: float) -> Sn
         found = locks.read_locks(cfg.locks.dir)
     except DeployError:
         found = ()
-    valid, _ = gates.split_locks(found, now, cfg.locks.default_ttl_s)
+    valid, _ = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
     disk = tuple((p, free) for p in led.pull_filesystems if (free := _free(p)) is not None)
     return Snapshot(
         led=led,

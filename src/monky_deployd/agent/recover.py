@@ -84,18 +84,45 @@ def forget_preempted(
 
 
 def valid_locks(cfg: Config, now: float) -> tuple[gates.Lock, ...]:
-    """The update locks in force; stale ones are named in a warning and ignored."""
-    found = locks.read_locks(cfg.locks.dir)
-    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
-    for lk in stale:
+    """The update locks in force; stale ones are named in a warning and ignored, and so is
+    what is not a lock file. One line each, however many locks there are (``gates.summary``),
+    masked with the tick's secrets (an app wrote these words)."""
+    found = locks.scan(cfg.locks.dir)
+    valid, stale = gates.split_locks(found.locks, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
+    masked = logs.masker()
+    if found.ignored:
+        names = ", ".join(f"{name}.lock ({what})" for name, what in found.ignored[:5])
+        more = len(found.ignored) - 5
         log.warning(
-            f"ignoring the stale update lock {lk.describe(now)}: its TTL is over",
-            extra={"event": "lock.stale", "phase": "plan", "lock": lk.name},
+            masked(
+                f"ignoring {len(found.ignored)} entr{'y' if len(found.ignored) == 1 else 'ies'} "
+                f"of {cfg.locks.dir} that {'is' if len(found.ignored) == 1 else 'are'} not a "
+                f"lock file: {names}" + (f" and {more} more" if more > 0 else "")
+            ),
+            extra={"event": "lock.ignored", "phase": "plan", "count": len(found.ignored)},
         )
-    for lk in valid:
+    if stale:
+        log.warning(
+            masked(
+                f"ignoring {len(stale)} stale update lock(s), their TTL over: "
+                f"{gates.summary(stale, now)}"
+            ),
+            extra={
+                "event": "lock.stale",
+                "phase": "plan",
+                "lock": stale[0].name,
+                "count": len(stale),
+            },
+        )
+    if valid:
         log.info(
-            f"update lock {lk.describe(now)}",
-            extra={"event": "lock.held", "phase": "plan", "lock": lk.name},
+            masked(f"{len(valid)} update lock(s) held: {gates.summary(valid, now)}"),
+            extra={
+                "event": "lock.held",
+                "phase": "plan",
+                "lock": valid[0].name,
+                "count": len(valid),
+            },
         )
     return valid
 
@@ -304,9 +331,7 @@ def restore_settled(state: StateDir, held: Held | None, applied: str) -> Held | 
 def keep_report(state: StateDir, rec: TickRecord, body: dict[str, Any]) -> None:
     """An undelivered report (already masked) goes to the bounded outbox for a later tick."""
     try:
-        state.outbox_put(
-            f"{int(rec.started_at * 1000):015d}-{rec.tick_id}", json.dumps(body).encode()
-        )
+        state.outbox_put(rec.tick_id, json.dumps(body).encode())
     except DeployError as err:
         log.warning(
             f"the undelivered report could not be kept: {err}",
@@ -316,24 +341,43 @@ def keep_report(state: StateDir, rec: TickRecord, body: dict[str, Any]) -> None:
 
 def deliver_outbox(state: StateDir, tenancy: Tenancy, token: str) -> None:
     """Reports earlier ticks could not deliver, oldest first, each with its own tick_id, once:
-    removed when tenancy took it; the first failure leaves the rest for later."""
+    removed when tenancy took it, or refused it for good (``ReportRefused``: a 4xx other than
+    401/429, with a warning); any other failure leaves the rest for later. What is not a
+    report the agent kept is set aside by ``state.outbox()``, never read or posted."""
+    from monky_deployd.adapters.box import outbox
+    from monky_deployd.adapters.net.tenancy import ReportRefused
+
     kept = state.outbox()
     for path in kept:
         try:
-            body = json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)  # torn: nothing to deliver
+            body = json.loads(outbox.read(path))
+            if not isinstance(body, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:  # fsread.BadEntry too: never its content
+            log.warning(
+                f"dropped the kept report {path.name}: it is not one ({type(exc).__name__})",
+                extra={"event": "outbox.dropped", "phase": "report"},
+            )
+            outbox.drop(path, state.aside_dir)
             continue
         try:
             with logs.phase("report"):
                 tenancy.report(token, body)
+        except ReportRefused as err:
+            log.warning(
+                f"dropped the kept report of tick {body.get('tick_id')}: tenancy refused it "
+                f"for good ({err})",
+                extra={"event": "outbox.dropped", "phase": "report", "code": err.code},
+            )
+            outbox.drop(path, state.aside_dir)
+            continue
         except DeployError as err:
             log.warning(
                 f"{len(kept)} kept report(s) still not delivered: {err}",
                 extra={"event": "outbox.failed", "phase": "report", "code": err.code},
             )
             return
-        path.unlink(missing_ok=True)
+        outbox.drop(path, state.aside_dir)
         log.info(
             f"delivered the kept report of tick {body.get('tick_id')}",
             extra={"event": "outbox.delivered", "phase": "report"},

@@ -21,7 +21,7 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.config import Config
 from monky_deployd.core import gates, ledger, status
 from monky_deployd.core.errors import DeployError
-from monky_deployd.core.report import rfc3339
+from monky_deployd.core.report import rfc3339, whole_seconds
 
 SCHEMA = 1
 TIMER = "monky-deployd.timer"
@@ -111,7 +111,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
     except ValueError:
         token = None
     found = locks.read_locks(cfg.locks.dir)
-    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
+    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
     active = sus if sus is not None and sus.active(now) else None
     lkg = applied.revision if applied else None
     running = held.revision if held and held.box_changed else lkg
@@ -173,7 +173,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
         else {
             "kind": tok.kind,
             "expires_at": _t(tok.expires_at),
-            "expires_in_s": int(tok.expires_at - now),
+            "expires_in_s": whole_seconds(tok.expires_at - now),
             "renewable": tok.renewable,
             "lease_id": tok.lease_id or None,
             "obtained_at": _t(tok.obtained_at),
@@ -189,7 +189,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
                 "holder": lk.holder,
                 "reason": lk.reason,
                 "since": _t(lk.since),
-                "expires": _t(lk.expires_at(cfg.locks.default_ttl_s)),
+                "expires": _t(lk.expires_at(cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)),
                 "stale": lk in stale,
             }
             for lk in found

@@ -44,7 +44,7 @@ from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.agent import logs, recover, steps, window
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import mask, recovery, report, wire
+from monky_deployd.core import gates, mask, recovery, report, wire
 from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
 from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
 from monky_deployd.core.plan import (
@@ -372,7 +372,7 @@ class _Tick:
             self.rec.outcome, self.rec.code = "held", Code.UPDATE_LOCKED
             self.rec.message = (
                 f"revision {plan.revision} is pulled but not applied: update locked by "
-                + "; ".join(lk.describe(self.clock()) for lk in plan.locks)
+                + gates.summary(plan.locks, self.clock())
                 + "; trying again next tick"
             )
             log.warning(self.rec.message, extra={"event": "apply.locked", "phase": "plan"})

@@ -24,6 +24,7 @@ from typing import Any
 from monky_deployd.core.ledger import FAILURE, SUCCESS, Entry
 
 STALE_AFTER_S = 600.0  # ten timer intervals without a recorded tick
+LOCKS_SHOWN = 10  # lock names in the table; the rest counted
 
 EXIT_STATUS = {
     "ok": 0,
@@ -154,7 +155,10 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
     out.append(("leases (1 h)", str(view["leases_last_hour"])))
     sus = view["suspended"]
     out.append(("suspended", f"until {sus['until'] or 'resume'}: {sus['reason']}" if sus else "no"))
-    names = ", ".join(lk["name"] + (" (stale)" if lk["stale"] else "") for lk in view["locks"])
+    shown = view["locks"][:LOCKS_SHOWN]
+    names = ", ".join(lk["name"] + (" (stale)" if lk["stale"] else "") for lk in shown)
+    if len(view["locks"]) > LOCKS_SHOWN:
+        names += f" and {len(view['locks']) - LOCKS_SHOWN} more (monky-deployd lock list)"
     out.append(("update locks", names or "none"))
     if view["interrupted"]:
         cut = view["interrupted"]

@@ -23,7 +23,7 @@ from monky_deployd.adapters.box import aside
 from monky_deployd.adapters.fsutil import atomic_write, ensure_private_dir
 from monky_deployd.core.errors import Code, DeployError
 
-__all__ = ["ENTRY_CAP", "OUTBOX_MAX", "entries", "put", "read"]
+__all__ = ["ENTRY_CAP", "OUTBOX_MAX", "drop", "entries", "put", "read"]
 
 OUTBOX_MAX = 20
 ENTRY_CAP = 1024 * 1024  # a report body is a few KiB: its texts are cut (core.ledger, wire)
@@ -93,3 +93,16 @@ def read(path: Path) -> bytes:
     if raw is None:
         raise fsread.BadEntry(path, "gone", wrong_type=False)
     return raw
+
+
+def drop(path: Path, aside_dir: Path) -> None:
+    """Remove an entry (delivered, refused for good or not a report); one that is not a
+    regular file (replaced meanwhile) is set aside instead, never followed."""
+    why = aside.judge(path, ENTRY_CAP, links=True)
+    if why is not None and not why.startswith("larger"):
+        aside.set_aside(path, aside_dir, why)
+        return
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        aside.set_aside(path, aside_dir, "not removable")
