@@ -7,7 +7,7 @@ model of tenancy and OpenBao (issue 15).
 What is the agent's and what is modelled:
 - per tick, the token phase is ``core.token_plan.decide`` stepped exactly as ``TokenKeeper``
   steps it (lookup-self, renew-self, login, lease/rotate, a 429's ``lease_not_before``; a failed
-  lease request carries on with the working token), then the check-in, then ``core.plan.decide``
+  lease request carries on with the working token), then the check-in, then ``core.decide.decide``
   on the answer (304 -> Noop). A rotation revokes the old lease (one more OpenBao request).
 - the timer, read from packaging/systemd/monky-deployd.timer: ``OnUnitInactiveSec=`` after the
   tick ended, plus a delay uniform in [0, ``RandomizedDelaySec=``) drawn anew each time
@@ -44,8 +44,8 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from monky_deployd.core import plan, token_plan
-from monky_deployd.core.services import Service
+from monky_deployd.core import decide, token_plan
+from monky_deployd.core.services import ServiceState
 
 # Wall ms of 21 no-op ticks as whole processes (bench/noop_tick.py --save-walls, 2026-12-03 07:45,
 # load average 4.3 on 2 shared cores: a quiet box's ticks are shorter).
@@ -75,8 +75,8 @@ OUTAGE_AT, OUTAGE_FOR = 15 * MIN, 10 * MIN
 STEADY = (5 * MIN, 15 * MIN)
 AFTER = (25 * MIN, 40 * MIN)
 END = 40 * MIN
-APPLIED = plan.AppliedFacts("r1", "shop", ("web",))
-RUNNING = (Service("web", "running", "", "img"),)
+APPLIED = decide.AppliedFacts("r1", "shop", ("web",))
+RUNNING = (ServiceState("web", "running", "", "img"),)
 
 
 @dataclass
@@ -136,7 +136,7 @@ class Model:
 def token_phase(m: Model, box: Box, now: float) -> tuple[bool, float]:
     """``token_plan.decide`` stepped as ``TokenKeeper._round`` steps it. (usable, seconds)."""
     spent = 0.0
-    f = token_plan.Facts(
+    f = token_plan.TokenFacts(
         now=now,
         held=replace(box.known, verified=False) if box.known else None,
         lease_not_before=box.lease_not_before,
@@ -203,8 +203,8 @@ def tick(m: Model, box: Box, start: float, duration: float) -> float:
     answered, took = m.tenancy_wait(at)
     if not answered:
         return at + took + duration / 2  # TENANCY_UNREACHABLE: the tick fails, exit 1
-    decided = plan.decide(plan.Facts(304, None, APPLIED, RUNNING, now=at))
-    assert isinstance(decided, plan.Noop)
+    decided = decide.decide(decide.Facts(304, None, APPLIED, RUNNING, now=at))
+    assert isinstance(decided, decide.Noop)
     return start + spent + took + duration
 
 

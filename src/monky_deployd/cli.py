@@ -193,7 +193,7 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
 def _plan(args: argparse.Namespace, cfg: Config) -> int:
     """``plan``: the diff on stdout (text or JSON), log lines on stderr (warnings unless
     --debug). Exit 0 no change, 1 changes, 2 error."""
-    from monky_deployd.agent.dryrun import run_plan
+    from monky_deployd.agent.plan import run_plan
 
     logs.setup("text", logging.DEBUG if args.debug else logging.WARNING, stream=sys.stderr)
     status, found, err = run_plan(cfg, login=args.login)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from monky_deployd.agent import dryrun
+from monky_deployd.agent import plan
 from monky_deployd.core import diff, reasons, wire
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,5 +32,5 @@ def test_every_plan_json_key_is_documented() -> None:
     documented = set(re.findall(r"`([a-z_]+)`", section))
     keys = set(diff.Diff("noop", "").as_json()) | {"error"}
     assert keys <= documented, sorted(keys - documented)
-    for status in (dryrun.EXIT_NO_CHANGE, dryrun.EXIT_CHANGES, dryrun.EXIT_ERROR):
+    for status in (plan.EXIT_NO_CHANGE, plan.EXIT_CHANGES, plan.EXIT_ERROR):
         assert re.search(rf"^\| {status} \| ", section, re.M)

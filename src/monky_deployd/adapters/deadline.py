@@ -9,7 +9,9 @@ request one of its own (``tenancy.deadline_s``, ``openbao.deadline_s``, the Engi
 - ``clamp(timeout)`` turns a per-operation timeout into ``min(timeout, time left)`` (every socket
   read and write of ``httpio``'s transports, every child of ``runner.run``); when nothing is
   left it raises ``Expired`` naming the deadline that ran out;
-- ``check_tick(where)`` ends the tick at a phase boundary with ``TICK_DEADLINE``.
+- ``check_tick(where)`` ends the tick at a phase boundary with ``TICK_DEADLINE``; every cut by
+  the tick's deadline raises ``core.errors.TickDeadline`` (a ``BaseException``: an ordinary
+  ``except`` cannot swallow it, so the tick ends where its time ran out, not at the next phase).
 
 Context variables are per thread: a helper thread (the Ziti dialer's) is bounded by the timeout
 its caller computed with ``clamp``.
@@ -24,7 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import Code, DeployError, TickDeadline
 
 
 @dataclass(frozen=True)
@@ -130,16 +132,17 @@ def expired_in(exc: BaseException | None) -> Bound | None:
     return None
 
 
-def tick_error(where: str) -> DeployError:
+def tick_error(where: str) -> TickDeadline:
     bound = _tick.get()
     seconds = bound.seconds if bound is not None else 0.0
     what = bound.what if bound is not None else "tick_deadline_s"
-    return DeployError(
+    fault = DeployError(
         f"the tick ran past its deadline of {seconds:g} s ({what}) {where}; it stops there",
         code=Code.TICK_DEADLINE,
         hint="which phase took the time (the phase.end lines of this tick): a service that "
         "answers slowly, a slow registry; raise tick_deadline_s only if the work is legitimate",
     )
+    return TickDeadline(fault)
 
 
 def tick_expired() -> bool:

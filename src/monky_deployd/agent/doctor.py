@@ -38,12 +38,12 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import identity
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Probe, Tenancy
-from monky_deployd.agent import doctor_box, doctor_ziti, logs
+from monky_deployd.agent import doctor_box, doctor_ziti, logs, observe
 from monky_deployd.config import Config, load
-from monky_deployd.core import checks, recovery, wire
+from monky_deployd.core import checks, mask, wire
 from monky_deployd.core.bundle import Bundle
 from monky_deployd.core.checks import Check
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.mask import Masker
 from monky_deployd.core.report import rfc3339
 
@@ -197,17 +197,12 @@ def check_checkin(run: Run) -> Check:
     cfg, tenancy = run.config, run.tenancy
     assert tenancy is not None and run.token is not None
     state = StateDir(cfg.state_dir)
-    applied = state.read_applied()
-    try:
-        held = state.read_held()
-    except ValueError:
-        held = None
+    local = observe.read_local(state)
+    applied = local.record
     host = state.read_host_facts() or wire.HostFacts(
         hostname=socket.gethostname(), docker="", compose=""
     )
-    body = wire.CheckinRequest.of(
-        host, applied.revision if applied else None, recovery.checkin_outcome(held)
-    )
+    body = observe.checkin_body(host, local)
     answer = tenancy.checkin(run.token, body, None)
     now = applied.revision if applied else "nothing"
     if answer.status == 204:
@@ -236,14 +231,12 @@ def check_secrets(run: Run) -> Check:
         try:
             value = bao.read_secret(run.token, entry.path, entry.key)
         except DeployError as err:
-            if err.code is Code.TICK_DEADLINE:
-                raise
             failures.append(err)
             continue
         if entry.use is not None:  # its password is masked once parsed (the user is no secret)
             run.registry_value = value
         else:
-            run.secrets.extend(_texts(value))
+            run.secrets.extend(mask.strings_in(value))
     n = len(bundle.manifest)
     if failures:
         first = failures[0]
@@ -255,14 +248,6 @@ def check_secrets(run: Run) -> Check:
         "OK",
         f"all {n} manifest entries of revision {bundle.revision} are readable ({paths})",
     )
-
-
-def _texts(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _texts(v)]
-    return [str(value)] if value is not None else []
 
 
 def check_clock(run: Run) -> Check:
@@ -302,8 +287,8 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
 def _one(run: Run, name: str, fn: Callable[[Run], Check]) -> Check:
     try:
         return fn(run)
-    except DeployError as err:
-        return checks.from_error(name, err)
+    except (DeployError, TickDeadline) as exc:
+        return checks.from_error(name, fault_of(exc))
     except Exception as exc:  # a bug: still one line, and the other checks run
         log.debug("doctor check crashed", exc_info=True)
         return Check(

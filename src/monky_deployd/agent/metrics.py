@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from monky_deployd import __version__
-from monky_deployd.adapters.box import locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import atomic_write
-from monky_deployd.agent.window import TEXTFILE_NAME
+from monky_deployd.agent import observe
+from monky_deployd.agent.ledger import TEXTFILE_NAME
 from monky_deployd.config import Config
-from monky_deployd.core import gates, ledger
+from monky_deployd.core import ledger
 from monky_deployd.core.errors import DeployError
 
 log = logging.getLogger("monky_deployd")
@@ -63,12 +63,8 @@ def _free(path: str) -> int | None:
 
 
 def snapshot(cfg: Config, state: StateDir, led: ledger.Ledger, now: float) -> Snapshot:
-    applied, held, sus = state.read_applied(), state.read_held(), state.read_suspend()
-    try:
-        found = locks.read_locks(cfg.locks.dir)
-    except DeployError:
-        found = ()
-    valid, _ = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
+    seen = observe.recorded(cfg, state, now, led)
+    applied, held = seen.local.record, seen.local.held
     disk = tuple((p, free) for p in led.pull_filesystems if (free := _free(p)) is not None)
     return Snapshot(
         led=led,
@@ -77,8 +73,8 @@ def snapshot(cfg: Config, state: StateDir, led: ledger.Ledger, now: float) -> Sn
         held=held.revision if held else None,
         held_stalled=bool(held and held.stalled),
         next_attempt_at=held.next_attempt_at if held else None,
-        suspended=sus is not None and sus.active(now),
-        locks_valid=len(valid),
+        suspended=seen.suspended is not None,
+        locks_valid=len(seen.valid_locks),
         disk_free=disk,
     )
 
@@ -227,7 +223,7 @@ def render(s: Snapshot) -> bytes:
 
 
 def publish(cfg: Config, state: StateDir, led: ledger.Ledger) -> None:
-    """Rewrite the textfile (``agent.window`` only touches it after a quiet tick)."""
+    """Rewrite the textfile (``agent.ledger`` only touches it after a quiet tick)."""
     directory = cfg.metrics.textfile_dir
     if directory is None or not directory.is_dir():
         return  # no textfile collector here: no metrics

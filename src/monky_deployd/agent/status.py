@@ -16,12 +16,14 @@ import json
 import time
 from typing import Any
 
-from monky_deployd.adapters.box import docker_api, locks, runner
+from monky_deployd.adapters.box import docker_api, runner
 from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.agent import observe
 from monky_deployd.config import Config
-from monky_deployd.core import gates, ledger, status
+from monky_deployd.core import ledger, status
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.report import rfc3339, whole_seconds
+from monky_deployd.core.services import repo_digest
 
 SCHEMA = 1
 TIMER = "monky-deployd.timer"
@@ -38,13 +40,6 @@ def _entry(e: ledger.Entry | None) -> dict[str, Any] | None:
     return out
 
 
-def _digest_of(ref: str, known: list[str]) -> str:
-    """The RepoDigest of ``ref``'s repository (an image pulled from several has several)."""
-    head, _, tail = ref.partition("@")[0].rpartition(":")
-    repo = head if head and "/" not in tail else ref.partition("@")[0]
-    return next((d for d in known if d.partition("@")[0] == repo), known[0] if known else "")
-
-
 def services(cfg: Config, project: str | None) -> dict[str, Any]:
     """The project's containers as the engine sees them now; the engine's fault as text."""
     out: dict[str, Any] = {"engine": "not asked", "project": project, "containers": []}
@@ -57,7 +52,7 @@ def services(cfg: Config, project: str | None) -> dict[str, Any]:
         for c in found:
             if c.image_id and c.image_id not in digests:
                 known = docker_api.repo_digests(cfg.docker, c.image_id)
-                digests[c.image_id] = _digest_of(c.image_ref, known)
+                digests[c.image_id] = repo_digest(c.image_ref, known)
     except DeployError as err:
         out["engine"] = f"unreachable: {err.code}: {err.message}"
         return out
@@ -103,20 +98,13 @@ def next_timer_run() -> str | None:
 def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[str, Any]:
     """Everything ``status`` prints, as JSON-ready data (schema ``SCHEMA``)."""
     now = time.time() if now is None else now
-    state = StateDir(cfg.state_dir)
-    led, problem = state.read_ledger()
-    applied, held, sus = state.read_applied(), state.read_held(), state.read_suspend()
-    try:
-        token = state.read_token()
-    except ValueError:
-        token = None
-    found = locks.read_locks(cfg.locks.dir)
-    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
-    active = sus if sus is not None and sus.active(now) else None
-    lkg = applied.revision if applied else None
-    running = held.revision if held and held.box_changed else lkg
+    seen = observe.recorded(cfg, StateDir(cfg.state_dir), now)
+    led, problem = seen.ledger, seen.ledger_problem
+    applied, held, token = seen.local.record, seen.local.held, seen.token
+    found, valid, stale = seen.locks, seen.valid_locks, seen.stale_locks
+    active, lkg, running = seen.suspended, seen.last_known_good, seen.running
     verdict = status.verdict(
-        status.Facts(
+        status.StatusFacts(
             now=now,
             last=led.last,
             applied=running,
@@ -128,7 +116,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
         )
     )
     tok = token.token if token is not None else None
-    journal = state.read_journal()
+    journal = seen.interrupted
     return {
         "schema": SCHEMA,
         "state": verdict.state,

@@ -12,10 +12,10 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, assert_never
 
 from monky_deployd.adapters.box import docker_api
 from monky_deployd.adapters.box.state import ENV_FILE, Applied, StateDir
@@ -34,10 +34,11 @@ from monky_deployd.core.boxsteps import (
     Up,
     Verify,
 )
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.plan import host_facts_usable
+from monky_deployd.core.decide import host_facts_usable
+from monky_deployd.core.errors import DeployError
 from monky_deployd.core.records import Journal, Release, ReleaseImage, ServiceLabel
 from monky_deployd.core.report import TickRecord
+from monky_deployd.core.services import repo_digest
 
 if TYPE_CHECKING:  # the box-step adapters load in the step that uses them (a no-op tick: none)
     from monky_deployd.adapters.box.compose import Compose
@@ -123,7 +124,7 @@ def pull(ctx: Context, step: Pull) -> None:
     compose = ctx.compose(step.project, step.revision)
     compose.pull(step.registry_host)
     if step.deploy_id:  # labels: new ones only for the services this apply changes
-        from monky_deployd.agent.explain import keep_labels  # off the no-op tick's imports
+        from monky_deployd.agent.reasons import keep_labels  # off the no-op tick's imports
 
         ctx.labelled = keep_labels(ctx.cfg.docker, ctx.state, compose, step.deploy_id)
 
@@ -264,9 +265,7 @@ def _compose_confirmed(ctx: Context, step: Commit) -> str:
         made = docker_api.compose_version_of(
             ctx.cfg.docker, step.project, LABEL_DEPLOY_ID, step.deploy_id
         )
-    except DeployError as err:
-        if err.code is Code.TICK_DEADLINE:
-            raise
+    except DeployError:  # (the tick's deadline is a TickDeadline: it is not caught here)
         return ""
     return cached.compose if made == cached.compose else ""
 
@@ -304,23 +303,29 @@ def _digest(ctx: Context, c: verdict.ContainerObs) -> str:
     """The RepoDigest of the container's image in the repository its compose reference names."""
     if not c.image_id:
         return ""
-    digests = docker_api.repo_digests(ctx.cfg.docker, c.image_id)
-    repo = c.image_ref.split("@")[0]
-    if ":" in repo.rsplit("/", 1)[-1]:
-        repo = repo.rsplit(":", 1)[0]
-    same = [d for d in digests if d.split("@")[0] == repo]
-    return (same or digests or [""])[0]
+    return repo_digest(c.image_ref, docker_api.repo_digests(ctx.cfg.docker, c.image_id))
 
 
-EXECUTORS: dict[type[Any], Callable[[Context, Any], None]] = {
-    Stage: stage,
-    Pull: pull,
-    Down: down,
-    Up: up,
-    Verify: verify,
-    Rollback: rollback,
-    Commit: commit,
-}
+def execute(ctx: Context, step: BoxStep) -> None:
+    """The one executor of ``step``'s kind: exhaustive (a ``BoxStep`` without a case here is a
+    mypy error at ``assert_never``)."""
+    match step:
+        case Stage():
+            stage(ctx, step)
+        case Pull():
+            pull(ctx, step)
+        case Down():
+            down(ctx, step)
+        case Up():
+            up(ctx, step)
+        case Verify():
+            verify(ctx, step)
+        case Rollback():
+            rollback(ctx, step)
+        case Commit():
+            commit(ctx, step)
+        case _:
+            assert_never(step)
 
 
 def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase) -> None:
@@ -329,7 +334,7 @@ def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase) -> None:
     for step in steps:
         ctx.state.write_journal(Journal(step.revision, step.phase, ctx.rec.tick_id, ctx.clock()))
         with phase(step.phase):
-            EXECUTORS[type(step)](ctx, step)
+            execute(ctx, step)
 
 
 # -- host facts (sent with every check-in) -----------------------------------------------------
@@ -351,19 +356,14 @@ def refresh_host_facts(ctx: Context, *, store: bool = True, compose: str = "") -
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
     versions = {"docker": "", "compose": compose}
-    try:  # the engine's own answer (GET /version): what `docker version` prints, no Go process
+    # (a fault leaves a version empty; the tick's deadline, a TickDeadline, is not caught)
+    with suppress(DeployError):  # the engine's own answer (GET /version), no Go process
         versions["docker"] = docker_api.engine_version(ctx.cfg.docker)[0].strip("?")
-    except DeployError as err:
-        if err.code is Code.TICK_DEADLINE:
-            raise
     argv = (binary, "compose", "version", "--short")
-    try:
+    with suppress(DeployError):
         if not compose:
             result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
             versions["compose"] = result.stdout.strip()
-    except DeployError as err:
-        if err.code is Code.TICK_DEADLINE:
-            raise
     facts = wire.HostFacts(hostname=socket.gethostname(), **versions)
     if store and facts.docker and facts.compose:  # (``plan`` writes nothing)
         ctx.state.write_host_facts(facts)

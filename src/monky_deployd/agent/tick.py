@@ -1,24 +1,26 @@
-"""One tick: the phases in order, each timed and logged.
+"""One tick: observe, decide, act, publish; each phase timed and logged.
 
-    transport -> token -> checkin -> [inspect] -> plan
-      apply:   bundle -> secrets -> render -> registry -> preflight      (checks: nothing changes)
-               -> stage -> pull -> [down] -> up -> verify -> commit        (the box steps)
+    transport -> token -> checkin -> [inspect]                          observe (agent.observe)
+    -> plan                                                              decide (core.decide)
+      apply:   bundle -> secrets -> render -> registry -> preflight      act: the checks
+               (agent.prepare; nothing changes) -> stage -> pull -> [down] -> up -> verify
+               -> commit (core.boxsteps, agent.steps)
                on failure: [rollback -> verify] (core.recovery), then hold or back off
       restore: up -> verify                  (a failure backs off: no rollback, it is the LKG)
-      hold / backoff: nothing (the desired revision failed here before)
-    -> report
+      hold / backoff / suspended / idle / noop: nothing
+    -> report, ledger, metrics, summary line                            publish (agent.publish)
 
-``core.plan.decide`` turns the facts (check-in answer, applied record, held record,
-containers, the clock) into ``Idle | Noop | Restore | Apply | Hold | Backoff | Paused``; an apply's
-checks are ``core.prepare``'s pure functions around
-two reads (OpenBao, ``docker info``); ``core.boxsteps`` then lists the box steps and
-``agent.steps`` performs them, each inside its phase. Any ``DeployError`` ends the tick: it is
-logged once as the first error line (code, the real fault, what to check), reported to tenancy
-when a revision was being applied, and turned into the exit code by ``cli``.
+``core.decide.decide`` turns the observation (check-in answer, applied record, held record,
+containers, locks, suspend, a killed tick's journal, the clock) into ``Idle | Noop | Restore |
+Apply | Hold | Backoff | Paused``. Any ``DeployError`` ends the tick: it is logged once as the
+first error line (code, the real fault, what to check), reported to tenancy when a revision was
+being applied, and turned into the exit code by ``cli``.
 
 The tick has one overall deadline (``tick_deadline_s``, ``adapters.deadline``): every request
-and child gets at most the time left, and past it the tick ends with ``TICK_DEADLINE`` at the
-next phase boundary (the report still goes out, within its own request deadline).
+and child gets at most the time left, and past it ``core.errors.TickDeadline`` (a
+``BaseException``: nothing on the way swallows it) ends the tick with ``TICK_DEADLINE``; a
+failed apply is still rolled back on its own budget and the report still goes out, within its
+own request deadline.
 """
 
 from __future__ import annotations
@@ -28,45 +30,29 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.adapters.box import docker_api, leftovers
+from monky_deployd.adapters.box import leftovers
 from monky_deployd.adapters.box.grant import read_grant
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
-from monky_deployd.adapters.net.bao import Bao, KvPages
+from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import logs, recover, steps, window
+from monky_deployd.agent import logs, observe, publish, recovery, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core import gates, mask, recovery, report, wire
-from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
-from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
-from monky_deployd.core.plan import (
-    AppliedFacts,
-    Apply,
-    Backoff,
-    Facts,
-    Hold,
-    Idle,
-    Noop,
-    Paused,
-    Restore,
-    decide,
-    needs_container_check,
-)
-from monky_deployd.core.records import Held, Journal
+from monky_deployd.core import mask
+from monky_deployd.core.decide import Backoff, Hold, Idle, Noop, Paused, Restore, decide
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, TokenError, fault_of
 from monky_deployd.core.report import PhaseTiming, TickRecord
-from monky_deployd.core.services import Service
 
-if TYPE_CHECKING:  # an apply's checks and box adapters load when an apply runs (issue 15)
-    from monky_deployd.core import prepare
-    from monky_deployd.core.bundle import Bundle, ManifestEntry
+if TYPE_CHECKING:
+    from monky_deployd.agent.observe import Local
 
 log = logging.getLogger("monky_deployd")
 
@@ -99,53 +85,33 @@ def run_tick(
     logs.set_masker(mask.NO_SECRETS)
     rec.phases.append(PhaseTiming("config", True, config_ms))
     t0 = time.monotonic()
-    try:
-        with deadline.tick(cfg.tick_deadline_s):
-            state = StateDir(cfg.state_dir).ensure()
-            with state.lock(cfg.lock_wait_s):
-                if swept := leftovers.sweep(state):
-                    log.warning(
-                        f"removed {len(swept)} half-written leftover(s) of a killed tick",
-                        extra={"event": "state.swept", "paths": swept},
-                    )
-                _Tick(cfg, state, rec, clock, wire, options).run()
-    except DeployError as err:
-        _fail(rec, err)
-    except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
-        log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
-        _fail(
-            rec,
-            DeployError(
-                f"unexpected {type(exc).__name__}: {exc}",
-                code=Code.INTERNAL,
-                hint="this is a monky-deployd bug: run with --debug and report the traceback",
-            ),
-        )
-    rec.finished_at = clock()
-    window.record(cfg, rec, int((time.monotonic() - t0) * 1000))  # ledger + metrics textfile
-    level = {"applied": logging.INFO, "noop": logging.INFO, "idle": logging.INFO}.get(
-        rec.outcome, logging.WARNING if rec.outcome == "held" else logging.ERROR
-    )
-    log.log(
-        level,
-        f"tick {rec.outcome}: {rec.message}",
-        extra={
-            "event": "tick.summary",
-            "phase": "summary",
-            "outcome": rec.outcome,
-            "code": rec.code,
-            "revision": rec.revision,
-            "duration_ms": int((time.monotonic() - t0) * 1000),
-        },
-    )
+    out = publish.Publisher(cfg)
+    with ExitStack() as held_open:  # the transport stays open until the report is out
+        try:
+            with deadline.tick(cfg.tick_deadline_s):
+                state = StateDir(cfg.state_dir).ensure()
+                with state.lock(cfg.lock_wait_s):
+                    if swept := leftovers.sweep(state):
+                        log.warning(
+                            f"removed {len(swept)} half-written leftover(s) of a killed tick",
+                            extra={"event": "state.swept", "paths": swept},
+                        )
+                    _Tick(cfg, state, rec, clock, wire, options, out, held_open).run()
+        except (DeployError, TickDeadline) as exc:
+            recovery.fail(rec, fault_of(exc))
+        except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
+            log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
+            recovery.fail(
+                rec,
+                DeployError(
+                    f"unexpected {type(exc).__name__}: {exc}",
+                    code=Code.INTERNAL,
+                    hint="this is a monky-deployd bug: run with --debug and report the traceback",
+                ),
+            )
+        rec.finished_at = clock()
+        out.publish(rec, int((time.monotonic() - t0) * 1000))
     return rec
-
-
-_fail = recover.fail
-
-
-class _Skipped(Exception):
-    """An apply stopped on purpose (an update lock): no report, the record says why."""
 
 
 class _Tick:
@@ -155,22 +121,16 @@ class _Tick:
         state: StateDir,
         rec: TickRecord,
         clock: Clock,
-        wire: httpx.BaseTransport | None = None,
-        options: Options = Options(),
+        wire: httpx.BaseTransport | None,
+        options: Options,
+        out: publish.Publisher,
+        held_open: ExitStack,
     ) -> None:
         self.cfg, self.state, self.rec, self.clock, self.wire = cfg, state, rec, clock, wire
-        self.options = options
+        self.options, self.out, self.held_open = options, out, held_open
         self.ctx = steps.Context(
             cfg, state, rec, clock, watch_clock=options.watch_clock, sleep=options.sleep
         )
-        self.held: Held | None = None
-        self.tenancy: Tenancy | None = None
-        self.keeper: TokenKeeper | None = None
-        self.token: HeldToken | None = None
-        self.bao: Bao | None = None
-        self.running: tuple[Service, ...] | None = None  # the applied project's containers
-        self.interrupted: Journal | None = None
-        self.secrets: dict[str, object] = {}  # manifest name -> KV value (for the fingerprint)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -191,71 +151,36 @@ class _Tick:
 
     def run(self) -> None:
         with self.phase("transport"):
-            client = transport.open_client(self.cfg, self.wire)
-        try:
-            self._run_with_client(client)
-        finally:
-            client.close()
-
-    def _run_with_client(self, client: httpx.Client) -> None:
+            client = self.held_open.enter_context(transport.open_client(self.cfg, self.wire))
         cfg = self.cfg
-        self.tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
-        self.bao = Bao(client, cfg.openbao)
+        tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
+        bao = Bao(client, cfg.openbao)
+        # -- observe -------------------------------------------------------------------------
         self.ctx.learn(self._tokens_at_rest())  # before any request or child: the log filter too
         with self.phase("token"):
-            self.keeper = TokenKeeper(cfg, self.bao, self.tenancy, self.clock, state=self.state)
-            self.token = self.keeper.acquire()
-        self.ctx.learn((*self._tokens_at_rest(), self.token.token))
-
-        record = self.state.read_applied()
-        self.held = self.state.read_held()
-        applied = (
-            AppliedFacts(record.revision, record.project, tuple(record.services))
-            if record
-            else None
-        )
+            keeper = TokenKeeper(cfg, bao, tenancy, self.clock, state=self.state)
+            token = keeper.acquire()
+        self.ctx.learn((*self._tokens_at_rest(), token.token))
+        local = observe.read_local(self.state)
+        self.rec.applied = local.record.revision if local.record else None
         with self.phase("checkin"):
-            answer = self._checkin(applied)
-        assert self.token is not None
-        recover.deliver_outbox(self.state, self.tenancy, self.token.token)
-
-        desired = answer.revision if answer.status == 200 else None
-        running: tuple[Service, ...] | None = None
-        held_rev = self.held.revision if self.held else None
-        if applied and needs_container_check(answer.status, desired, applied.revision, held_rev):
-            with self.phase("inspect"):
-                running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
-        self.held = recover.forget_preempted(self.state, self.held, answer.status, desired, applied)
-        now = self.clock()
-        interrupted = self.state.read_journal()
-        self.running, self.interrupted = running, interrupted
-        if interrupted is not None:
-            log.warning(
-                f"the tick {interrupted.tick_id} was killed during {interrupted.phase} of "
-                f"revision {interrupted.revision}; this tick resumes or restores",
-                extra={"event": "journal.interrupted", "phase": "plan"},
-            )
-        plan = decide(
-            Facts(
-                answer.status,
-                desired,
-                applied,
-                running,
-                answer.bundle,
-                self.held,
-                now,
-                self.options.retry,
-                recover.valid_locks(self.cfg, now),
-                recover.active_suspend(self.state, now),
-                interrupted,
-            )
-        )
-        if isinstance(plan, Noop | Hold) and applied is not None:  # the LKG runs
-            self.held = recover.restore_settled(self.state, self.held, applied.revision)
-        if interrupted is not None and not isinstance(plan, Paused):
+            answer, token = self._checkin(tenancy, keeper, token, local)
+        channel = publish.Channel(self.state, tenancy, token.token)
+        self.out.channel = channel
+        publish.deliver_outbox(self.state, tenancy, token.token)
+        with self.phase("inspect") if _inspects(answer, local) else _nothing():
+            obs = observe.observe(cfg, self.state, answer, local, self.clock())
+        self.rec.desired = obs.desired
+        observe.settle(self.state, obs)
+        # -- decide --------------------------------------------------------------------------
+        plan = decide(obs.facts(self.options.retry))
+        held = obs.held
+        if isinstance(plan, Noop | Hold) and local.applied is not None:  # the LKG runs
+            held = recovery.restore_settled(self.state, held, local.applied.revision)
+        if obs.interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
-            recover.skip(self.rec, plan)
+            recovery.skip(self.rec, plan)
             return
         log.info(plan.reason, extra={"event": f"plan.{plan.kind}", "phase": "plan"})
         if isinstance(plan, Idle | Noop):
@@ -263,20 +188,25 @@ class _Tick:
             if isinstance(plan, Noop):
                 self.rec.revision = plan.applied.revision
             return
+        # -- act -----------------------------------------------------------------------------
+        from monky_deployd.agent import act  # the apply path's modules, in one import
+
+        self.rec.reportable = True
+        doer = act.Act(self.ctx, self.phase, bao, token.token, obs, held, self.options)
         try:
             if isinstance(plan, Restore):
                 self.rec.revision = plan.applied.revision
-                self._restore(plan)
+                doer.restore(plan)
             else:
                 self.rec.revision = plan.revision
-                self._apply(plan)
-        except _Skipped:
+                doer.apply(plan)
+        except act.Skipped:
+            self.rec.reportable = False
             self.state.clear_journal()
             return  # an update lock: pulled, nothing recreated, no report (tried next tick)
-        except DeployError as err:
-            _fail(self.rec, err)
+        except (DeployError, TickDeadline) as exc:
+            recovery.fail(self.rec, fault_of(exc))
         self.state.clear_journal()  # the apply or restore ended (a killed tick leaves it)
-        self._report()
 
     def _tokens_at_rest(self) -> tuple[str, ...]:
         """The grant and the stored token, when readable (the token phase names any fault)."""
@@ -291,159 +221,36 @@ class _Tick:
             found.append(stored.token.token)
         return tuple(found)
 
-    # -- check-in ----------------------------------------------------------------------------
-
-    def _checkin(self, applied: AppliedFacts | None) -> Checkin:
-        assert self.tenancy and self.keeper and self.token
-        body = wire.CheckinRequest.of(
-            steps.host_facts(self.ctx),
-            applied.revision if applied else None,
-            recovery.checkin_outcome(self.held),
-        )
-        etag = applied.revision if applied else None
+    def _checkin(
+        self, tenancy: Tenancy, keeper: TokenKeeper, token: HeldToken, local: Local
+    ) -> tuple[Checkin, HeldToken]:
+        body = observe.checkin_body(steps.host_facts(self.ctx), local)
+        etag = local.record.revision if local.record else None
         try:
-            return self.tenancy.checkin(self.token.token, body, etag)
+            return tenancy.checkin(token.token, body, etag), token
         except TokenError as err:
             if err.code is not Code.TOKEN_INVALID:
                 raise
             log.warning(
                 "tenancy rejected the held token; obtaining a new one once",
-                extra={"event": "token.rejected", "kind": self.token.kind},
+                extra={"event": "token.rejected", "kind": token.kind},
             )
-            self.token = self.keeper.invalidate(self.token)
-            self.ctx.learn((self.token.token,))
-            return self.tenancy.checkin(self.token.token, body, etag)
+            token = keeper.invalidate(token)
+            self.ctx.learn((token.token,))
+            return tenancy.checkin(token.token, body, etag), token
 
-    # -- restore and apply -------------------------------------------------------------------
 
-    def _check_owned(self, project: str) -> None:
-        """PROJECT_NOT_OWNED unless every container of ``project`` came from our revisions/
-        (with no container: unless its volumes/networks are of a project we started)."""
-        from monky_deployd.core import prepare
+def _inspects(answer: Checkin, local: Local) -> bool:
+    """Whether observing asks the engine (then it is the ``inspect`` phase)."""
+    from monky_deployd.core.decide import needs_container_check
 
-        dirs = docker_api.project_working_dirs(self.cfg.docker, project)
-        left = [] if dirs else docker_api.project_leftovers(self.cfg.docker, project)
-        known = bool(left) and project in self.state.read_projects()
-        prepare.check_owned(project, dirs, str(self.state.revisions_dir.absolute()), left, known)
+    applied, held = local.record, local.held
+    desired = answer.revision if answer.status == 200 else None
+    return applied is not None and needs_container_check(
+        answer.status, desired, applied.revision, held.revision if held else None
+    )
 
-    def _restore(self, plan: Restore) -> None:
-        with self.phase("preflight"):
-            self._check_owned(plan.applied.project)
-        pinned = self.state.has_pins(plan.applied.revision)
-        from monky_deployd.agent import explain  # off the no-op tick's imports
 
-        explain.note(self.rec, explain.for_restore(plan, self.running, self.interrupted))
-        try:
-            steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
-        except DeployError as err:  # no rollback (it is the LKG): failed, the next backs off
-            recover.restore_failed(self.ctx, plan, err, self.held, self.options.rand())
-        self.held = recover.restore_settled(self.state, self.held, plan.applied.revision)
-        self.rec.outcome = "applied"
-        self.rec.message = (
-            f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} "
-            "(no pull, verified)"
-        )
-
-    def _apply(self, plan: Apply) -> None:
-        """Every check first (nothing on the box changes), then the box steps; a failure rolls
-        back to the last-known-good release or backs off (``core.recovery``)."""
-        ready: Ready | None = None
-        forced = self.options.retry
-        from monky_deployd.agent import explain  # off the no-op tick's imports
-
-        explain.note(self.rec, explain.for_apply(plan, self.held, forced), quiet=True)
-        if plan.previous is not None:  # the LKG's secrets too, before stage rewrites the config
-            self.ctx.learn(self.ctx.secrets_at_rest(plan.previous.revision))
-        try:
-            ready = self._check(plan)
-            ready = explain.checked(
-                self.state, self.rec, plan, ready, self.secrets, self.held, forced
-            )
-            self.state.own_project(ready.project)  # before anything of it is created
-            steps.run(self.ctx, apply_steps(plan, ready), self.phase)
-        except DeployError as err:
-            recover.recover(
-                recover.Failure(plan, ready, err, self.held),
-                self.ctx,
-                self.phase,
-                self.options.rand(),
-            )
-        if plan.locks:
-            self.rec.outcome, self.rec.code = "held", Code.UPDATE_LOCKED
-            self.rec.message = (
-                f"revision {plan.revision} is pulled but not applied: update locked by "
-                + gates.summary(plan.locks, self.clock())
-                + "; trying again next tick"
-            )
-            log.warning(self.rec.message, extra={"event": "apply.locked", "phase": "plan"})
-            raise _Skipped
-        running = sum(1 for s in self.rec.services if s["state"] == "running")
-        self.rec.outcome = "applied"
-        self.rec.message = f"applied {plan.revision}: {running} services running (verified)"
-
-    def _check(self, plan: Apply) -> Ready:
-        """Every check of an apply, each in its phase: nothing on the box changes."""
-        from monky_deployd.adapters.box import preflight
-        from monky_deployd.adapters.box.compose import docker_env
-        from monky_deployd.core import prepare
-
-        with self.phase("bundle"):
-            bundle = prepare.check_bundle(plan.revision, plan.bundle)
-        with self.phase("secrets"):
-            reads = self._read_secrets(bundle)
-            self.ctx.learn(mask.strings_in(list(reads.found.values())))
-            self.secrets = {e.name: v for e, v in reads.found.items()}
-            env = prepare.env_values(bundle, reads)
-        with self.phase("render"):
-            env_text = prepare.render_env(bundle.env_template, env)
-        with self.phase("registry"):
-            cred = prepare.credential(bundle, env)
-            self.ctx.learn(prepare.secrets_of(env, cred))
-        with self.phase("preflight"):
-            denv = docker_env(self.cfg.docker, self.state.docker_dir)
-            info = preflight.docker_info(self.cfg.docker, denv)
-            preflight.run(info, self.cfg.docker, self.cfg.disk, bundle.disk_need_bytes)
-            prev = plan.previous.project if plan.previous else None
-            for project in dict.fromkeys(p for p in (bundle.project, prev) if p):  # up, down
-                self._check_owned(project)
-        # Everything is checked: only now does anything on the box change.
-        return prepare.ready(bundle, env_text, cred, self.rec.tick_id)
-
-    def _read_secrets(self, bundle: Bundle) -> prepare.SecretReads:
-        """Every manifest entry from OpenBao. A variable's secret that OpenBao lacks is noted
-        (ENV_INCOMPLETE names them all at render); a missing registry credential ends the tick."""
-        from monky_deployd.core import prepare
-
-        assert self.token is not None and self.bao is not None
-        found: dict[ManifestEntry, object] = {}
-        absent: dict[str, str] = {}
-        pages: KvPages = {}  # one OpenBao read per distinct path
-        for entry in bundle.manifest:
-            try:
-                found[entry] = self.bao.read_secret(self.token.token, entry.path, entry.key, pages)
-            except BaoError as err:
-                if err.code is not Code.SECRET_MISSING or entry.use is not None:
-                    raise
-                absent[entry.name] = f"{entry.path}#{entry.key}"
-        return prepare.SecretReads(found, absent)
-
-    # -- report ------------------------------------------------------------------------------
-
-    def _report(self) -> None:
-        assert self.tenancy is not None and self.token is not None
-        started = time.monotonic()
-        self.rec.finished_at = self.clock()
-        ok = True
-        body = self.ctx.masker.mask_obj(report.body(self.rec))
-        try:
-            # a tick past its deadline still tells tenancy, within one request's deadline
-            with logs.phase("report"), deadline.without_tick():
-                self.tenancy.report(self.token.token, body)
-        except DeployError as err:
-            ok = False
-            log.warning(
-                f"report not delivered (the deploy outcome stands); kept for a later tick: {err}",
-                extra={"event": "report.failed", "phase": "report", "code": err.code},
-            )
-            recover.keep_report(self.state, self.rec, body)
-        self.rec.phases.append(PhaseTiming("report", ok, int((time.monotonic() - started) * 1000)))
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

@@ -45,7 +45,7 @@ from monky_deployd.core.errors import Code, DeployError, TokenError
 from monky_deployd.core.records import Stored as Stored
 from monky_deployd.core.records import TokenState as TokenState
 from monky_deployd.core.report import rfc3339, whole_seconds
-from monky_deployd.core.token_plan import WORKING_FLOOR_S, Facts, Kind, Known, Step, decide
+from monky_deployd.core.token_plan import WORKING_FLOOR_S, Kind, Known, Step, TokenFacts, decide
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class TokenKeeper:
             if tok is not None
             else None
         )
-        f = Facts(
+        f = TokenFacts(
             now=self._clock(),
             held=known,
             lease_not_before=st.lease_not_before,
@@ -241,7 +241,7 @@ class TokenKeeper:
         self._save(st)
         return st
 
-    def _lookup(self, st: TokenState, f: Facts) -> tuple[TokenState, Facts]:
+    def _lookup(self, st: TokenState, f: TokenFacts) -> tuple[TokenState, TokenFacts]:
         assert st.token is not None and f.held is not None
         info = self._bao.lookup_self(st.token.token)
         if info is None:
@@ -256,7 +256,7 @@ class TokenKeeper:
         held = Known(tok.kind, expires, info.renewable, True, tok.issued_ttl_s)
         return replace(st, token=tok), replace(f, held=held)
 
-    def _renew(self, st: TokenState, f: Facts) -> tuple[TokenState, Facts]:
+    def _renew(self, st: TokenState, f: TokenFacts) -> tuple[TokenState, TokenFacts]:
         assert st.token is not None and f.held is not None
         known = f.held
         f = replace(f, renew_tried=True)
@@ -280,7 +280,7 @@ class TokenKeeper:
         held = replace(known, expires_at=expires, renewable=info.renewable)
         return replace(st, token=tok), replace(f, held=held)
 
-    def _login(self, st: TokenState, f: Facts) -> tuple[TokenState, Facts]:
+    def _login(self, st: TokenState, f: TokenFacts) -> tuple[TokenState, TokenFacts]:
         grant = read_grant(self._cfg.grant_file)
         jti = grant_jti(grant)
         login = self._bao.login_jwt(grant)
@@ -295,7 +295,9 @@ class TokenKeeper:
         held = Known("bootstrap", tok.expires_at, login.renewable, verified=True)
         return replace(st, token=tok), replace(f, held=held, login_done=True, now=now)
 
-    def _lease(self, st: TokenState, f: Facts, *, rotate: bool) -> tuple[TokenState, Facts]:
+    def _lease(
+        self, st: TokenState, f: TokenFacts, *, rotate: bool
+    ) -> tuple[TokenState, TokenFacts]:
         assert st.token is not None
         f = replace(f, lease_tried=True)
         # A lease that cannot be stored is lost: prove the record fits before asking for one
@@ -327,8 +329,6 @@ class TokenKeeper:
             )
             return replace(st, lease_not_before=not_before), replace(f, lease_not_before=not_before)
         except DeployError as err:  # tenancy 5xx, unreachable, bad answer: nothing was minted
-            if err.code is Code.TICK_DEADLINE:
-                raise
             if st.token.expires_at - self._clock() < WORKING_FLOOR_S:
                 raise
             log.warning(

@@ -1,6 +1,6 @@
 """The steps that change the box, each a frozen dataclass carrying its data and naming its phase.
 
-Once ``core.plan.decide`` chose an apply or a restore and every check of it has passed
+Once ``core.decide.decide`` chose an apply or a restore and every check of it has passed
 (``core.prepare``), the functions here list the steps, in order:
 
     Apply:    Stage -> Pull -> [Down the previous project] -> Up -> Verify -> Commit
@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from monky_deployd.core.plan import AppliedFacts, Apply, Restore
+from monky_deployd.core.decide import AppliedFacts, Apply, Restore
 from monky_deployd.core.registry_cred import Credential
 
 if TYPE_CHECKING:  # (core.reasons stays off the no-op tick's imports)

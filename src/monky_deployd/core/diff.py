@@ -1,6 +1,6 @@
 """``monky-deployd plan``'s diff: what an apply of the desired bundle would change. Pure.
 
-``agent.dryrun`` gathers the facts (check-in, secrets, render, the registry's digests) and
+``agent.plan`` gathers the facts (check-in, secrets, render, the registry's digests) and
 hands them here; this module compares and renders. Values never appear: ``.env`` keys are
 compared by keyed hash (``core.reasons``), the compose diff passes the tick's masker, and
 secrets are named, never shown.

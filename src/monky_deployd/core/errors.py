@@ -35,6 +35,12 @@ reach the operator as a traceback.
     ├── CommandError       a subprocess (docker, docker compose) failed: caught by the pre-flight
     └── RateLimited        (adapters/net/tenancy.py) LEASE_RATE_LIMITED with tenancy's wait:
                            caught by TokenKeeper
+
+    TickDeadline           (a BaseException, not a DeployError) the tick's overall deadline ran
+                           out: no ``except DeployError`` or ``except Exception`` can swallow it
+                           on its way to the frames that own the tick's end (the failure record,
+                           the rollback on its own budget, a restore's backoff); its ``fault`` is
+                           the TICK_DEADLINE DeployError the operator reads
 """
 
 from __future__ import annotations
@@ -325,6 +331,30 @@ class DeployError(Exception):
         if self.hint:
             text += ("" if text.rstrip().endswith((".", ":")) else ".") + f" Check: {self.hint}"
         return text
+
+
+class TickDeadline(BaseException):
+    """The tick's overall deadline ran out (``adapters.deadline``); ``fault`` is the named
+    TICK_DEADLINE error. A ``BaseException`` so that only the frames that end a tick catch it
+    (``except (DeployError, TickDeadline)`` there; ``fault_of`` gives the DeployError)."""
+
+    def __init__(self, fault: DeployError) -> None:
+        super().__init__(str(fault))
+        self.fault = fault
+
+
+def code_named(name: str) -> Code | None:
+    """The ``Code`` a file (the tick ledger) keeps by name; None for ``OK`` or an unknown name.
+    Read once at the boundary, so control flow compares identities, never spellings."""
+    try:
+        return Code(name)
+    except ValueError:
+        return None
+
+
+def fault_of(exc: DeployError | TickDeadline) -> DeployError:
+    """The named fault of a caught ``DeployError`` or ``TickDeadline``."""
+    return exc.fault if isinstance(exc, TickDeadline) else exc
 
 
 class ConfigError(DeployError):

@@ -5,7 +5,7 @@ box spent, the history of ticks that changed something) lives here. ``record`` i
 ledger before, the finished tick's ``Entry`` and what the tick left in token.json give the ledger
 after. ``quiet`` says whether that tick repeated the last one exactly (a steady no-op): then the
 agent writes the ledger without fsync and only touches the metrics textfile
-(``agent.window``). ``StateDir`` reads and writes the bytes (``to_json`` / ``from_json``).
+(``agent.ledger``). ``StateDir`` reads and writes the bytes (``to_json`` / ``from_json``).
 
 Bounded whatever happens: every text is cut (``TEXT_MAX``, tick ids and codes shorter), at most
 ``HISTORY_MAX`` history entries (a run of identical ticks is one entry with ``repeats``), at
@@ -72,6 +72,7 @@ class Entry:
     rollback_to: str | None = None
     rollback_ok: bool | None = None
     repeats: int = 1  # history: identical ticks in a row (same outcome, code, revision)
+    desired: str | None = None  # as the tick's check-in named it (not kept per entry)
 
     def bounded(self) -> Entry:
         return replace(
@@ -87,6 +88,7 @@ class Entry:
                 for p in self.phases[:PHASES_MAX]
             ),
             rollback_to=_opt(self.rollback_to, REVISION_MAX),
+            desired=_opt(self.desired, REVISION_MAX),
             repeats=max(1, int(self.repeats)),
         )
 
@@ -203,8 +205,9 @@ def record(
     leases = tuple(t for t in leases if t >= keep_from)[-LEASES_MAX:]
     desired, seen_at = prev.desired, prev.desired_seen_at
     if any(p.name == "checkin" and p.ok for p in e.phases):  # the tick heard tenancy
-        desired = None if e.outcome == "idle" else e.revision
+        desired = e.desired
         seen_at = e.finished_at
+    e = replace(e, desired=None)  # the ledger keeps one desired revision, not one per entry
     history = prev.history
     if e.changed:
         top = history[-1] if history else None

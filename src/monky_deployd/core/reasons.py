@@ -199,7 +199,7 @@ def _digest(ref: str) -> str:
 
 
 @dataclass(frozen=True)
-class Facts:
+class ReasonFacts:
     """What is known about an apply. ``before``: the applied (last-known-good) revision's
     fingerprint, None when nothing is applied or the record predates fingerprints."""
 
@@ -218,7 +218,7 @@ class Facts:
     rollback_to: str | None = None
 
 
-def explain(f: Facts) -> tuple[Reason, ...]:
+def explain(f: ReasonFacts) -> tuple[Reason, ...]:
     """The reasons of an apply, in a fixed order (most telling first)."""
     out: list[Reason] = []
     if f.rollback_to is not None:

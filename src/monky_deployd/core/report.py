@@ -30,7 +30,8 @@ class PhaseTiming:
 
 @dataclass
 class TickRecord:
-    """What one tick did; the report, the summary log line and the exit code come from it."""
+    """What one tick did; the report, the ledger, the metrics, the summary log line and the
+    exit code come from it (``agent.publish``)."""
 
     tick_id: str
     started_at: float
@@ -38,7 +39,11 @@ class TickRecord:
     code: Code | Literal["OK"] = "OK"
     message: str = ""
     detail: str = ""
-    revision: str | None = None
+    revision: str | None = None  # the revision this tick worked on (the report's)
+    desired: str | None = None  # the revision tenancy wants, as the check-in said
+    applied: str | None = None  # the revision that runs when the tick ends (its LKG)
+    reportable: bool = False  # an apply or restore was attempted: tenancy gets a report
+    pull_filesystems: tuple[str, ...] = ()  # where the pre-flight found pulls write
     phases: list[PhaseTiming] = field(default_factory=list)
     services: list[dict[str, str]] = field(default_factory=list)
     finished_at: float | None = None

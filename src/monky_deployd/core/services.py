@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Service:
+class ServiceState:
     name: str
     state: str
     health: str
@@ -14,3 +14,14 @@ class Service:
 
     def as_report(self) -> dict[str, str]:
         return {"name": self.name, "state": self.state, "health": self.health, "image": self.image}
+
+
+def repo_digest(ref: str, known: list[str] | tuple[str, ...]) -> str:
+    """The RepoDigest (``repo@sha256:...``) among ``known`` (an image's RepoDigests) of the
+    repository the compose reference ``ref`` names (``host:5000/app/web:1.4``, ``...@sha256:..``:
+    ``host:5000/app/web``); an image pulled from several repositories has several. None of that
+    repository: the first known, or ``""``. The one rule for ``Commit`` and ``status``."""
+    repo = ref.split("@")[0]
+    if ":" in repo.rsplit("/", 1)[-1]:  # a tag, not a registry's port
+        repo = repo.rsplit(":", 1)[0]
+    return next((d for d in known if d.split("@")[0] == repo), known[0] if known else "")

@@ -1,6 +1,6 @@
 """``monky-deployd status``: the verdict and its exit status, and the table's rows. PURE.
 
-``verdict(Facts)`` turns what the state dir says (the tick ledger's last tick, the applied and
+``verdict(StatusFacts)`` turns what the state dir says (the tick ledger's last tick, the applied and
 held records, a suspend, the update locks, the clock) into one state and its exit status, the
 first that applies, in this order (OPERATIONS.md, "Status"):
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monky_deployd.core.errors import Code, code_named
 from monky_deployd.core.ledger import FAILURE, SUCCESS, Entry
 
 STALE_AFTER_S = 600.0  # ten timer intervals without a recorded tick
@@ -39,7 +40,7 @@ EXIT_STATUS = {
 
 
 @dataclass(frozen=True)
-class Facts:
+class StatusFacts:
     now: float
     last: Entry | None  # the ledger's last tick
     applied: str | None  # applied.json (the last-known-good revision)
@@ -62,7 +63,7 @@ def _v(state: str, reason: str) -> Verdict:
     return Verdict(state, EXIT_STATUS[state], reason)
 
 
-def verdict(f: Facts) -> Verdict:
+def verdict(f: StatusFacts) -> Verdict:
     last = f.last
     if last is None:
         return _v("no_tick", "no tick is recorded yet (a fresh box, or the tick ledger was lost)")
@@ -73,7 +74,8 @@ def verdict(f: Facts) -> Verdict:
             f"the last recorded tick ended {age:.0f} s ago (more than {f.stale_after_s:.0f} s): "
             "is monky-deployd.timer running?",
         )
-    if f.held_stalled or last.code == "ROLLBACK_FAILED":
+    code = code_named(last.code)
+    if f.held_stalled or code is Code.ROLLBACK_FAILED:
         return _v(
             "stalled",
             f"revision {f.held or last.revision} failed and the rollback failed too: "
@@ -82,10 +84,10 @@ def verdict(f: Facts) -> Verdict:
     own_failure = f.held is not None and last.revision == f.held
     if last.outcome in FAILURE and not own_failure:
         return _v("failed", f"the last tick {last.outcome} ({last.code}): {last.message}")
-    if f.suspended or last.code == "SUSPENDED":
+    if f.suspended or code is Code.SUSPENDED:
         return _v("paused", "applies are suspended (monky-deployd resume)")
     behind = f.desired is not None and f.desired != f.applied
-    if last.code == "UPDATE_LOCKED" or (f.locked and behind):
+    if code is Code.UPDATE_LOCKED or (f.locked and behind):
         return _v("paused", "an update lock stops the apply (monky-deployd lock list)")
     if f.held is not None and (f.desired is None or f.held == f.desired):
         return _v("held", f"revision {f.held} failed here and is held or backing off")

@@ -1,7 +1,7 @@
 """The token phase's pure plan: given what is known so far in this round, the next step.
 
 No I/O and no clock: ``TokenKeeper`` (token.py) performs each step (lookup-self, renew-self,
-login, lease), feeds the answer back into ``Facts`` and asks again until the step is USE or a
+login, lease), feeds the answer back into ``TokenFacts`` and asks again until the step is USE or a
 refusal. The table of steps is in token.py's docstring and PROTOCOL.md.
 """
 
@@ -40,7 +40,7 @@ class Known:
 
 
 @dataclass(frozen=True)
-class Facts:
+class TokenFacts:
     now: float
     held: Known | None
     lease_not_before: float | None
@@ -55,7 +55,7 @@ class Facts:
         return self.lease_not_before is None or self.now >= self.lease_not_before
 
 
-def renew_threshold(f: Facts, held: Known) -> float:
+def renew_threshold(f: TokenFacts, held: Known) -> float:
     """Below this many seconds left a lease token is renewed, then rotated. Never more than half
     the TTL the lease was minted with: a fresh lease must be usable as it is, or a tenancy that
     mints leases shorter than ``renew_below_s`` would be asked for one on every tick."""
@@ -65,7 +65,7 @@ def renew_threshold(f: Facts, held: Known) -> float:
     return max(wanted, WORKING_FLOOR_S)
 
 
-def decide(f: Facts) -> Step:
+def decide(f: TokenFacts) -> Step:
     """The next step of the token phase; see the module docstring for the table."""
     held = f.held
     if held is None:

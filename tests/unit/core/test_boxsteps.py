@@ -18,9 +18,9 @@ from monky_deployd.core.boxsteps import (
     restore_steps,
     rollback_steps,
 )
-from monky_deployd.core.plan import Apply, Facts, Restore, decide
+from monky_deployd.core.decide import Apply, Facts, Restore, decide
 from monky_deployd.core.registry_cred import Credential
-from tests.unit.core.test_plan import BUNDLE, applied, facts, svc
+from tests.unit.core.test_decide import BUNDLE, applied, facts, svc
 
 
 def ready(project: str = "shop", cred: Credential | None = None) -> Ready:

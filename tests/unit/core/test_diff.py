@@ -133,7 +133,7 @@ def test_no_value_reaches_the_plan_output(old: dict[str, str], new: dict[str, st
         "r1 -> r2",
         "r1",
         "r2",
-        reasons=reasons.explain(reasons.Facts("r2", "r1", a, b)),
+        reasons=reasons.explain(reasons.ReasonFacts("r2", "r1", a, b)),
         env=reasons.key_changes(a.env, b.env),
         secrets=reasons.key_changes(a.secrets, b.secrets),
     )

@@ -10,6 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.boxsteps import Pull, Ready, Stage, apply_steps
+from monky_deployd.core.decide import (
+    AppliedFacts,
+    Apply,
+    Facts,
+    Noop,
+    Paused,
+    Restore,
+    decide,
+)
 from monky_deployd.core.gates import (
     MAX_DURATION_S,
     MAX_TTL_S,
@@ -20,17 +29,8 @@ from monky_deployd.core.gates import (
     split_locks,
     summary,
 )
-from monky_deployd.core.plan import (
-    AppliedFacts,
-    Apply,
-    Facts,
-    Noop,
-    Paused,
-    Restore,
-    decide,
-)
 from monky_deployd.core.records import Suspended
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 
 BUNDLE: dict[str, Any] = {"project": "shop", "compose": "services: {}\n"}
 
@@ -132,7 +132,7 @@ def test_a_suspend_pauses_applies_and_restores_but_not_noops() -> None:
     was = AppliedFacts("r1", "shop", ("web",))
     paused = decide(Facts(200, "r2", was, None, BUNDLE, suspended=sus))
     assert isinstance(paused, Paused) and "maintenance" in paused.reason
-    running = (Service("web", "running", "", "img"),)
+    running = (ServiceState("web", "running", "", "img"),)
     assert isinstance(decide(Facts(304, None, was, running, None, suspended=sus)), Noop)
     down = decide(Facts(304, None, was, (), None, suspended=sus))
     assert isinstance(down, Paused)

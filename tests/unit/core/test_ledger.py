@@ -26,6 +26,7 @@ def tick(
     rollback_to: str | None = None,
     rollback_ok: bool | None = None,
     heard: bool = True,
+    desired: str | None = "",  # "": the revision the tick worked on (none when idle)
 ) -> Entry:
     return Entry(
         tick_id=f"t{at:.0f}",
@@ -39,6 +40,7 @@ def tick(
         phases=CHECKIN if heard else (Phase("token", 1, False),),
         rollback_to=rollback_to,
         rollback_ok=rollback_ok,
+        desired=(None if outcome == "idle" else revision) if desired == "" else desired,
     )
 
 
@@ -124,6 +126,12 @@ def test_desired_follows_what_the_check_in_heard() -> None:
     assert led.desired == "r2", "a tick that did not hear tenancy keeps what was seen"
     led = ledger.record(led, tick(120, "idle", revision=None), token=None)
     assert led.desired is None
+
+
+def test_a_restore_under_a_held_revision_keeps_the_desired_one() -> None:
+    """The tick restored the LKG r1 (its revision) while tenancy wants the held r2."""
+    led = ledger.record(Ledger(), tick(0, "applied", revision="r1", desired="r2"), token=None)
+    assert led.desired == "r2"
 
 
 def test_a_steady_noop_is_quiet_and_anything_else_is_not() -> None:

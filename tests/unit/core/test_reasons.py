@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core import reasons
-from monky_deployd.core.reasons import Facts, Fingerprint, Reason
+from monky_deployd.core.reasons import Fingerprint, Reason, ReasonFacts
 from monky_deployd.core.records import ServiceLabel
 
 KEY = b"k" * 32
@@ -50,7 +50,7 @@ def test_no_value_reaches_a_reason_or_a_fingerprint(
 ) -> None:
     before = reasons.fingerprint(KEY, "services: {}\n", env_text(old), secrets_old)
     after = reasons.fingerprint(KEY, "services: {a: {}}\n", env_text(new), secrets_new)
-    found = reasons.explain(Facts("r2", "r1", before, after))
+    found = reasons.explain(ReasonFacts("r2", "r1", before, after))
     shown = json.dumps([r.as_wire() for r in found]) + reasons.describe(found)
     kept = json.dumps([dict(after.env), dict(after.secrets), dict(before.env)])
     for value in [*old.values(), *new.values(), *secrets_old.values(), *secrets_new.values()]:
@@ -73,31 +73,31 @@ def test_the_keyed_hash_depends_on_the_key_the_name_and_the_value() -> None:
 
 def test_each_kind_from_its_facts() -> None:
     fp = Fingerprint("x", {"A": "1"}, {"S": "1"})
-    assert reasons.explain(Facts("r1", "r1", fp, fp)) == ()
-    assert reasons.explain(Facts("r1")) == (Reason("REVISION", "(none) -> r1"),)
-    drift = reasons.explain(Facts("r1", "r1", missing=("web",), stopped=("db",)))
+    assert reasons.explain(ReasonFacts("r1", "r1", fp, fp)) == ()
+    assert reasons.explain(ReasonFacts("r1")) == (Reason("REVISION", "(none) -> r1"),)
+    drift = reasons.explain(ReasonFacts("r1", "r1", missing=("web",), stopped=("db",)))
     assert drift == (Reason("DRIFT", "web missing; db stopped"),)
-    killed = reasons.explain(Facts("r1", "r1", interrupted="up of r2"))
+    killed = reasons.explain(ReasonFacts("r1", "r1", interrupted="up of r2"))
     assert killed == (Reason("DRIFT", "a tick was killed during up of r2"),)
-    retry = reasons.explain(Facts("r2", "r1", retry_attempt=3, retry_code="PULL_FAILED"))
+    retry = reasons.explain(ReasonFacts("r2", "r1", retry_attempt=3, retry_code="PULL_FAILED"))
     assert retry[1] == Reason("RETRY", "attempt 3 after PULL_FAILED")
-    forced = reasons.explain(Facts("r2", "r1", retry_attempt=3, forced=True))
+    forced = reasons.explain(ReasonFacts("r2", "r1", retry_attempt=3, forced=True))
     assert [r.kind for r in forced] == ["REVISION", "FORCED"]
-    back = reasons.explain(Facts("r1", "r1", rollback_to="r1"))
+    back = reasons.explain(ReasonFacts("r1", "r1", rollback_to="r1"))
     assert back == (Reason("ROLLBACK", "to r1"),)
     img = reasons.explain(
-        Facts("r1", "r1", images_before={"web": "h/w@sha256:aa", "db": ""},
+        ReasonFacts("r1", "r1", images_before={"web": "h/w@sha256:aa", "db": ""},
               images_after={"web": "sha256:bb", "db": "sha256:cc", "new": "sha256:dd"})
     )  # fmt: skip
     assert img == (Reason("IMAGE_DIGEST", "web: sha256:aa -> sha256:bb"),)
-    same = reasons.explain(Facts("r1", "r1", images_before={"w": "r@sha256:a"},
+    same = reasons.explain(ReasonFacts("r1", "r1", images_before={"w": "r@sha256:a"},
                                  images_after={"w": "sha256:a"}))  # fmt: skip
     assert same == ()
 
 
 def test_a_record_without_a_fingerprint_gives_no_content_reasons() -> None:
     after = Fingerprint("x", {"A": "1"}, {})
-    assert [r.kind for r in reasons.explain(Facts("r2", "r1", None, after))] == ["REVISION"]
+    assert [r.kind for r in reasons.explain(ReasonFacts("r2", "r1", None, after))] == ["REVISION"]
 
 
 def test_env_assignments_read_the_rendered_file() -> None:

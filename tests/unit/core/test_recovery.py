@@ -100,12 +100,12 @@ def test_prune_removes_only_images_no_kept_release_or_container_uses() -> None:
 def test_a_failing_revision_is_applied_once_per_change_when_rolled_back(
     desired: list[str], failing_phase: str, rollback_ok: bool, on_failure: str
 ) -> None:
-    from monky_deployd.core.plan import AppliedFacts, Apply, Facts, decide
-    from monky_deployd.core.services import Service
+    from monky_deployd.core.decide import AppliedFacts, Apply, Facts, decide
+    from monky_deployd.core.services import ServiceState
 
     bundle = {"project": "p"}
     applied = AppliedFacts("lkg", "p", ("web",))
-    running = (Service("web", "running", "", "img"),)
+    running = (ServiceState("web", "running", "", "img"),)
     held: Held | None = None
     now = 0.0
     applies: list[tuple[int, str]] = []

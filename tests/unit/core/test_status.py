@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from monky_deployd.core import status
 from monky_deployd.core.ledger import OUTCOMES, Entry
-from monky_deployd.core.status import EXIT_STATUS, Facts, verdict
+from monky_deployd.core.status import EXIT_STATUS, StatusFacts, verdict
 
 NOW = 1_000_000.0
 CODES = ["OK", "IMAGE_NOT_FOUND", "SUSPENDED", "UPDATE_LOCKED", "REVISION_HELD", "APPLY_BACKOFF",
@@ -23,7 +23,7 @@ lasts = st.none() | st.builds(
     entry, st.sampled_from(OUTCOMES), st.sampled_from(CODES), revs, st.floats(0, 2000)
 )
 facts = st.builds(
-    Facts,
+    StatusFacts,
     now=st.just(NOW),
     last=lasts,
     applied=revs,
@@ -37,7 +37,9 @@ facts = st.builds(
 
 @settings(max_examples=1000)
 @given(facts)
-def test_exit_zero_exactly_when_the_box_was_at_its_desired_revision_and_healthy(f: Facts) -> None:
+def test_exit_zero_exactly_when_the_box_was_at_its_desired_revision_and_healthy(
+    f: StatusFacts,
+) -> None:
     v = verdict(f)
     assert v.exit_status == EXIT_STATUS[v.state] and v.reason
     healthy = (
@@ -55,7 +57,7 @@ def test_exit_zero_exactly_when_the_box_was_at_its_desired_revision_and_healthy(
 
 @settings(max_examples=1000)
 @given(facts)
-def test_the_first_matching_state_wins(f: Facts) -> None:
+def test_the_first_matching_state_wins(f: StatusFacts) -> None:
     v = verdict(f)
     if f.last is None:
         assert v.state == "no_tick" and v.exit_status == 8
@@ -73,21 +75,24 @@ def test_the_first_matching_state_wins(f: Facts) -> None:
 
 def test_each_documented_state() -> None:
     ok = entry("noop", "OK", "r1", 30)
-    assert verdict(Facts(NOW, ok, "r1", "r1")).state == "ok"
-    assert verdict(Facts(NOW, None, None, None)).state == "no_tick"
-    assert verdict(Facts(NOW, entry("noop", "OK", "r1", 3600), "r1", "r1")).state == "stale"
+    assert verdict(StatusFacts(NOW, ok, "r1", "r1")).state == "ok"
+    assert verdict(StatusFacts(NOW, None, None, None)).state == "no_tick"
+    assert verdict(StatusFacts(NOW, entry("noop", "OK", "r1", 3600), "r1", "r1")).state == "stale"
     failed = entry("failed", "IMAGE_NOT_FOUND", "r2", 30)
-    assert verdict(Facts(NOW, failed, "r1", "r2")).state == "failed"
-    assert verdict(Facts(NOW, failed, "r1", "r2", held="r2")).state == "held"
+    assert verdict(StatusFacts(NOW, failed, "r1", "r2")).state == "failed"
+    assert verdict(StatusFacts(NOW, failed, "r1", "r2", held="r2")).state == "held"
     held = entry("held", "REVISION_HELD", "r2", 30)
-    assert verdict(Facts(NOW, held, "r1", "r2", held="r2")).state == "held"
+    assert verdict(StatusFacts(NOW, held, "r1", "r2", held="r2")).state == "held"
     stalled = entry("failed", "ROLLBACK_FAILED", "r2", 30)
-    assert verdict(Facts(NOW, stalled, "r1", "r2", held="r2", held_stalled=True)).exit_status == 7
+    assert (
+        verdict(StatusFacts(NOW, stalled, "r1", "r2", held="r2", held_stalled=True)).exit_status
+        == 7
+    )
     suspended = entry("held", "SUSPENDED", "r2", 30)
-    assert verdict(Facts(NOW, suspended, "r1", "r2", suspended=True)).exit_status == 9
+    assert verdict(StatusFacts(NOW, suspended, "r1", "r2", suspended=True)).exit_status == 9
     locked = entry("held", "UPDATE_LOCKED", "r2", 30)
-    assert verdict(Facts(NOW, locked, "r1", "r2", locked=True)).exit_status == 9
-    assert verdict(Facts(NOW, ok, "r1", "r2")).state == "not_applied"
+    assert verdict(StatusFacts(NOW, locked, "r1", "r2", locked=True)).exit_status == 9
+    assert verdict(StatusFacts(NOW, ok, "r1", "r2")).state == "not_applied"
 
 
 def test_exit_statuses_are_distinct_per_kind_of_trouble() -> None:

@@ -10,10 +10,10 @@ import pytest
 from monky_deployd.core.records import Stored, TokenState
 from monky_deployd.core.token_plan import (
     WORKING_FLOOR_S,
-    Facts,
     Kind,
     Known,
     Step,
+    TokenFacts,
     decide,
     renew_threshold,
 )
@@ -35,9 +35,9 @@ def facts(
     lease_tried: bool = False,
     login_done: bool = False,
     issued: int = 0,
-) -> Facts:
+) -> TokenFacts:
     held = Known(kind, NOW + left, renewable, verified, issued) if kind is not None else None
-    return Facts(
+    return TokenFacts(
         now=NOW,
         held=held,
         lease_not_before=None if not_before is None else NOW + not_before,
@@ -49,7 +49,7 @@ def facts(
     )
 
 
-CASES: list[tuple[str, Facts, Step]] = [
+CASES: list[tuple[str, TokenFacts, Step]] = [
     # nothing stored
     ("no token: log in", facts(None), Step.LOGIN),
     ("no token after login: nothing left", facts(None, login_done=True), Step.REFUSE_NO_TOKEN),
@@ -174,7 +174,7 @@ CASES: list[tuple[str, Facts, Step]] = [
 
 
 @pytest.mark.parametrize(("name", "f", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_decide(name: str, f: Facts, expected: Step) -> None:
+def test_decide(name: str, f: TokenFacts, expected: Step) -> None:
     assert decide(f) is expected, name
 
 
@@ -185,8 +185,8 @@ LEFTS = (-60, 0, 30, WORKING_FLOOR_S, 300, MIN_TTL, 3 * H, RENEW_BELOW, 20 * H)
 NOT_BEFORES = (None, -1, 0, 1, 3000)
 
 
-def grid() -> list[Facts]:
-    out: list[Facts] = []
+def grid() -> list[TokenFacts]:
+    out: list[TokenFacts] = []
     for kind, left, ren, ver, nb in itertools.product(
         KINDS, LEFTS, (True, False), (True, False), NOT_BEFORES
     ):
@@ -280,7 +280,7 @@ def test_a_freshly_minted_lease_is_always_used_as_it_is() -> None:
             assert decide(f) is Step.USE, (ttl, cfg_min, cfg_renew)
 
 
-def _simulate(f: Facts) -> list[Step]:
+def _simulate(f: TokenFacts) -> list[Step]:
     """A toy world: renewals cap at 2 h, leases are 429 when the budget is closed."""
     steps: list[Step] = []
     for _ in range(12):
@@ -394,7 +394,7 @@ def test_state_record_round_trips_and_rejects_torn_files() -> None:
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
-def test_boundaries(name: str, f: Facts, expected: Step) -> None:
+def test_boundaries(name: str, f: TokenFacts, expected: Step) -> None:
     assert decide(f) is expected, name
 
 

@@ -16,7 +16,7 @@ from monky_deployd import __version__
 from monky_deployd.core import report, wire
 from monky_deployd.core.errors import Code
 from monky_deployd.core.report import PhaseTiming, TickRecord, rfc3339
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 
 # -- the removed hand-built bodies -------------------------------------------------------------
 
@@ -65,7 +65,7 @@ OK: Literal["OK"] = "OK"
 # a tick record carries a catalogue code, or "OK"
 codes: st.SearchStrategy[Code | Literal["OK"]] = st.sampled_from(list(Code)) | st.just(OK)
 timestamps = st.floats(min_value=0, max_value=4_000_000_000, allow_nan=False)
-services = st.builds(Service, text, text, text, text).map(Service.as_report)
+services = st.builds(ServiceState, text, text, text, text).map(ServiceState.as_report)
 phases = st.builds(PhaseTiming, text, st.booleans(), st.integers(0, 10**9))
 
 

@@ -26,7 +26,7 @@ from monky_deployd.adapters.httpio import PoolTransport, read_capped
 from monky_deployd.adapters.tls import no_tls
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code, CommandError, DeployError
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 from monky_deployd.core.verify import ContainerObs
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -57,13 +57,13 @@ def _client(cfg: DockerCfg, timeout: float) -> tuple[httpx.Client, str]:
     )
 
 
-def project_containers(cfg: DockerCfg, project: str) -> list[Service]:
+def project_containers(cfg: DockerCfg, project: str) -> list[ServiceState]:
     """The compose project's containers (running or not), by service name."""
     rows, where = _project_rows(cfg, project)
     try:
         return sorted(
             (
-                Service(
+                ServiceState(
                     name=str(r.get("Labels", {}).get(SERVICE_LABEL, "")),
                     state=str(r.get("State", "")),
                     health=_health(str(r.get("Status", ""))),

@@ -313,12 +313,4 @@ def run(
     info: Mapping[str, object], docker_cfg: DockerCfg, disk_cfg: DiskCfg, need_bytes: int | None
 ) -> list[Measurement]:
     """The pre-flight: where pulls write, then whether each filesystem has room."""
-    targets = pull_targets(info, docker_cfg)
-    PULL_TARGETS[:] = targets  # for the metrics textfile (agent.window)
-    return check_space(targets, need_bytes, disk_cfg.headroom_bytes)
-
-
-# Where pulls write, as the last pre-flight of this process found (known even when the check
-# refused): ``agent.window`` keeps them in the tick ledger, the metrics textfile reports the free
-# space of their filesystems.
-PULL_TARGETS: list[Path] = []
+    return check_space(pull_targets(info, docker_cfg), need_bytes, disk_cfg.headroom_bytes)

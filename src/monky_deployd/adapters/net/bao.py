@@ -110,7 +110,7 @@ class Bao:
         self.address = f"{cfg.host}:{cfg.port}"
         self.url = f"http://{self.address}"
         self._words = baowords.Words(self.address, cfg)
-        self._service = httperrors.Service(
+        self._service = httperrors.HttpService(
             name="OpenBao",
             address=self.address,
             timeout_s=cfg.timeout_s,

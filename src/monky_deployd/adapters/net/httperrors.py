@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.core.errors import Code, DeployError, named_cause, root_words
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, named_cause, root_words
 
 
 @dataclass(frozen=True)
-class Service:
+class HttpService:
     name: str  # as the operator knows it: "tenancy", "OpenBao"
     address: str  # host:port
     timeout_s: float
@@ -37,7 +37,9 @@ class Service:
     bad: Callable[[str, str], DeployError]  # (what was asked, the answer's shape) -> the fault
 
 
-def translate(exc: httpx.TransportError, service: Service, what: str) -> DeployError:
+def translate(
+    exc: httpx.TransportError, service: HttpService, what: str
+) -> DeployError | TickDeadline:
     """The fault behind ``exc``, raised while asking ``service`` for ``what`` (e.g. "POST
     /checkin"); raise it ``from exc``."""
     named = named_cause(exc)

@@ -79,7 +79,7 @@ class Tenancy:
         self.address = f"{cfg.host}:{cfg.port}"
         self.url = f"http://{self.address}"
         self._max_body = max_body_bytes
-        self._service = httperrors.Service(
+        self._service = httperrors.HttpService(
             name="tenancy",
             address=self.address,
             timeout_s=cfg.timeout_s,

@@ -59,7 +59,7 @@ LOAD_MARGIN_S = 2.0
 
 
 @dataclass(frozen=True)
-class Service:
+class ZitiService:
     """What the agent expects behind an intercept address."""
 
     label: str  # e.g. "tenancy's deploy API (Ziti service monky.tenancy.deploy)"
@@ -67,16 +67,16 @@ class Service:
     role_attribute: str  # the identity role attribute a dial policy needs
 
 
-def expected_services(cfg: Config) -> dict[Address, Service]:
+def expected_services(cfg: Config) -> dict[Address, ZitiService]:
     """The intercept addresses the agent dials, from config.yaml."""
     return {
-        (cfg.openbao.host, cfg.openbao.port): Service(
+        (cfg.openbao.host, cfg.openbao.port): ZitiService(
             label=f"OpenBao (the Ziti service for role attribute {OPENBAO_ROLE})",
             config_key="openbao",
             role_attribute=OPENBAO_ROLE,
         ),
         # Inserted last so that it wins when both share an address.
-        (cfg.tenancy.host, cfg.tenancy.port): Service(
+        (cfg.tenancy.host, cfg.tenancy.port): ZitiService(
             label=f"tenancy's deploy API (Ziti service {TENANCY_SERVICE})",
             config_key="tenancy",
             role_attribute=TENANCY_ROLE,
@@ -283,7 +283,7 @@ def _refused(exc: BaseException) -> bool:
     )
 
 
-def _port_hint(service: Service | None, addr: Address) -> str:
+def _port_hint(service: ZitiService | None, addr: Address) -> str:
     host, port = addr
     if service is None:
         return (
@@ -311,7 +311,7 @@ def dial_failure(
     exc: BaseException,
     *,
     timeout_s: float,
-    services: Mapping[Address, Service],
+    services: Mapping[Address, ZitiService],
     identity: Identity | None,
 ) -> DeployError:
     """Name a failed dial (``_dial_failure``); its detail also carries the SDK's held log."""
@@ -324,7 +324,7 @@ def _dial_failure(
     exc: BaseException,
     *,
     timeout_s: float,
-    services: Mapping[Address, Service],
+    services: Mapping[Address, ZitiService],
     identity: Identity | None,
 ) -> DeployError:
     """Name a failed dial: host:port, the service expected there, and what to check."""
@@ -375,7 +375,7 @@ class ZitiTransport(DialTransport):
         self,
         dial: Dial,
         *,
-        services: Mapping[Address, Service] | None = None,
+        services: Mapping[Address, ZitiService] | None = None,
         identity: Identity | None = None,
         connect_timeout_s: float = 15.0,
     ) -> None:

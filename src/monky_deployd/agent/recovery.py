@@ -1,38 +1,32 @@
-"""What a tick does around a failure: roll back or back off, skip a held revision, honour update
-locks and a suspend, keep and later deliver an undelivered report.
+"""What a tick does around a failure: roll back or back off, skip a held revision (a hold, a
+backoff, a suspend), settle a restore's backoff.
 
-The decisions are ``core.recovery``'s, ``core.plan``'s and ``core.gates``'; this module performs
+The decisions are ``core.recovery``'s, ``core.decide``'s and ``core.gates``'; this module performs
 them (the rollback's box steps run through ``agent.steps`` like any other) and logs each with its
 event, so the journal says why a tick did not apply and when the next attempt is.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
 
 from monky_deployd.adapters import deadline
-from monky_deployd.adapters.box import locks
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent import logs, steps
-from monky_deployd.config import Config
-from monky_deployd.core import gates, recovery, report, wire
+from monky_deployd.core import recovery, report, wire
 from monky_deployd.core.boxsteps import Ready, rollback_steps
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.plan import (
-    AppliedFacts,
+from monky_deployd.core.decide import (
     Apply,
     Backoff,
     Hold,
     Paused,
     Restore,
 )
-from monky_deployd.core.records import Held, Suspended
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
+from monky_deployd.core.records import Held
 from monky_deployd.core.report import TickRecord
 
 log = logging.getLogger("monky_deployd")
@@ -59,92 +53,7 @@ def fail(rec: TickRecord, err: DeployError) -> None:
     )
 
 
-# -- before the plan ------------------------------------------------------------------------------
-
-
-def forget_preempted(
-    state: StateDir,
-    held: Held | None,
-    status: int,
-    desired: str | None,
-    applied: AppliedFacts | None,
-) -> Held | None:
-    """A held or backing-off revision that tenancy no longer wants is forgotten: a new desired
-    revision pre-empts the hold and the backoff on this very tick. Returns what stays held."""
-    wanted = applied.revision if status == 304 and applied else desired
-    if held is None or wanted is None or wanted == held.revision:
-        return held
-    log.info(
-        f"revision {held.revision} is no longer desired ({wanted} is): "
-        "its hold and backoff are dropped",
-        extra={"event": "hold.preempted", "phase": "plan", "revision": held.revision},
-    )
-    state.clear_held()
-    return None
-
-
-def valid_locks(cfg: Config, now: float) -> tuple[gates.Lock, ...]:
-    """The update locks in force; stale ones are named in a warning and ignored, and so is
-    what is not a lock file. One line each, however many locks there are (``gates.summary``),
-    masked with the tick's secrets (an app wrote these words)."""
-    found = locks.scan(cfg.locks.dir)
-    valid, stale = gates.split_locks(found.locks, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
-    masked = logs.masker()
-    if found.ignored:
-        names = ", ".join(f"{name}.lock ({what})" for name, what in found.ignored[:5])
-        more = len(found.ignored) - 5
-        log.warning(
-            masked(
-                f"ignoring {len(found.ignored)} entr{'y' if len(found.ignored) == 1 else 'ies'} "
-                f"of {cfg.locks.dir} that {'is' if len(found.ignored) == 1 else 'are'} not a "
-                f"lock file: {names}" + (f" and {more} more" if more > 0 else "")
-            ),
-            extra={"event": "lock.ignored", "phase": "plan", "count": len(found.ignored)},
-        )
-    if stale:
-        log.warning(
-            masked(
-                f"ignoring {len(stale)} stale update lock(s), their TTL over: "
-                f"{gates.summary(stale, now)}"
-            ),
-            extra={
-                "event": "lock.stale",
-                "phase": "plan",
-                "lock": stale[0].name,
-                "count": len(stale),
-            },
-        )
-    if valid:
-        log.info(
-            masked(f"{len(valid)} update lock(s) held: {gates.summary(valid, now)}"),
-            extra={
-                "event": "lock.held",
-                "phase": "plan",
-                "lock": valid[0].name,
-                "count": len(valid),
-            },
-        )
-    return valid
-
-
-def active_suspend(state: StateDir, now: float) -> Suspended | None:
-    """An active suspend; an expired one (``--for``) is removed."""
-    found = state.read_suspend()
-    if found is None:
-        return None
-    if not found.active(now):
-        log.info(
-            "the suspend's --for duration is over: applies resume",
-            extra={"event": "suspend.expired", "phase": "plan"},
-        )
-        state.clear_suspend()
-        return None
-    until = report.rfc3339(found.until, "seconds") if found.until else "resume"
-    log.info(
-        f"{found.describe()} until {until}",
-        extra={"event": "suspend.active", "phase": "plan"},
-    )
-    return found
+# -- a skipped tick ---------------------------------------------------------------------------
 
 
 def skip(rec: TickRecord, plan: Hold | Backoff | Paused) -> None:
@@ -246,7 +155,8 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
             "docker.up_timeout_s + verify.deadline_s + poll + one request",
         ):
             steps.run(ctx, rollback_steps(ready, lkg), phase)
-    except DeployError as rb_err:
+    except (DeployError, TickDeadline) as exc:
+        rb_err = fault_of(exc)
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
         from monky_deployd.core import reasons  # off the no-op tick's imports
 
@@ -323,62 +233,3 @@ def restore_settled(state: StateDir, held: Held | None, applied: str) -> Held | 
         extra={"event": "restore.settled", "phase": "plan"},
     )
     return after
-
-
-# -- the report outbox ----------------------------------------------------------------------------
-
-
-def keep_report(state: StateDir, rec: TickRecord, body: dict[str, Any]) -> None:
-    """An undelivered report (already masked) goes to the bounded outbox for a later tick."""
-    try:
-        state.outbox_put(rec.tick_id, json.dumps(body).encode())
-    except DeployError as err:
-        log.warning(
-            f"the undelivered report could not be kept: {err}",
-            extra={"event": "report.lost", "phase": "report", "code": err.code},
-        )
-
-
-def deliver_outbox(state: StateDir, tenancy: Tenancy, token: str) -> None:
-    """Reports earlier ticks could not deliver, oldest first, each with its own tick_id, once:
-    removed when tenancy took it, or refused it for good (``ReportRefused``: a 4xx other than
-    401/429, with a warning); any other failure leaves the rest for later. What is not a
-    report the agent kept is set aside by ``state.outbox()``, never read or posted."""
-    from monky_deployd.adapters.box import outbox
-    from monky_deployd.adapters.net.tenancy import ReportRefused
-
-    kept = state.outbox()
-    for path in kept:
-        try:
-            body = json.loads(outbox.read(path))
-            if not isinstance(body, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError) as exc:  # fsread.BadEntry too: never its content
-            log.warning(
-                f"dropped the kept report {path.name}: it is not one ({type(exc).__name__})",
-                extra={"event": "outbox.dropped", "phase": "report"},
-            )
-            outbox.drop(path, state.aside_dir)
-            continue
-        try:
-            with logs.phase("report"):
-                tenancy.report(token, body)
-        except ReportRefused as err:
-            log.warning(
-                f"dropped the kept report of tick {body.get('tick_id')}: tenancy refused it "
-                f"for good ({err})",
-                extra={"event": "outbox.dropped", "phase": "report", "code": err.code},
-            )
-            outbox.drop(path, state.aside_dir)
-            continue
-        except DeployError as err:
-            log.warning(
-                f"{len(kept)} kept report(s) still not delivered: {err}",
-                extra={"event": "outbox.failed", "phase": "report", "code": err.code},
-            )
-            return
-        outbox.drop(path, state.aside_dir)
-        log.info(
-            f"delivered the kept report of tick {body.get('tick_id')}",
-            extra={"event": "outbox.delivered", "phase": "report"},
-        )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from pathlib import Path
 
 from monky_deployd.adapters.box.state import StateDir
@@ -42,6 +41,7 @@ def entry_of(rec: TickRecord, duration_ms: int) -> ledger.Entry:
         code=str(rec.code),
         message=masked(rec.message.splitlines()[0]) if rec.message else "",
         revision=rec.revision,
+        desired=rec.desired,
         duration_ms=duration_ms,
         phases=tuple(ledger.Phase(p.name, p.ms, p.ok) for p in rec.phases),
         rollback_to=rec.rollback.to_revision if rec.rollback is not None else None,
@@ -62,16 +62,6 @@ def token_seen(state: StateDir) -> ledger.TokenSeen | None:
     return ledger.TokenSeen(tok.kind, tok.expires_at, tok.renewable, tok.lease_id, tok.obtained_at)
 
 
-def _pull_targets() -> tuple[str, ...]:
-    """Where the pre-flight of this tick found pulls write (none when it did not run: the
-    module is not even imported on a no-op tick's path then)."""
-    preflight = sys.modules.get("monky_deployd.adapters.box.preflight")
-    found: list[Path] = getattr(preflight, "PULL_TARGETS", []) if preflight else []
-    targets = tuple(str(p) for p in found)
-    found.clear()
-    return targets
-
-
 def record(cfg: Config, rec: TickRecord, duration_ms: int) -> None:
     """The tick's line in the ledger, then the metrics textfile; warnings only."""
     if rec.code is Code.LOCK_BUSY:
@@ -88,7 +78,7 @@ def record(cfg: Config, rec: TickRecord, duration_ms: int) -> None:
                     extra={"event": "ledger.reset", "phase": "summary"},
                 )
             after = ledger.record(
-                before, entry, token=token_seen(state), pull_filesystems=_pull_targets()
+                before, entry, token=token_seen(state), pull_filesystems=rec.pull_filesystems
             )
             quiet = problem is None and ledger.quiet(before, after)
             state.write_ledger(after, durable=not quiet)

@@ -5,8 +5,9 @@
               ``--login`` (a bootstrap token from the grant: no lease, kept in memory only)
     checkin   WITHOUT If-None-Match (the bundle comes back even when it is the applied one);
               the body says what is applied, as a tick's would (tenancy records it: the truth)
-    plan      ``core.plan.decide`` on the same facts a tick gathers (read-only)
-    checks    the tick's own checks (``agent.tick._Tick._check``): bundle, secrets, render,
+    plan      ``core.decide.decide`` on the tick's own observation (``agent.observe``, without
+              its side effects: a pre-empted hold or an expired suspend stay on disk)
+    checks    the tick's own checks (``agent.prepare.check``): bundle, secrets, render,
               registry credential, pre-flight, project ownership
     diff      compose (unified, masked), .env keys and secrets by keyed hash (names only),
               each image's digest at its registry (a manifest HEAD, no pull), the services
@@ -21,41 +22,38 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.adapters.box import docker_api, preflight
+from monky_deployd.adapters.box import preflight
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.grant import read_grant
-from monky_deployd.adapters.box.locks import read_locks
 from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.registry import ImageRef, Registry, insecure
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent import explain, logs, steps
-from monky_deployd.agent.tick import _Tick
+from monky_deployd.agent import logs, observe, prepare, reasons, steps
 from monky_deployd.agent.token import HeldToken
 from monky_deployd.config import Config
-from monky_deployd.core import composefile, diff, gates, mask, reasons, recovery, wire
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.plan import (
-    AppliedFacts,
+from monky_deployd.core import composefile, diff, mask, wire
+from monky_deployd.core.decide import (
     Apply,
     Backoff,
-    Facts,
     Hold,
     Idle,
     Noop,
     Paused,
     Restore,
     decide,
-    needs_container_check,
 )
-from monky_deployd.core.records import Applied, Release
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
+from monky_deployd.core.reasons import Fingerprint, fingerprint, key_changes
+from monky_deployd.core.records import Applied, Held, Release
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.report import TickRecord
 from monky_deployd.core.token_plan import WORKING_FLOOR_S
@@ -81,8 +79,8 @@ def run_plan(
                 found = _Dry(cfg, client, clock, login).run()
             finally:
                 client.close()
-    except DeployError as err:
-        masked = logs.masker()
+    except (DeployError, TickDeadline) as exc:
+        err, masked = fault_of(exc), logs.masker()
         return (
             EXIT_ERROR,
             None,
@@ -113,58 +111,20 @@ class _Dry:
         self.tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
         self.bao = Bao(client, cfg.openbao)
         rec = TickRecord(tick_id="plan", started_at=clock())
-        self.tick = _Tick(cfg, self.state, rec, clock)  # its checks, not a copy of them
-        self.tick.tenancy, self.tick.bao = self.tenancy, self.bao
+        self.ctx = steps.Context(cfg, self.state, rec, clock)
+        self.token = ""
+        self.checked = prepare.Checked()
 
     def run(self) -> diff.Diff:
         token, kind = self._token()
-        self.tick.token = token
-        self.tick.ctx.learn((token.token,))
-        record = self.state.read_applied()
-        applied = (
-            AppliedFacts(record.revision, record.project, tuple(record.services))
-            if record
-            else None
-        )
-        held = self.state.read_held()
-        body = wire.CheckinRequest.of(
-            self._host_facts(),
-            applied.revision if applied else None,
-            recovery.checkin_outcome(held),
-        )
+        self.token = token.token
+        self.ctx.learn((token.token,))
+        local = observe.read_local(self.state)
+        body = observe.checkin_body(self._host_facts(), local)
         answer = self.tenancy.checkin(token.token, body, None)  # no If-None-Match
-        desired = answer.revision if answer.status == 200 else None
-        if held is not None and desired is not None and held.revision != desired:
-            held = None  # a tick forgets a pre-empted hold (here: only in memory)
-        running = None
-        if applied and needs_container_check(
-            answer.status, desired, applied.revision, held.revision if held else None
-        ):
-            running = tuple(docker_api.project_containers(self.cfg.docker, applied.project))
-        now = self.clock()
-        valid, _ = gates.split_locks(
-            read_locks(self.cfg.locks.dir),
-            now,
-            self.cfg.locks.default_ttl_s,
-            self.cfg.locks.max_ttl_s,
-        )
-        suspended = self.state.read_suspend()
-        interrupted = self.state.read_journal()
-        plan = decide(
-            Facts(
-                answer.status,
-                desired,
-                applied,
-                running,
-                answer.bundle,
-                held,
-                now,
-                False,
-                valid,
-                suspended if suspended is not None and suspended.active(now) else None,
-                interrupted,
-            )
-        )
+        obs = observe.observe(self.cfg, self.state, answer, local, self.clock())  # no settle
+        plan = decide(obs.facts())
+        applied, desired, record = local.applied, obs.desired, local.record
         out = diff.Diff(
             plan.kind,
             plan.reason,
@@ -176,10 +136,9 @@ class _Dry:
         if isinstance(plan, Idle | Noop):
             return out
         if isinstance(plan, Restore):
-            self.tick._check_owned(plan.applied.project)  # as the restore would: a refusal
-            found = explain.for_restore(plan, running, interrupted)
-            out.reasons = found
-            missing, stopped = explain.drift(plan.missing, running)
+            prepare.check_owned(self.ctx, plan.applied.project)  # as the restore would
+            out.reasons = reasons.for_restore(plan, obs.running, obs.interrupted)
+            missing, stopped = reasons.drift(plan.missing, obs.running)
             out.services = tuple(
                 [diff.ServiceRow(n, "start", ("missing",)) for n in missing]
                 + [diff.ServiceRow(n, "start", ("stopped",)) for n in stopped]
@@ -190,8 +149,8 @@ class _Dry:
             plan if isinstance(plan, Apply) else Apply(desired, answer.bundle, applied, plan.reason)
         )
         # a backoff's attempt is a RETRY; a hold is applied again only by --retry (FORCED)
-        self.tick.held = held if isinstance(plan, Apply | Backoff) else None
-        self._diff(out, apply, record)
+        held = obs.held if isinstance(plan, Apply | Backoff) else None
+        self._diff(out, apply, record, held)
         if isinstance(plan, Hold | Backoff | Paused):
             out.notes.append(f"the next tick applies nothing ({plan.kind}): {plan.reason}")
         return out
@@ -232,7 +191,7 @@ class _Dry:
         cached = self.state.read_host_facts()
         if cached is not None and cached.hostname == socket.gethostname():
             return cached
-        return steps.refresh_host_facts(self.tick.ctx, store=False)
+        return steps.refresh_host_facts(self.ctx, store=False)
 
     # -- the diff of an apply ------------------------------------------------------------------
 
@@ -241,18 +200,20 @@ class _Dry:
         out: diff.Diff,
         plan: Apply,
         record: Applied | None,
+        held: Held | None,
     ) -> None:
-        ready = self.tick._check(plan)  # the tick's checks: a refusal is the plan's error
+        # the tick's checks: a refusal is the plan's error
+        ready = prepare.check(self.ctx, self.bao, self.token, plan, _logged, self.checked)
         out.project = ready.project
         key = self.state.read_hash_key() or os.urandom(32)  # a throwaway key writes nothing
-        after = reasons.fingerprint(key, ready.compose, ready.env_text, self.tick.secrets)
+        after = fingerprint(key, ready.compose, ready.env_text, self.checked.secrets)
         before, old_compose = self._before(record, key, after)
         release = self.state.read_release(record.revision) if record else None
         images = self._images(ready.compose, ready.credential, ready.registry_host, release)
         lkg = plan.previous
-        found = explain.for_apply(
+        found = reasons.for_apply(
             plan,
-            self.tick.held,
+            held,
             False,
             fp_before=before,
             fp_after=after,
@@ -261,18 +222,18 @@ class _Dry:
         )
         out.reasons = found
         if before is not None:
-            out.env = reasons.key_changes(before.env, after.env)
-            out.secrets = reasons.key_changes(before.secrets, after.secrets)
+            out.env = key_changes(before.env, after.env)
+            out.secrets = key_changes(before.secrets, after.secrets)
         else:
-            out.env = reasons.key_changes({}, after.env)
-            out.secrets = reasons.key_changes({}, after.secrets)
+            out.env = key_changes({}, after.env)
+            out.secrets = key_changes({}, after.secrets)
         old_rev = lkg.revision if lkg else "(none)"
         out.compose_diff = diff.compose_diff(
             old_compose,
             ready.compose,
             f"applied/{old_rev}/compose.yaml",
             f"desired/{plan.revision}/compose.yaml",
-            self.tick.ctx.masker,
+            self.ctx.masker,
         )
         out.images = images
         if lkg is not None and lkg.project != ready.project:  # down the old, up the new
@@ -295,8 +256,8 @@ class _Dry:
         )
 
     def _before(
-        self, record: Applied | None, key: bytes, after: reasons.Fingerprint
-    ) -> tuple[reasons.Fingerprint | None, str | None]:
+        self, record: Applied | None, key: bytes, after: Fingerprint
+    ) -> tuple[Fingerprint | None, str | None]:
         """The applied revision's fingerprint (applied.json) and compose text; from its files
         when the record predates fingerprints (then secret rotation cannot be told)."""
         if record is None:
@@ -304,13 +265,13 @@ class _Dry:
         where = self.state.revision_dir(record.revision)
         raw = read_if_exists(where / COMPOSE_FILE)
         compose = raw.decode("utf-8", "replace") if raw is not None else None
-        kept = explain.fingerprint_of(record)
+        kept = reasons.fingerprint_of(record)
         if kept is not None and self.state.read_hash_key() is not None:
             return kept, compose
         env = (read_if_exists(where / ENV_FILE) or b"").decode("utf-8", "replace")
-        self.tick.ctx.learn(mask.secrets_in_env_file(env))
-        fp = reasons.fingerprint(key, compose or "", env, {})
-        return reasons.Fingerprint(fp.compose_sha256, fp.env, after.secrets), compose
+        self.ctx.learn(mask.secrets_in_env_file(env))
+        fp = fingerprint(key, compose or "", env, {})
+        return Fingerprint(fp.compose_sha256, fp.env, after.secrets), compose
 
     def _docker_info(self) -> dict[str, object] | None:
         """``docker info`` (its insecure registries decide http or https, as for docker)."""
@@ -348,13 +309,21 @@ class _Dry:
                     after = registry.digest(image, credential, cred_host)
                 except DeployError as err:
                     rows.append(
-                        diff.ImageRow(service, image, before, "", self.tick.ctx.masker(err.message))
+                        diff.ImageRow(service, image, before, "", self.ctx.masker(err.message))
                     )
                     continue
                 rows.append(diff.ImageRow(service, image, before, after))
         finally:
             registry.close()
         return tuple(rows)
+
+
+@contextmanager
+def _logged(name: str) -> Iterator[None]:
+    """``plan``'s phases: the tick's deadline and log context, no timing record."""
+    deadline.check_tick(f"before the {name} check")
+    with logs.phase(name):
+        yield
 
 
 __all__ = ["EXIT_CHANGES", "EXIT_ERROR", "EXIT_NO_CHANGE", "run_plan"]

@@ -16,10 +16,10 @@ from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.config import DockerCfg
 from monky_deployd.core import composefile, reasons
 from monky_deployd.core.boxsteps import Ready
-from monky_deployd.core.plan import AppliedFacts, Apply, Restore
+from monky_deployd.core.decide import AppliedFacts, Apply, Restore
 from monky_deployd.core.records import Applied, Held, Journal, ServiceLabel
 from monky_deployd.core.report import TickRecord
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 
 log = logging.getLogger("monky_deployd")
 
@@ -37,7 +37,7 @@ def note(rec: TickRecord, found: tuple[reasons.Reason, ...], *, quiet: bool = Fa
 
 
 def drift(
-    expected: tuple[str, ...], running: tuple[Service, ...] | None
+    expected: tuple[str, ...], running: tuple[ServiceState, ...] | None
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(missing, stopped): services of ``expected`` with no container, or one not running."""
     seen = {s.name: s.state for s in running or ()}
@@ -47,13 +47,13 @@ def drift(
 
 
 def for_restore(
-    plan: Restore, running: tuple[Service, ...] | None, interrupted: Journal | None
+    plan: Restore, running: tuple[ServiceState, ...] | None, interrupted: Journal | None
 ) -> tuple[reasons.Reason, ...]:
     rev = plan.applied.revision
     cut = f"{interrupted.phase} of {interrupted.revision}" if interrupted else None
     missing, stopped = drift(plan.missing, running) if cut is None else ((), ())
     return reasons.explain(
-        reasons.Facts(rev, rev, missing=missing, stopped=stopped, interrupted=cut)
+        reasons.ReasonFacts(rev, rev, missing=missing, stopped=stopped, interrupted=cut)
     )
 
 
@@ -89,7 +89,7 @@ def for_apply(
     prev = plan.previous.revision if plan.previous else None
     attempt, code, forced = retry_facts(plan.revision, held, forced)
     return reasons.explain(
-        reasons.Facts(
+        reasons.ReasonFacts(
             plan.revision,
             prev,
             fp_before,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core.plan import (
+from monky_deployd.core.decide import (
     AppliedFacts,
     Apply,
     Backoff,
@@ -21,13 +21,13 @@ from monky_deployd.core.plan import (
     needs_container_check,
 )
 from monky_deployd.core.records import Held, Journal
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 
 BUNDLE: dict[str, Any] = {"project": "shop", "compose": "services: {}\n"}
 
 
-def svc(name: str, state: str = "running") -> Service:
-    return Service(name=name, state=state, health="", image="img")
+def svc(name: str, state: str = "running") -> ServiceState:
+    return ServiceState(name=name, state=state, health="", image="img")
 
 
 def applied(
@@ -40,7 +40,7 @@ def facts(
     status: int = 200,
     desired: str | None = "r2",
     was: AppliedFacts | None = None,
-    running: tuple[Service, ...] | None = None,
+    running: tuple[ServiceState, ...] | None = None,
     bundle: dict[str, Any] | None = BUNDLE,
 ) -> Facts:
     return Facts(status, desired, was if was is not None else applied(), running, bundle)
@@ -133,7 +133,7 @@ def test_decide_is_total_and_consistent(
     status: int,
     desired: str | None,
     was: AppliedFacts | None,
-    running: tuple[Service, ...] | None,
+    running: tuple[ServiceState, ...] | None,
 ) -> None:
     bundle = BUNDLE if status == 200 else None
     plan = decide(Facts(status, desired, was, running, bundle))

@@ -11,13 +11,13 @@ the steps that change the box, each naming its phase; ``agent.steps`` carries th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from monky_deployd.core.gates import Lock
 from monky_deployd.core.records import Held, Journal, Suspended
-from monky_deployd.core.services import Service
+from monky_deployd.core.services import ServiceState
 
 # -- facts -----------------------------------------------------------------------------------
 
@@ -36,7 +36,7 @@ class Facts:
     checkin_status: int  # 200, 204 or 304
     desired_revision: str | None
     applied: AppliedFacts | None
-    running: tuple[Service, ...] | None = (
+    running: tuple[ServiceState, ...] | None = (
         None  # the applied project's containers; None = not looked
     )
     bundle: Mapping[str, Any] | None = field(default=None, repr=False)  # the 200 answer's bundle
@@ -141,7 +141,7 @@ def needs_container_check(
     return desired == applied or (applied is not None and desired == held)
 
 
-def down_services(expected: tuple[str, ...], running: tuple[Service, ...]) -> tuple[str, ...]:
+def down_services(expected: tuple[str, ...], running: tuple[ServiceState, ...]) -> tuple[str, ...]:
     """Services of ``expected`` with no running container."""
     up = {s.name for s in running if s.state == "running"}
     return tuple(name for name in expected if name not in up)
@@ -156,88 +156,136 @@ def decide(f: Facts) -> Plan:
     return plan
 
 
+def _desired(f: Facts) -> str | None:
+    if f.checkin_status == 304:  # not modified: the desired revision is the applied one
+        return f.applied.revision if f.applied else None
+    return f.desired_revision if f.checkin_status != 204 else None
+
+
+# -- the decision table: each rule sees the facts and the desired revision; the first that
+# answers decides (``_decide``). Rules for a revision the box does not run come first, then
+# those for the applied revision. --------------------------------------------------------------
+
+Rule = Callable[[Facts, str], "Plan | None"]
+
+
+def _held_revision(f: Facts, desired: str) -> Plan | None:
+    """The desired revision failed here before: restore the LKG, hold, back off, or retry."""
+    held, applied = f.held, f.applied
+    if held is None or held.revision != desired or f.retry:
+        return None
+    if applied is not None and desired == applied.revision:
+        return None
+    was = applied.revision if applied else "(none)"
+    lkg = f"the box runs {was}" if applied else "nothing was applied before"
+    missing = (
+        down_services(applied.services, f.running)
+        if applied is not None and f.running is not None
+        else ()
+    )
+    if applied is not None and missing and not (held.stalled or held.box_changed):
+        return _restore_backoff(f, applied, missing) or Restore(
+            applied,
+            missing,
+            f"revision {desired} is held and the last-known-good {was} is not fully "
+            f"running ({', '.join(missing)}): restoring {was}",
+        )
+    if held.stalled:
+        return Hold(
+            desired,
+            held,
+            f"revision {desired} failed ({held.code}) and the rollback to "
+            f"{held.rolled_back_to} failed too: stalled until the desired revision "
+            "changes or `apply --once --retry`",
+        )
+    if held.next_attempt_at is None:
+        return Hold(
+            desired,
+            held,
+            f"revision {desired} is held: it failed ({held.code}) and was rolled back; "
+            f"{lkg}; it is applied again when the desired revision changes or on "
+            "`apply --once --retry`",
+        )
+    if f.now < held.next_attempt_at:
+        return Backoff(
+            desired,
+            held,
+            held.next_attempt_at,
+            f"revision {desired} failed {held.attempts} time(s) ({held.code}); "
+            f"next attempt in {held.next_attempt_at - f.now:.0f} s; {lkg}",
+        )
+    return _apply(f, desired, f"revision {desired}: attempt {held.attempts + 1} after {held.code}")
+
+
+def _new_revision(f: Facts, desired: str) -> Plan | None:
+    applied = f.applied
+    if applied is not None and desired == applied.revision:
+        return None
+    was = applied.revision if applied else "(none)"
+    reason = f"desired revision {desired} differs from applied {was}"
+    if f.held is not None and f.held.revision == desired:
+        reason += " (operator retry)"
+    return _apply(f, desired, reason)
+
+
+def _killed_tick(f: Facts, desired: str) -> Plan | None:
+    """A killed tick may have left another revision's containers (a killed rollback names the
+    revision it restores: its up may not have finished)."""
+    cut, applied = f.interrupted, f.applied
+    if cut is None or applied is None or cut.phase not in INTERRUPTING:
+        return None
+    if cut.revision == desired and cut.phase != "rollback":
+        return None
+    return Restore(
+        applied,
+        applied.services,
+        f"a tick was killed during {cut.phase} of revision {cut.revision}: bringing the "
+        f"last-known-good {desired} back (pinned, no pull)",
+    )
+
+
+def _unknown_containers(f: Facts, desired: str) -> Plan | None:
+    if f.running is not None:
+        return None
+    return _apply(f, desired, f"revision {desired}: container state unknown")
+
+
+def _drift(f: Facts, desired: str) -> Plan | None:
+    applied = f.applied
+    assert applied is not None and f.running is not None
+    missing = down_services(applied.services, f.running)
+    if not missing:
+        return None
+    return _restore_backoff(f, applied, missing) or Restore(
+        applied, missing, f"revision {desired} is applied but {', '.join(missing)} not running"
+    )
+
+
+def _steady(f: Facts, desired: str) -> Plan | None:
+    assert f.applied is not None
+    return Noop(f.applied, f"revision {desired} is applied and all services are running")
+
+
+DECISIONS: tuple[Rule, ...] = (
+    _held_revision,  # a revision that is not applied ...
+    _new_revision,
+    _killed_tick,  # ... the applied revision
+    _unknown_containers,
+    _drift,
+    _steady,
+)
+
+
 def _decide(f: Facts) -> Plan:
     if f.checkin_status == 204:
         return Idle("tenancy has no desired state for this environment yet")
-    applied = f.applied
-    if f.checkin_status == 304:  # not modified: the desired revision is the applied one
-        desired = applied.revision if applied else None
-    else:
-        desired = f.desired_revision
+    desired = _desired(f)
     if desired is None:
         return Idle("tenancy named no desired revision")
-    if applied is None or desired != applied.revision:
-        was = applied.revision if applied else "(none)"
-        held = f.held
-        if held is not None and held.revision == desired and not f.retry:
-            lkg = f"the box runs {was}" if applied else "nothing was applied before"
-            missing = (
-                down_services(applied.services, f.running)
-                if applied is not None and f.running is not None
-                else ()
-            )
-            if applied is not None and missing and not (held.stalled or held.box_changed):
-                if (wait := _restore_backoff(f, applied, missing)) is not None:
-                    return wait
-                return Restore(
-                    applied,
-                    missing,
-                    f"revision {desired} is held and the last-known-good {was} is not fully "
-                    f"running ({', '.join(missing)}): restoring {was}",
-                )
-            if held.stalled:
-                return Hold(
-                    desired,
-                    held,
-                    f"revision {desired} failed ({held.code}) and the rollback to "
-                    f"{held.rolled_back_to} failed too: stalled until the desired revision "
-                    "changes or `apply --once --retry`",
-                )
-            if held.next_attempt_at is None:
-                return Hold(
-                    desired,
-                    held,
-                    f"revision {desired} is held: it failed ({held.code}) and was rolled back; "
-                    f"{lkg}; it is applied again when the desired revision changes or on "
-                    "`apply --once --retry`",
-                )
-            if f.now < held.next_attempt_at:
-                return Backoff(
-                    desired,
-                    held,
-                    held.next_attempt_at,
-                    f"revision {desired} failed {held.attempts} time(s) ({held.code}); "
-                    f"next attempt in {held.next_attempt_at - f.now:.0f} s; {lkg}",
-                )
-            reason = f"revision {desired}: attempt {held.attempts + 1} after {held.code}"
-            return _apply(f, desired, reason)
-        reason = f"desired revision {desired} differs from applied {was}"
-        if held is not None and held.revision == desired:
-            reason += " (operator retry)"
-        return _apply(f, desired, reason)
-    cut = f.interrupted
-    # (a killed rollback names the revision it restores: its up may not have finished)
-    if (
-        cut is not None
-        and cut.phase in INTERRUPTING
-        and (cut.revision != desired or cut.phase == "rollback")
-    ):
-        return Restore(
-            applied,
-            applied.services,
-            f"a tick was killed during {cut.phase} of revision {cut.revision}: bringing the "
-            f"last-known-good {desired} back (pinned, no pull)",
-        )
-    if f.running is None:
-        return _apply(f, desired, f"revision {desired}: container state unknown")
-    missing = down_services(applied.services, f.running)
-    if missing and (wait := _restore_backoff(f, applied, missing)) is not None:
-        return wait
-    if missing:
-        return Restore(
-            applied, missing, f"revision {desired} is applied but {', '.join(missing)} not running"
-        )
-    return Noop(applied, f"revision {desired} is applied and all services are running")
+    for rule in DECISIONS:
+        if (plan := rule(f, desired)) is not None:
+            return plan
+    raise AssertionError("_steady always answers")  # pragma: no cover
 
 
 def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) -> Backoff | None:

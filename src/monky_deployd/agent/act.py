@@ -1,0 +1,110 @@
+"""Act: the box steps of a decision to restore or apply, and recovery when they fail.
+
+Imported by the tick only when there is something to restore or apply: this one import loads
+the apply path (the checks, the reasons, the box steps' adapters), the no-op tick none of it.
+
+    restore   preflight (project ownership) -> up -> verify; a failure backs off the next
+              restore (no rollback: it is the last-known-good)
+    apply     the checks (``agent.prepare``: nothing changes) -> stage -> pull -> [down] -> up
+              -> verify -> commit; a failure rolls back and holds, or backs off
+              (``agent.recovery``); update locks: pulled, not applied (``Skipped``)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from monky_deployd.agent import prepare, reasons, recovery, steps
+from monky_deployd.core import gates
+from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
+from monky_deployd.core.decide import Apply, Restore
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
+
+if TYPE_CHECKING:
+    from monky_deployd.adapters.net.bao import Bao
+    from monky_deployd.agent.observe import Observation
+    from monky_deployd.agent.tick import Options
+    from monky_deployd.core.records import Held
+
+log = logging.getLogger("monky_deployd")
+
+Phase = Callable[[str], AbstractContextManager[None]]
+
+
+class Skipped(Exception):
+    """An apply stopped on purpose (an update lock): no report, the record says why."""
+
+
+class Act:
+    """Restore or apply: the box steps of the decision, and recovery when they fail."""
+
+    def __init__(
+        self,
+        ctx: steps.Context,
+        phase: Phase,
+        bao: Bao,
+        token: str,
+        obs: Observation,
+        held: Held | None,
+        options: Options,
+    ) -> None:
+        self.ctx, self.rec, self.phase, self.bao, self.token = ctx, ctx.rec, phase, bao, token
+        self.obs, self.held, self.options = obs, held, options
+
+    def restore(self, plan: Restore) -> None:
+        with self.phase("preflight"):
+            prepare.check_owned(self.ctx, plan.applied.project)
+        pinned = self.ctx.state.has_pins(plan.applied.revision)
+        reasons.note(self.rec, reasons.for_restore(plan, self.obs.running, self.obs.interrupted))
+        try:
+            steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
+        except (DeployError, TickDeadline) as exc:  # no rollback (it is the LKG): the next
+            # restore backs off
+            recovery.restore_failed(self.ctx, plan, fault_of(exc), self.held, self.options.rand())
+        recovery.restore_settled(self.ctx.state, self.held, plan.applied.revision)
+        self.rec.outcome = "applied"
+        self.rec.message = (
+            f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} "
+            "(no pull, verified)"
+        )
+
+    def apply(self, plan: Apply) -> None:
+        """Every check first (nothing on the box changes), then the box steps; a failure rolls
+        back to the last-known-good release or backs off (``core.recovery``)."""
+        ready: Ready | None = None
+        forced = self.options.retry
+        state = self.ctx.state
+        reasons.note(self.rec, reasons.for_apply(plan, self.held, forced), quiet=True)
+        if plan.previous is not None:  # the LKG's secrets too, before stage rewrites the config
+            self.ctx.learn(self.ctx.secrets_at_rest(plan.previous.revision))
+        checked = prepare.Checked()
+        try:
+            ready = prepare.check(self.ctx, self.bao, self.token, plan, self.phase, checked)
+            ready = reasons.checked(
+                state, self.rec, plan, ready, checked.secrets, self.held, forced
+            )
+            state.own_project(ready.project)  # before anything of it is created
+            steps.run(self.ctx, apply_steps(plan, ready), self.phase)
+        except (DeployError, TickDeadline) as exc:
+            recovery.recover(
+                recovery.Failure(plan, ready, fault_of(exc), self.held),
+                self.ctx,
+                self.phase,
+                self.options.rand(),
+            )
+        if plan.locks:
+            now = self.ctx.clock()
+            self.rec.outcome, self.rec.code = "held", Code.UPDATE_LOCKED
+            self.rec.message = (
+                f"revision {plan.revision} is pulled but not applied: update locked by "
+                + gates.summary(plan.locks, now)
+                + "; trying again next tick"
+            )
+            log.warning(self.rec.message, extra={"event": "apply.locked", "phase": "plan"})
+            raise Skipped
+        running = sum(1 for s in self.rec.services if s["state"] == "running")
+        self.rec.outcome, self.rec.applied = "applied", plan.revision
+        self.rec.message = f"applied {plan.revision}: {running} services running (verified)"

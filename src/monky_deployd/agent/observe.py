@@ -1,0 +1,237 @@
+"""Observe: what the box and tenancy say before a decision, read once, the same for every command.
+
+    read_local(state)            applied.json and held.json                    (the state dir)
+    checkin_body(host, local)    the check-in's body: the revision that runs and its outcome
+    observe(cfg, state, ...)     + the check-in's answer, the project's containers (only when
+                                 the decision needs them), the update locks, the suspend
+                                 record, a killed tick's journal: an ``Observation``
+    Observation.facts(retry)     the pure decision's input (``core.decide.Facts``)
+    settle(state, obs)           the observation's side effects, in one place: a pre-empted
+                                 hold dropped, an expired suspend removed, each lock and the
+                                 killed tick named in the journal
+    recorded(cfg, state, now)    what the state and lock dirs say (the tick ledger, the records,
+                                 the locks, token.json's bookkeeping): ``status``'s and the
+                                 metrics' one typed view
+
+``observe`` writes nothing: the tick calls ``settle`` after it, ``plan`` and ``status`` never
+do (they leave the state dir byte-identical).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from monky_deployd.adapters.box import docker_api, locks
+from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.agent.locklog import log_locks
+from monky_deployd.config import Config
+from monky_deployd.core import gates, recovery, report, wire
+from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
+from monky_deployd.core.errors import DeployError
+from monky_deployd.core.ledger import Ledger
+from monky_deployd.core.records import Applied, Held, Journal, Suspended, TokenState
+from monky_deployd.core.services import ServiceState
+
+if TYPE_CHECKING:
+    from monky_deployd.adapters.net.tenancy import Checkin
+
+log = logging.getLogger("monky_deployd")
+
+
+@dataclass(frozen=True)
+class Local:
+    """What the state dir says runs (applied.json) and what failed here (held.json)."""
+
+    record: Applied | None
+    held: Held | None
+
+    @property
+    def applied(self) -> AppliedFacts | None:
+        r = self.record
+        return AppliedFacts(r.revision, r.project, tuple(r.services)) if r else None
+
+
+def read_local(state: StateDir) -> Local:
+    """applied.json and held.json (each None when absent or unreadable)."""
+    return Local(state.read_applied(), state.read_held())
+
+
+def checkin_body(host: wire.HostFacts, local: Local) -> wire.CheckinRequest:
+    """The check-in: this agent, ``host``, and the revision that runs with its outcome."""
+    record = local.record
+    return wire.CheckinRequest.of(
+        host, record.revision if record else None, recovery.checkin_outcome(local.held)
+    )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One read-only look at the box and tenancy's answer; ``held`` is what the decision sees
+    (a hold tenancy no longer wants is pre-empted: ``settle`` drops it from the state dir)."""
+
+    answer: Checkin
+    local: Local
+    held: Held | None
+    running: tuple[ServiceState, ...] | None  # the applied project's containers; None: not looked
+    locks: tuple[gates.Lock, ...]  # in force
+    stale_locks: tuple[gates.Lock, ...]  # past their TTL: ignored
+    suspend: Suspended | None  # the suspend record, active or not
+    interrupted: Journal | None
+    now: float
+    ignored_locks: tuple[tuple[str, str], ...] = ()  # *.lock entries that are no lock file
+
+    @property
+    def desired(self) -> str | None:
+        """The revision tenancy wants (a 304 names the applied one; 204: none)."""
+        if self.answer.status == 304:
+            return self.local.record.revision if self.local.record else None
+        return self.answer.revision if self.answer.status == 200 else None
+
+    @property
+    def suspended(self) -> Suspended | None:
+        s = self.suspend
+        return s if s is not None and s.active(self.now) else None
+
+    def facts(self, retry: bool = False) -> Facts:
+        return Facts(
+            self.answer.status,
+            self.answer.revision if self.answer.status == 200 else None,
+            self.local.applied,
+            self.running,
+            self.answer.bundle,
+            self.held,
+            self.now,
+            retry,
+            self.locks,
+            self.suspended,
+            self.interrupted,
+        )
+
+
+def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: float) -> Observation:
+    """Everything the decision reads besides the check-in's answer; writes nothing."""
+    applied = local.applied
+    desired = answer.revision if answer.status == 200 else None
+    wanted = applied.revision if answer.status == 304 and applied else desired
+    held = local.held
+    if held is not None and wanted is not None and wanted != held.revision:
+        held = None  # pre-empted: a new desired revision ends a hold and a backoff at once
+    running: tuple[ServiceState, ...] | None = None
+    if applied and needs_container_check(
+        answer.status, desired, applied.revision, held.revision if held else None
+    ):
+        running = tuple(docker_api.project_containers(cfg.docker, applied.project))
+    scan = locks.scan(cfg.locks.dir)
+    lk = cfg.locks
+    valid, stale = gates.split_locks(scan.locks, now, lk.default_ttl_s, lk.max_ttl_s)
+    return Observation(
+        answer,
+        local,
+        held,
+        running,
+        valid,
+        stale,
+        state.read_suspend(),
+        state.read_journal(),
+        now,
+        scan.ignored,
+    )
+
+
+def settle(state: StateDir, obs: Observation) -> None:
+    """The observation's side effects (the tick's only): each logged with its event."""
+    dropped = obs.local.held
+    if dropped is not None and obs.held is None:
+        log.info(
+            f"revision {dropped.revision} is no longer desired ({obs.desired} is): "
+            "its hold and backoff are dropped",
+            extra={"event": "hold.preempted", "phase": "plan", "revision": dropped.revision},
+        )
+        state.clear_held()
+    log_locks(obs.locks, obs.stale_locks, obs.ignored_locks, obs.now)
+    found = obs.suspend
+    if found is not None and obs.suspended is None:
+        log.info(
+            "the suspend's --for duration is over: applies resume",
+            extra={"event": "suspend.expired", "phase": "plan"},
+        )
+        state.clear_suspend()
+    elif found is not None:
+        until = report.rfc3339(found.until, "seconds") if found.until else "resume"
+        log.info(
+            f"{found.describe()} until {until}",
+            extra={"event": "suspend.active", "phase": "plan"},
+        )
+    cut = obs.interrupted
+    if cut is not None:
+        log.warning(
+            f"the tick {cut.tick_id} was killed during {cut.phase} of revision {cut.revision}; "
+            "this tick resumes or restores",
+            extra={"event": "journal.interrupted", "phase": "plan"},
+        )
+
+
+# -- the recorded view: status and the metrics ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the state dir and the lock dir say now, without asking the engine or a service:
+    the one typed view ``status`` and the metrics textfile are drawn from."""
+
+    now: float
+    ledger: Ledger
+    ledger_problem: str | None  # None, "absent", or why it is unreadable
+    local: Local
+    suspend: Suspended | None  # the record, active or not
+    locks: tuple[gates.Lock, ...]  # every lock file found
+    valid_locks: tuple[gates.Lock, ...]
+    stale_locks: tuple[gates.Lock, ...]
+    token: TokenState | None  # token.json (None: absent or unreadable)
+    interrupted: Journal | None
+
+    @property
+    def last_known_good(self) -> str | None:
+        return self.local.record.revision if self.local.record else None
+
+    @property
+    def running(self) -> str | None:
+        """The revision the containers are of: a failed revision that changed the box and was
+        not rolled back, else the last-known-good."""
+        held = self.local.held
+        return held.revision if held and held.box_changed else self.last_known_good
+
+    @property
+    def suspended(self) -> Suspended | None:
+        s = self.suspend
+        return s if s is not None and s.active(self.now) else None
+
+
+def recorded(cfg: Config, state: StateDir, now: float, led: Ledger | None = None) -> Recorded:
+    """The recorded view; ``led``: the ledger the caller holds (it was just written)."""
+    problem: str | None = None
+    if led is None:
+        led, problem = state.read_ledger()
+    try:
+        token = state.read_token()
+    except (DeployError, ValueError):
+        token = None
+    try:
+        found = locks.read_locks(cfg.locks.dir)
+    except DeployError:
+        found = ()
+    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
+    return Recorded(
+        now,
+        led,
+        problem,
+        read_local(state),
+        state.read_suspend(),
+        tuple(found),
+        valid,
+        stale,
+        token,
+        state.read_journal(),
+    )

@@ -1,0 +1,99 @@
+"""An apply's checks, performed: ``core.prepare``'s pure functions around their reads (OpenBao,
+the Engine API), each inside its phase. Nothing on the box changes here; the tick and ``plan``
+run the very same checks (``plan`` with a phase that only logs).
+
+    bundle -> secrets -> render -> registry -> preflight (disk, project ownership) -> Ready
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from monky_deployd.adapters.box import docker_api
+from monky_deployd.agent import steps
+from monky_deployd.core import mask
+from monky_deployd.core.errors import BaoError, Code
+
+if TYPE_CHECKING:
+    from monky_deployd.adapters.net.bao import Bao, KvPages
+    from monky_deployd.core import prepare
+    from monky_deployd.core.boxsteps import Ready
+    from monky_deployd.core.bundle import Bundle, ManifestEntry
+    from monky_deployd.core.decide import Apply
+
+Phase = Callable[[str], AbstractContextManager[None]]
+
+
+@dataclass
+class Checked:
+    """What the checks read on the way (``core.reasons``' fingerprint needs the values)."""
+
+    secrets: dict[str, object] = field(default_factory=dict)  # manifest name -> KV value
+
+
+def check_owned(ctx: steps.Context, project: str) -> None:
+    """PROJECT_NOT_OWNED unless every container of ``project`` came from our revisions/
+    (with no container: unless its volumes/networks are of a project we started)."""
+    from monky_deployd.core import prepare
+
+    cfg, state = ctx.cfg, ctx.state
+    dirs = docker_api.project_working_dirs(cfg.docker, project)
+    left = [] if dirs else docker_api.project_leftovers(cfg.docker, project)
+    known = bool(left) and project in state.read_projects()
+    prepare.check_owned(project, dirs, str(state.revisions_dir.absolute()), left, known)
+
+
+def check(
+    ctx: steps.Context, bao: Bao, token: str, plan: Apply, phase: Phase, out: Checked
+) -> Ready:
+    """Every check of an apply, each in its phase: nothing on the box changes."""
+    from monky_deployd.adapters.box import preflight
+    from monky_deployd.adapters.box.compose import docker_env
+    from monky_deployd.core import prepare
+
+    cfg = ctx.cfg
+    with phase("bundle"):
+        bundle = prepare.check_bundle(plan.revision, plan.bundle)
+    with phase("secrets"):
+        reads = read_secrets(bao, token, bundle)
+        ctx.learn(mask.strings_in(list(reads.found.values())))
+        out.secrets = {e.name: v for e, v in reads.found.items()}
+        env = prepare.env_values(bundle, reads)
+    with phase("render"):
+        env_text = prepare.render_env(bundle.env_template, env)
+    with phase("registry"):
+        cred = prepare.credential(bundle, env)
+        ctx.learn(prepare.secrets_of(env, cred))
+    with phase("preflight"):
+        denv = docker_env(cfg.docker, ctx.state.docker_dir)
+        info = preflight.docker_info(cfg.docker, denv)
+        targets = preflight.pull_targets(info, cfg.docker)
+        # where pulls write, known even when the check refuses: the ledger and the metrics
+        ctx.rec.pull_filesystems = tuple(str(t) for t in targets)
+        preflight.check_space(targets, bundle.disk_need_bytes, cfg.disk.headroom_bytes)
+        prev = plan.previous.project if plan.previous else None
+        for project in dict.fromkeys(p for p in (bundle.project, prev) if p):  # up, down
+            check_owned(ctx, project)
+    # Everything is checked: only now may anything on the box change.
+    return prepare.ready(bundle, env_text, cred, ctx.rec.tick_id)
+
+
+def read_secrets(bao: Bao, token: str, bundle: Bundle) -> prepare.SecretReads:
+    """Every manifest entry from OpenBao. A variable's secret that OpenBao lacks is noted
+    (ENV_INCOMPLETE names them all at render); a missing registry credential ends the tick."""
+    from monky_deployd.core import prepare
+
+    found: dict[ManifestEntry, object] = {}
+    absent: dict[str, str] = {}
+    pages: KvPages = {}  # one OpenBao read per distinct path
+    for entry in bundle.manifest:
+        try:
+            found[entry] = bao.read_secret(token, entry.path, entry.key, pages)
+        except BaoError as err:
+            if err.code is not Code.SECRET_MISSING or entry.use is not None:
+                raise
+            absent[entry.name] = f"{entry.path}#{entry.key}"
+    return prepare.SecretReads(found, absent)
