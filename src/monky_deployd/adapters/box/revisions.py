@@ -2,6 +2,14 @@
 verified, its release record (``StateDir`` inherits these; a mixin only to keep the state
 module's size in check).
 
+    revisions/<rev>/    compose.yaml + .env of a revision (0700 / 0600); once verified also
+                        release.json (its images) and compose.pinned.yaml (those images by ID,
+                        for a rollback); compose.labels.yaml gives each container the revision
+                        and deploy-id labels (``core.reasons.labels_override``)
+
+Only the applied (last-known-good) revision, the one before it and the revision being tried
+are kept; ``prune_revisions`` removes the others.
+
 A revision directory is assembled under a temporary name and renamed into place, so a crash
 never leaves a half-written project; no link is followed (``fsutil``). ``release.json`` is read
 through ``fsread.read_entry`` (at most ``RELEASE_CAP`` bytes).
