@@ -232,7 +232,10 @@ class StateDir(Revisions):
     def read_token(self) -> TokenState | None:
         """The token record; None when there is none. Raises ValueError (a reason, never the
         content) when it is unusable: what that costs is the token keeper's to say."""
-        raw = self._raw(self.token_file)
+        try:
+            raw = self._raw(self.token_file)
+        except fsread.BadEntry as exc:  # a plain ValueError, as TokenState's own reasons
+            raise ValueError(str(exc)) from None
         return None if raw is None else TokenState.from_json(raw)
 
     def write_token(self, state: TokenState) -> None:
