@@ -91,7 +91,7 @@ RECORD_CAP = 64 * 1024  # a record's bytes at most (``CAPS``: the larger ones)
 CAPS = {  # every record at the top of the state dir, with the most bytes it may have
     "lock": 64,
     "applied.json": 64 * 1024 * 1024,  # a keyed hash per .env key: grows with the bundle
-    "token.json": RECORD_CAP,
+    "token.json": 64 * 1024 * 1024,  # its loss costs a lease: only a bound on memory
     "host.json": RECORD_CAP,
     "held.json": RECORD_CAP,
     "suspend.json": RECORD_CAP,
