@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
         "--login",
         action="store_true",
         help="when no usable token is held, log in with the grant (a bootstrap token: no "
-        "lease, not stored)",
+        "lease, not stored, revoked at the end)",
     )
     plan.add_argument("--debug", action="store_true", help="log the plan's steps on stderr")
     status = sub.add_parser(

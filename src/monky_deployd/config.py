@@ -157,7 +157,7 @@ class Config(_Strict):
     locks: LocksCfg = LocksCfg()
     metrics: MetricsCfg = MetricsCfg()
     lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
-    # The whole tick, overall: past it the tick ends with TICK_DEADLINE at the next phase, and
+    # The whole tick, overall: past it the tick ends with TICK_DEADLINE where it is, and
     # every request and child gets at most the time left. 25 min covers a full pull (900 s),
     # up (300 s) and verify (180 s) with the requests around them. What may run after it (a
     # rollback within rollback_budget_s, the report within tenancy.deadline_s) still ends well

@@ -48,6 +48,15 @@ def parse_lines(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
+def cli_env(home: Path) -> dict[str, str]:
+    """The CLI process's environment: PATH, HOME and, when the caller has one, PYTHONPATH (so a
+    worktree's tests run that worktree's code, not the package the venv installed)."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 class Lab:
     def __init__(
         self,
@@ -133,13 +142,17 @@ class Lab:
             "registry_host": self.registry.host,
         }
 
+    def env(self) -> dict[str, str]:
+        """The CLI's environment with the lab's HOME (``cli_env``)."""
+        return cli_env(self.tmp / "home")
+
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """``monky-deployd <args> --config <the lab's>`` as a process, with the lab's HOME."""
         return subprocess.run(
             (*CLI, *args, "--config", str(self.config_path)),
             capture_output=True,
             text=True,
-            env={"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home")},
+            env=cli_env(self.tmp / "home"),
             timeout=timeout,
             check=False,
         )

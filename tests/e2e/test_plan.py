@@ -21,6 +21,7 @@ import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab
+from monky_deployd_testkit.realbao import RealBao
 
 pytestmark = pytest.mark.docker
 
@@ -292,3 +293,25 @@ def test_a_record_from_before_fingerprints_is_compared_from_the_files_on_disk(la
     assert ROTATED not in text and SECRET not in text
     counters.unchanged()
     assert not (lab.state_dir / "hash.key").exists()
+
+
+def test_plan_login_revokes_its_token_at_the_end(
+    tmp_path: Path, registry: Registry, repo: str, real_bao: RealBao
+) -> None:
+    """Against the real OpenBao: each ``plan --login`` logs in with the grant and revokes that
+    token at the end, as doctor does (before, three runs left three live tokens)."""
+    with Lab(tmp_path, registry, repo, real=real_bao, db_password=SECRET) as lab:
+        lab.estate.tenancy.set_desired("r1", bundle(lab))
+        real_bao.mark()
+        live_before = live_tokens(real_bao)
+        for _ in range(3):
+            rc, body, text = plan(lab, "--login")
+            assert rc == 1 and body["token"].startswith("bootstrap"), text
+        assert (real_bao.logins, real_bao.revocations) == (3, 3)
+        assert live_tokens(real_bao) == live_before
+        assert not lab.state_dir.exists(), "plan made the state dir"
+
+
+def live_tokens(bao: RealBao) -> int:
+    """How many tokens the server holds (root ``LIST auth/token/accessors``)."""
+    return len(bao.admin("LIST", "auth/token/accessors")["data"]["keys"])

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from monky_deployd.agent import prepare, reasons, recovery, steps
+from monky_deployd.agent.gate import Gated
 from monky_deployd.core import gates
 from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
 from monky_deployd.core.decide import Apply, Restore
@@ -60,10 +61,23 @@ class Act:
         pinned = self.ctx.state.has_pins(plan.applied.revision)
         reasons.note(self.rec, reasons.for_restore(plan, self.obs.running, self.obs.interrupted))
         try:
-            steps.run(self.ctx, restore_steps(plan, pinned), self.phase)
+            steps.run(
+                self.ctx,
+                restore_steps(plan, pinned),
+                self.phase,
+                gate="rollback" if plan.rollback_of is not None else "restore",
+            )
+        except Gated as blocked:  # a lock or a suspend since the plan: nothing was changed
+            recovery.gated(self.rec, blocked)
+            raise Skipped from None
         except (DeployError, TickDeadline) as exc:  # no rollback (it is the LKG): the next
-            # restore backs off
+            # restore backs off; a pending rollback that fails stalls, as on its own tick
+            if plan.rollback_of is not None and isinstance(exc, DeployError):
+                recovery.pending_rollback_failed(self.ctx, plan, exc, self.held)
             recovery.restore_failed(self.ctx, plan, fault_of(exc), self.held, self.options.rand())
+        if plan.rollback_of is not None:
+            recovery.pending_rollback_done(self.ctx, plan, self.held)
+            return
         recovery.restore_settled(self.ctx.state, self.held, plan.applied.revision)
         self.rec.outcome = "applied"
         self.rec.message = (
@@ -87,7 +101,10 @@ class Act:
                 state, self.rec, plan, ready, checked.secrets, self.held, forced
             )
             state.own_project(ready.project)  # before anything of it is created
-            steps.run(self.ctx, apply_steps(plan, ready), self.phase)
+            steps.run(self.ctx, apply_steps(plan, ready), self.phase, gate="apply")
+        except Gated as blocked:  # a lock or a suspend since the plan: nothing was changed
+            recovery.gated(self.rec, blocked)
+            raise Skipped from None
         except (DeployError, TickDeadline) as exc:
             recovery.recover(
                 recovery.Failure(plan, ready, fault_of(exc), self.held),

@@ -29,6 +29,7 @@ from monky_deployd.agent.ledger import TEXTFILE_NAME
 from monky_deployd.config import Config
 from monky_deployd.core import ledger
 from monky_deployd.core.errors import DeployError
+from monky_deployd.core.records import BackingOff, Stalled
 
 log = logging.getLogger("monky_deployd")
 
@@ -71,8 +72,8 @@ def snapshot(cfg: Config, state: StateDir, led: ledger.Ledger, now: float) -> Sn
         now=now,
         applied=applied.revision if applied else None,
         held=held.revision if held else None,
-        held_stalled=bool(held and held.stalled),
-        next_attempt_at=held.next_attempt_at if held else None,
+        held_stalled=isinstance(held, Stalled),
+        next_attempt_at=held.next_attempt_at if isinstance(held, BackingOff) else None,
         suspended=seen.suspended is not None,
         locks_valid=len(seen.valid_locks),
         disk_free=disk,

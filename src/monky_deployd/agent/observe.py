@@ -31,7 +31,14 @@ from monky_deployd.core import gates, recovery, report, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.ledger import Ledger
-from monky_deployd.core.records import Applied, Held, Journal, Suspended, TokenState
+from monky_deployd.core.records import (
+    Applied,
+    BackingOff,
+    Held,
+    Journal,
+    Suspended,
+    TokenState,
+)
 from monky_deployd.core.services import ServiceState
 
 if TYPE_CHECKING:
@@ -115,7 +122,9 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
     applied = local.applied
     desired = answer.revision if answer.status == 200 else None
     wanted = applied.revision if answer.status == 304 and applied else desired
-    held = local.held
+    # every stored wait bounded against now (core.clock): a clock step back never stretches a
+    # backoff past backoff.cap_s, nor a suspend past its own --for (settle stores the bound)
+    held = recovery.bounded(local.held, now, cfg.backoff.cap_s)
     if held is not None and wanted is not None and wanted != held.revision:
         held = None  # pre-empted: a new desired revision ends a hold and a backoff at once
     running: tuple[ServiceState, ...] | None = None
@@ -133,7 +142,7 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
         running,
         valid,
         stale,
-        state.read_suspend(),
+        suspend.bounded(now) if (suspend := state.read_suspend()) is not None else None,
         state.read_journal(),
         now,
         scan.ignored,
@@ -143,6 +152,14 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
 def settle(state: StateDir, obs: Observation) -> None:
     """The observation's side effects (the tick's only): each logged with its event."""
     dropped = obs.local.held
+    if obs.held is not None and dropped is not None and obs.held != dropped:
+        log.warning(
+            f"held.json's waits for revision {dropped.revision} lay further ahead than "
+            "backoff.cap_s allows, or it was written in the future: the clock stepped; "
+            "bounded from now",
+            extra={"event": "clock.bounded", "phase": "plan", "record": "held.json"},
+        )
+        state.write_held(obs.held)
     if dropped is not None and obs.held is None:
         log.info(
             f"revision {dropped.revision} is no longer desired ({obs.desired} is): "
@@ -152,6 +169,13 @@ def settle(state: StateDir, obs: Observation) -> None:
         state.clear_held()
     log_locks(obs.locks, obs.stale_locks, obs.ignored_locks, obs.now)
     found = obs.suspend
+    if found is not None and found.since == obs.now and state.read_suspend() != found:
+        log.warning(
+            "suspend.json was written in the future (the clock stepped back since): its "
+            "--for duration now counts from now",
+            extra={"event": "clock.bounded", "phase": "plan", "record": "suspend.json"},
+        )
+        state.write_suspend(found)
     if found is not None and obs.suspended is None:
         log.info(
             "the suspend's --for duration is over: applies resume",
@@ -201,7 +225,8 @@ class Recorded:
         """The revision the containers are of: a failed revision that changed the box and was
         not rolled back, else the last-known-good."""
         held = self.local.held
-        return held.revision if held and held.box_changed else self.last_known_good
+        changed = isinstance(held, BackingOff) and held.box_changed
+        return held.revision if held is not None and changed else self.last_known_good
 
     @property
     def suspended(self) -> Suspended | None:
@@ -223,12 +248,15 @@ def recorded(cfg: Config, state: StateDir, now: float, led: Ledger | None = None
     except DeployError:
         found = ()
     valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
+    local = read_local(state)
+    # the waits as the next tick sees them (bounded against now: core.clock)
+    local = Local(local.record, recovery.bounded(local.held, now, cfg.backoff.cap_s))
     return Recorded(
         now,
         led,
         problem,
-        read_local(state),
-        state.read_suspend(),
+        local,
+        suspend.bounded(now) if (suspend := state.read_suspend()) is not None else None,
         tuple(found),
         valid,
         stale,

@@ -2,7 +2,8 @@
 
     token     the token the agent holds (token.json), if OpenBao's lookup-self says it works;
               never a renewal, a lease or a write. None usable: PLAN_NO_TOKEN (exit 2), unless
-              ``--login`` (a bootstrap token from the grant: no lease, kept in memory only)
+              ``--login`` (a bootstrap token from the grant: no lease, kept in memory only,
+              revoked at the end as doctor does)
     checkin   WITHOUT If-None-Match (the bundle comes back even when it is the applied one);
               the body says what is applied, as a tick's would (tenancy records it: the truth)
     plan      ``core.decide.decide`` on the tick's own observation (``agent.observe``, without
@@ -76,7 +77,11 @@ def run_plan(
         with deadline.tick(cfg.tick_deadline_s):
             client = transport.open_client(cfg, wire_transport)
             try:
-                found = _Dry(cfg, client, clock, login).run()
+                dry = _Dry(cfg, client, clock, login)
+                try:
+                    found = dry.run()
+                finally:
+                    dry.revoke_login()  # --login's own token: leave none behind
             finally:
                 client.close()
     except (DeployError, TickDeadline) as exc:
@@ -107,6 +112,7 @@ class _Dry:
         self, cfg: Config, client: httpx.Client, clock: Callable[[], float], login: bool
     ) -> None:
         self.cfg, self.clock, self.login = cfg, clock, login
+        self.own_token: str | None = None  # the bootstrap token --login obtained
         self.state = StateDir(cfg.state_dir)  # never ``ensure``d: nothing is created
         self.tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
         self.bao = Bao(client, cfg.openbao)
@@ -176,6 +182,7 @@ class _Dry:
             why = f"no token is stored in {self.state.token_file}"
         if self.login:
             login = self.bao.login_jwt(read_grant(self.cfg.grant_file))
+            self.own_token = login.token
             return HeldToken(login.token, "bootstrap"), "bootstrap (grant login, not stored)"
         raise DeployError(
             f"plan uses only the token the agent holds, and {why}: the next tick would log in "
@@ -184,6 +191,22 @@ class _Dry:
             hint="`monky-deployd apply --once` (it obtains and stores the token), or "
             "`monky-deployd plan --login` (a bootstrap token from the grant: no lease, not stored)",
         )
+
+    def revoke_login(self) -> None:
+        """Revoke the token ``--login`` obtained, as doctor does (within one request's deadline,
+        even past the tick's); a failure is a warning: the token then lives out its TTL."""
+        if self.own_token is None:
+            return
+        token, self.own_token = self.own_token, None
+        try:
+            with deadline.without_tick():
+                self.bao.revoke_self(token)
+        except DeployError as err:
+            log.warning(
+                "the bootstrap token of plan --login could not be revoked (it expires with its "
+                f"TTL): {err}",
+                extra={"event": "plan.revoke_failed", "phase": "token", "code": err.code},
+            )
 
     def _host_facts(self) -> wire.HostFacts:
         import socket
@@ -269,7 +292,9 @@ class _Dry:
         if kept is not None and self.state.read_hash_key() is not None:
             return kept, compose
         env = (read_if_exists(where / ENV_FILE) or b"").decode("utf-8", "replace")
-        self.ctx.learn(mask.secrets_in_env_file(env))
+        from monky_deployd.core import atrest
+
+        self.ctx.learn(atrest.secrets_in_env_file(env))
         fp = fingerprint(key, compose or "", env, {})
         return Fingerprint(fp.compose_sha256, fp.env, after.secrets), compose
 

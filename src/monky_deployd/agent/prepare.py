@@ -64,6 +64,7 @@ def check(
         env = prepare.env_values(bundle, reads)
     with phase("render"):
         env_text = prepare.render_env(bundle.env_template, env)
+        prepare.check_environment(bundle, env_text)
     with phase("registry"):
         cred = prepare.credential(bundle, env)
         ctx.learn(prepare.secrets_of(env, cred))

@@ -26,7 +26,7 @@ from monky_deployd.core.decide import (
     Restore,
 )
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
-from monky_deployd.core.records import Held
+from monky_deployd.core.records import BackingOff, Held, Stalled, restore_wait
 from monky_deployd.core.report import TickRecord
 
 log = logging.getLogger("monky_deployd")
@@ -79,7 +79,7 @@ def skip(rec: TickRecord, plan: Hold | Backoff | Paused) -> None:
             plan.reason,
             extra={"event": "plan.backoff", "phase": "plan", "next_attempt_at": next_at},
         )
-    elif plan.held.stalled:
+    elif isinstance(plan.held, Stalled):
         rec.outcome, rec.code = "failed", Code.ROLLBACK_FAILED
         log.error(
             f"{Code.ROLLBACK_FAILED}: {plan.reason}",
@@ -132,7 +132,7 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
     )
     if step.rollback_to is None or ready is None or lkg is None:
         state.write_held(step.held)
-        if step.held.next_attempt_at is not None:
+        if isinstance(step.held, BackingOff):
             when = report.rfc3339(step.held.next_attempt_at, "seconds")
             log.warning(
                 f"revision {plan.revision} failed (attempt {step.held.attempts}); "
@@ -140,12 +140,17 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
                 extra={"event": "apply.backoff", "next_attempt_at": when},
             )
         raise err
+    # recorded before the rollback starts: a tick killed inside it, or a rollback stopped by a
+    # lock or a suspend, leaves the failure held with its rollback pending (never re-applied)
+    state.write_held(step.held)
     log.warning(
         f"revision {plan.revision} failed in {failed_phase} ({err.code}); "
         f"rolling back to {lkg.revision} (pinned images, no pull)",
         extra={"event": "rollback.start", "revision": plan.revision, "to": lkg.revision},
     )
     fail(rec, err)  # the real fault's line comes before the rollback's
+    from monky_deployd.agent.gate import Gated  # off the no-op tick's imports
+
     try:
         # its own deadline, even when the tick's ran out (a slow apply is rolled back, not
         # stalled); tick_deadline_s + this + the report stay inside TimeoutStartSec
@@ -154,7 +159,15 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
             "the rollback's budget: 2 x "
             "docker.up_timeout_s + verify.deadline_s + poll + one request",
         ):
-            steps.run(ctx, rollback_steps(ready, lkg), phase)
+            steps.run(ctx, rollback_steps(ready, lkg), phase, gate="rollback")
+    except Gated as blocked:  # held.json says: rollback pending; the next tick let through ends it
+        raise DeployError(
+            f"{err.message}; the rollback to {lkg.revision} is pending: {blocked.message}",
+            code=err.code,
+            hint=f"{err.hint}; {blocked.hint}" if err.hint else blocked.hint,
+            detail=err.detail,
+            outcome=err.outcome,
+        ) from None
     except (DeployError, TickDeadline) as exc:
         rb_err = fault_of(exc)
         rec.rollback = wire.RollbackRow(to_revision=lkg.revision, ok=False)
@@ -185,6 +198,52 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
     )
 
 
+def gated(rec: TickRecord, blocked: DeployError) -> None:
+    """A lock or a suspend stopped a box step since the plan: the tick is held, as a plan-time
+    lock or suspend holds it (no report; tried again next tick)."""
+    rec.outcome, rec.code, rec.message = "held", blocked.code, blocked.message
+
+
+def pending_rollback_done(ctx: steps.Context, plan: Restore, held: Held | None) -> Held | None:
+    """A pending rollback (``core.recovery.rollback_pending``) ran and the LKG is verified: the
+    failed revision is held, rolled back, as if the rollback had finished on its own tick."""
+    lkg = plan.applied.revision
+    ctx.rec.rollback = wire.RollbackRow(to_revision=lkg, ok=True)
+    from monky_deployd.core import reasons  # off the no-op tick's imports
+
+    ctx.rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg}"))
+    ctx.rec.outcome = "applied"
+    ctx.rec.message = (
+        f"finished the pending rollback of {plan.rollback_of} to {lkg} (pinned, no pull, "
+        f"verified); {plan.rollback_of} stays held"
+    )
+    if held is None:
+        return None
+    after = recovery.after_rollback(held, ok=True)
+    ctx.state.write_held(after)
+    log.info(ctx.rec.message, extra={"event": "rollback.finished", "to": lkg})
+    return after
+
+
+def pending_rollback_failed(
+    ctx: steps.Context, plan: Restore, err: DeployError, held: Held | None
+) -> None:
+    """A pending rollback ran and failed: stalled (ROLLBACK_FAILED), as a rollback failing on
+    its own tick; raises the tick's fault."""
+    lkg = plan.applied.revision
+    ctx.rec.rollback = wire.RollbackRow(to_revision=lkg, ok=False)
+    if held is not None:
+        ctx.state.write_held(recovery.after_rollback(held, ok=False))
+    raise DeployError(
+        f"the pending rollback of {plan.rollback_of} to {lkg} failed ({err.code}: "
+        f"{err.message}); the box is stalled: no tick applies or rolls back on its own",
+        code=Code.ROLLBACK_FAILED,
+        hint="`docker ps -a` and `docker logs` for the project; publish a fixed "
+        "revision, or fix the box and run `monky-deployd apply --once --retry`",
+        detail=err.detail,
+    ) from err
+
+
 # -- after a restore ------------------------------------------------------------------------------
 
 
@@ -207,10 +266,11 @@ def restore_failed(
         u=u,
     )
     ctx.state.write_held(after)
-    when = report.rfc3339(after.restore_next_at, "seconds") if after.restore_next_at else "-"
+    wait = restore_wait(after)
+    when = report.rfc3339(wait.next_at, "seconds") if wait is not None else "-"
     raise DeployError(
         f"restoring revision {plan.applied.revision} failed: {err.message}; "
-        f"next restore attempt at {when} (attempt {after.restore_attempts})",
+        f"next restore attempt at {when} (attempt {wait.attempts if wait else 1})",
         code=err.code,
         hint=err.hint,
         detail=err.detail,

@@ -22,6 +22,7 @@ from monky_deployd.agent import observe
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, status
 from monky_deployd.core.errors import DeployError
+from monky_deployd.core.records import Stalled
 from monky_deployd.core.report import rfc3339, whole_seconds
 from monky_deployd.core.services import repo_digest
 
@@ -103,6 +104,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
     applied, held, token = seen.local.record, seen.local.held, seen.token
     found, valid, stale = seen.locks, seen.valid_locks, seen.stale_locks
     active, lkg, running = seen.suspended, seen.last_known_good, seen.running
+    flat = json.loads(held.to_json()) if held is not None else {}  # held.json's flat fields
     verdict = status.verdict(
         status.StatusFacts(
             now=now,
@@ -110,7 +112,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             applied=running,
             desired=led.desired,
             held=held.revision if held else None,
-            held_stalled=bool(held and held.stalled),
+            held_stalled=isinstance(held, Stalled),
             suspended=active is not None,
             locked=bool(valid),
         )
@@ -137,15 +139,16 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
         "held": None
         if held is None
         else {
+            "kind": type(held).__name__,
             "revision": held.revision,
             "code": held.code,
             "message": ledger.cut(held.message),
             "attempts": held.attempts,
             "failed_at": _t(held.failed_at) if held.failed_at else None,
-            "next_attempt_at": _t(held.next_attempt_at),
-            "rolled_back_to": held.rolled_back_to,
-            "rollback_ok": held.rollback_ok,
-            "stalled": held.stalled,
+            "next_attempt_at": _t(flat["next_attempt_at"]),
+            "rolled_back_to": flat["rolled_back_to"],
+            "rollback_ok": flat["rollback_ok"],
+            "stalled": flat["stalled"],
         },
         "last_tick": _entry(led.last),
         "last_success_at": _t(led.last_success_at),

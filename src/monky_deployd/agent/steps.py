@@ -42,6 +42,7 @@ from monky_deployd.core.services import repo_digest
 
 if TYPE_CHECKING:  # the box-step adapters load in the step that uses them (a no-op tick: none)
     from monky_deployd.adapters.box.compose import Compose
+    from monky_deployd.core.recheck import What
 
 log = logging.getLogger("monky_deployd")
 
@@ -95,10 +96,11 @@ class Context:
         """The values of the revision's ``.env`` and the registry credential of the docker
         config: what compose may echo when it runs that revision."""
         from monky_deployd.adapters.box import docker_config
+        from monky_deployd.core import atrest
 
         env = _read(self.state.revision_dir(revision) / ENV_FILE)
         cfg = _read(self.state.docker_dir / docker_config.CONFIG_NAME)
-        return mask.secrets_in_env_file(env.decode("utf-8", errors="replace")) + (
+        return atrest.secrets_in_env_file(env.decode("utf-8", errors="replace")) + (
             mask.secrets_in_docker_config(cfg)
         )
 
@@ -134,7 +136,12 @@ def down(ctx: Context, step: Down) -> None:
 
 
 def up(ctx: Context, step: Up) -> None:
-    ctx.compose(step.project, step.revision, pinned=step.pinned).up()
+    compose = ctx.compose(step.project, step.revision, pinned=step.pinned)
+    if step.pinned:  # a restore: its images first, pulled back by digest if pruned
+        from monky_deployd.agent.repin import ensure_images
+
+        ensure_images(ctx, step.revision)
+    compose.up()
     note_services(ctx, step.project)
 
 
@@ -194,7 +201,12 @@ def rollback(ctx: Context, step: Rollback) -> None:
     if step.failed_project != step.project:
         ctx.compose(step.failed_project, step.failed_revision).down()
     pinned = ctx.state.has_pins(step.revision)
-    ctx.compose(step.project, step.revision, pinned=pinned).up()
+    compose = ctx.compose(step.project, step.revision, pinned=pinned)
+    if pinned:  # the LKG's images first, pulled back by digest if pruned
+        from monky_deployd.agent.repin import ensure_images
+
+        ensure_images(ctx, step.revision)
+    compose.up()
 
 
 def commit(ctx: Context, step: Commit) -> None:
@@ -237,13 +249,11 @@ def commit(ctx: Context, step: Commit) -> None:
             dict(fp.env) if fp else {},
             dict(fp.secrets) if fp else {},
             dict(ctx.labelled),
+            step.previous or "",
         )
     )
     ctx.state.clear_held()
-    keep = {step.revision} | ({step.previous} if step.previous else set())
-    pruned = ctx.state.prune_revisions(keep=keep)
-    if pruned:
-        remove_images(ctx, pruned, keep)
+    collect(ctx, step.revision, step.previous)
     refresh_host_facts(ctx, compose=_compose_confirmed(ctx, step))
 
 
@@ -270,9 +280,36 @@ def _compose_confirmed(ctx: Context, step: Commit) -> str:
     return cached.compose if made == cached.compose else ""
 
 
-def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
+def collect(ctx: Context, revision: str, previous: str | None) -> None:
+    """The image GC after a commit: the images only older releases ran are removed first, then
+    their revision directories (with release.json), so a tick killed in between leaves the
+    releases that name its images and the next tick (or commit) finishes the GC."""
+    keep = {revision} | ({previous} if previous else set())
+    stale = ctx.state.stale_releases(keep)
+    if stale and not remove_images(ctx, stale, keep):
+        return  # the engine could not say which images are in use: the releases stay for later
+    ctx.state.prune_revisions(keep=keep)
+
+
+def resume_collect(ctx: Context, applied: Applied, interrupted: Journal) -> None:
+    """A tick killed inside its commit (the GC) left the applied revision committed: finish
+    that GC, journaled as the commit it belongs to (killed again, the next tick resumes it)."""
+    if interrupted.revision != applied.revision:
+        return
+    log.info(
+        f"the tick {interrupted.tick_id} was killed in the commit of {applied.revision}: "
+        "finishing its image GC",
+        extra={"event": "prune.resumed", "phase": "plan"},
+    )
+    ctx.state.write_journal(Journal(applied.revision, "commit", ctx.rec.tick_id, ctx.clock()))
+    collect(ctx, applied.revision, applied.previous or None)
+    ctx.state.clear_journal()
+
+
+def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> bool:
     """``docker image rm <id>`` (never forced) for images only pruned releases ran
-    (``core.prune``); a refusal (a container uses it, several tags name it) is only logged."""
+    (``core.prune``); a refusal (a container uses it, several tags name it) is only logged.
+    False when the engine could not list the images in use (nothing was tried)."""
     from monky_deployd.adapters.box import runner
     from monky_deployd.adapters.box.compose import docker_env
     from monky_deployd.core import prune
@@ -282,7 +319,7 @@ def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
         in_use = docker_api.images_in_use(ctx.cfg.docker)
     except DeployError as err:
         log.warning(f"images not pruned: {err}", extra={"event": "prune.skipped"})
-        return
+        return False
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     for image_id in prune.images_to_remove(pruned, kept, in_use):
         result = runner.run(
@@ -297,6 +334,7 @@ def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> None:
             + ("removed" if ok else f"kept: {runner.last_line(result.stderr)}"),
             extra={"event": "prune.image", "image": image_id, "removed": ok},
         )
+    return True
 
 
 def _digest(ctx: Context, c: verdict.ContainerObs) -> str:
@@ -304,6 +342,10 @@ def _digest(ctx: Context, c: verdict.ContainerObs) -> str:
     if not c.image_id:
         return ""
     return repo_digest(c.image_ref, docker_api.repo_digests(ctx.cfg.docker, c.image_id))
+
+
+# the steps that change containers: locks and suspend are read again before each
+CHANGING = (Down, Up, Rollback)
 
 
 def execute(ctx: Context, step: BoxStep) -> None:
@@ -328,10 +370,16 @@ def execute(ctx: Context, step: BoxStep) -> None:
             assert_never(step)
 
 
-def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase) -> None:
+def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase, gate: What | None = None) -> None:
     """Perform ``steps`` in order, each inside its phase; the first failure ends the run.
-    Each step is journaled (``journal.json``) before it runs: a killed tick leaves it behind."""
+    Each step is journaled (``journal.json``) before it runs: a killed tick leaves it behind.
+    ``gate``: what the steps are for; each step that changes containers (down, up, rollback)
+    first reads the update locks and the suspend again (``agent.gate``: ``Gated``)."""
     for step in steps:
+        if gate is not None and isinstance(step, CHANGING):
+            from monky_deployd.agent import gate as gates  # off the no-op tick's imports
+
+            gates.check(ctx.cfg, ctx.state, gate, step.revision, step.phase, ctx.clock())
         ctx.state.write_journal(Journal(step.revision, step.phase, ctx.rec.tick_id, ctx.clock()))
         with phase(step.phase):
             execute(ctx, step)

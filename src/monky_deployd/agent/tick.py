@@ -177,6 +177,9 @@ class _Tick:
         held = obs.held
         if isinstance(plan, Noop | Hold) and local.applied is not None:  # the LKG runs
             held = recovery.restore_settled(self.state, held, local.applied.revision)
+            cut, record = obs.interrupted, local.record
+            if record is not None and cut is not None and cut.phase == "commit":
+                steps.resume_collect(self.ctx, record, cut)  # a GC the kill cut short
         if obs.interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):

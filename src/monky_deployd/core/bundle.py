@@ -60,6 +60,7 @@ class Bundle:
     disk_need_bytes: int | None
     services: tuple[str, ...]
     on_failure: str = "rollback"
+    env_file_services: tuple[str, ...] = ()  # the services that take the .env whole (env_file)
 
     @property
     def env_entries(self) -> tuple[ManifestEntry, ...]:
@@ -148,6 +149,7 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
         disk_need_bytes=need if isinstance(need, int) else None,
         services=services,
         on_failure=str(on_failure),
+        env_file_services=composefile.env_file_services(doc),
     )
 
 

@@ -97,6 +97,21 @@ def load(text: str) -> object:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader (C or Python)
 
 
+def env_file_services(doc: object) -> tuple[str, ...]:
+    """The services that name an ``env_file``, sorted: each takes the ``.env`` whole (the
+    revision directory holds no other file for one to name)."""
+    services = doc.get("services") if isinstance(doc, dict) else None
+    if not isinstance(services, dict):
+        return ()
+    return tuple(
+        sorted(
+            str(name)
+            for name, definition in services.items()
+            if isinstance(definition, dict) and definition.get("env_file")
+        )
+    )
+
+
 # -- bind mounts -------------------------------------------------------------------------------
 
 

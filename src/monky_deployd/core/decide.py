@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from monky_deployd.core.gates import Lock
-from monky_deployd.core.records import Held, Journal, Suspended
+from monky_deployd.core.records import (
+    BackingOff,
+    Held,
+    Journal,
+    Stalled,
+    Suspended,
+    restore_wait,
+)
+from monky_deployd.core.recovery import rollback_pending
 from monky_deployd.core.services import ServiceState
 
 # -- facts -----------------------------------------------------------------------------------
@@ -75,6 +83,9 @@ class Restore:
     applied: AppliedFacts
     missing: tuple[str, ...]
     reason: str
+    # the failed revision whose rollback to ``applied`` did not finish (killed, or stopped by a
+    # lock or a suspend): this restore is that rollback (``core.recovery.rollback_pending``)
+    rollback_of: str | None = None
     kind: ClassVar[str] = "restore"
 
 
@@ -169,6 +180,23 @@ def _desired(f: Facts) -> str | None:
 Rule = Callable[[Facts, str], "Plan | None"]
 
 
+def _pending_rollback(f: Facts, desired: str) -> Plan | None:
+    """The desired revision failed and its rollback was recorded but never ended (a killed
+    tick, or a lock or suspend that stopped it): finish it, never apply the revision again."""
+    held, applied = f.held, f.applied
+    if held is None or applied is None or held.revision != desired or f.retry:
+        return None
+    if desired == applied.revision or not rollback_pending(held, applied.revision):
+        return None
+    return Restore(
+        applied,
+        applied.services,
+        f"revision {desired} failed ({held.code}) and its rollback to {applied.revision} did "
+        f"not finish: rolling back to {applied.revision} (pinned, no pull)",
+        rollback_of=desired,
+    )
+
+
 def _held_revision(f: Facts, desired: str) -> Plan | None:
     """The desired revision failed here before: restore the LKG, hold, back off, or retry."""
     held, applied = f.held, f.applied
@@ -183,14 +211,15 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
         if applied is not None and f.running is not None
         else ()
     )
-    if applied is not None and missing and not (held.stalled or held.box_changed):
+    box_changed = isinstance(held, BackingOff) and held.box_changed
+    if applied is not None and missing and not (isinstance(held, Stalled) or box_changed):
         return _restore_backoff(f, applied, missing) or Restore(
             applied,
             missing,
             f"revision {desired} is held and the last-known-good {was} is not fully "
             f"running ({', '.join(missing)}): restoring {was}",
         )
-    if held.stalled:
+    if isinstance(held, Stalled):
         return Hold(
             desired,
             held,
@@ -198,7 +227,7 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
             f"{held.rolled_back_to} failed too: stalled until the desired revision "
             "changes or `apply --once --retry`",
         )
-    if held.next_attempt_at is None:
+    if not isinstance(held, BackingOff):
         return Hold(
             desired,
             held,
@@ -267,7 +296,8 @@ def _steady(f: Facts, desired: str) -> Plan | None:
 
 
 DECISIONS: tuple[Rule, ...] = (
-    _held_revision,  # a revision that is not applied ...
+    _pending_rollback,  # a revision that is not applied ...
+    _held_revision,
     _new_revision,
     _killed_tick,  # ... the applied revision
     _unknown_containers,
@@ -292,16 +322,17 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
     """A Backoff while the applied revision's last restore failed and its next one is not due
     (``core.recovery.after_restore_failure``); ``--retry`` restores at once."""
     held = f.held
-    if held is None or held.restore_next_at is None or f.retry or f.now >= held.restore_next_at:
+    wait = restore_wait(held)
+    if held is None or wait is None or f.retry or f.now >= wait.next_at:
         return None
     return Backoff(
         f.desired_revision or applied.revision,
         held,
-        held.restore_next_at,
+        wait.next_at,
         f"restoring revision {applied.revision} ({', '.join(missing)} not running) failed "
-        f"{held.restore_attempts} time(s)"
+        f"{wait.attempts} time(s)"
         + (f" ({held.code})" if held.revision == applied.revision else "")
-        + f"; next restore in {held.restore_next_at - f.now:.0f} s",
+        + f"; next restore in {wait.next_at - f.now:.0f} s",
     )
 
 

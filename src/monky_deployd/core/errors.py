@@ -139,8 +139,10 @@ class Code(StrEnum):
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
     ENV_TEMPLATE_INVALID = "ENV_TEMPLATE_INVALID"
     ENV_VALUE_UNCARRIABLE = "ENV_VALUE_UNCARRIABLE"
+    ENV_TOO_LARGE = "ENV_TOO_LARGE"
     # registry
     IMAGE_NOT_FOUND = "IMAGE_NOT_FOUND"
+    PINNED_IMAGE_GONE = "PINNED_IMAGE_GONE"
     REGISTRY_AUTH = "REGISTRY_AUTH"
     REGISTRY_AUTH_DUPLICATE = "REGISTRY_AUTH_DUPLICATE"
     REGISTRY_CREDENTIAL_EMPTY = "REGISTRY_CREDENTIAL_EMPTY"
@@ -269,8 +271,10 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.ENV_NAME_RESERVED: ("env", "refused"),
     Code.ENV_TEMPLATE_INVALID: ("env", "refused"),
     Code.ENV_VALUE_UNCARRIABLE: ("env", "refused"),
+    Code.ENV_TOO_LARGE: ("env", "refused"),
     # registry
     Code.IMAGE_NOT_FOUND: ("registry", "failed"),
+    Code.PINNED_IMAGE_GONE: ("registry", "failed"),
     Code.REGISTRY_AUTH: ("registry", "failed"),
     Code.REGISTRY_AUTH_DUPLICATE: ("registry", "refused"),
     Code.REGISTRY_CREDENTIAL_EMPTY: ("registry", "refused"),

@@ -72,6 +72,7 @@ class Entry:
     rollback_to: str | None = None
     rollback_ok: bool | None = None
     repeats: int = 1  # history: identical ticks in a row (same outcome, code, revision)
+    seq: int = 0  # the ledger's sequence number of this tick (0: written before it had one)
     desired: str | None = None  # as the tick's check-in named it (not kept per entry)
 
     def bounded(self) -> Entry:
@@ -90,6 +91,7 @@ class Entry:
             rollback_to=_opt(self.rollback_to, REVISION_MAX),
             desired=_opt(self.desired, REVISION_MAX),
             repeats=max(1, int(self.repeats)),
+            seq=max(0, int(self.seq)),
         )
 
     @property
@@ -130,6 +132,7 @@ class Ledger:
     token: TokenSeen | None = None
     pull_filesystems: tuple[str, ...] = ()  # mount points the last pre-flight measured
     history: tuple[Entry, ...] = ()  # oldest first
+    seq: int = 0  # ticks written to this ledger: the last one's sequence number
 
     def leases_since(self, since: float) -> int:
         return sum(1 for t in self.leases if t >= since)
@@ -151,6 +154,7 @@ class Ledger:
             "token": None if self.token is None else self.token.__dict__,
             "pull_filesystems": list(self.pull_filesystems),
             "history": [entry_dict(e, phases=False) for e in self.history],
+            "seq": self.seq,
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -185,8 +189,10 @@ def record(
 ) -> Ledger:
     """The ledger after the finished tick ``entry``; ``token``: token.json as the tick left it
     (a lease id not seen before, minted since the previous tick, is a lease spent)."""
-    e = entry.bounded()
-    newest = prev.last is None or e.started_at >= prev.last.started_at
+    # order is the ledger's sequence, never the wall clock: the tick recorded now is the newest
+    # one written (ticks never interleave: the state dir's lock), whatever its clock said
+    seq = max(prev.seq, prev.last.seq if prev.last is not None else 0) + 1
+    e = replace(entry, seq=seq).bounded()
     ticks = dict(prev.ticks)
     if e.outcome in OUTCOMES:
         ticks[e.outcome] = ticks.get(e.outcome, 0) + 1
@@ -197,7 +203,8 @@ def record(
         failures = 0
     leases, total, lease_id = prev.leases, prev.leases_total, prev.last_lease_id
     if token is not None and token.kind == "lease" and token.lease_id:
-        since = prev.last.started_at if prev.last is not None else e.started_at
+        # (the earlier of the two ticks' clocks: one from a clock ahead hides no lease)
+        since = min(prev.last.started_at, e.started_at) if prev.last is not None else e.started_at
         if token.lease_id != lease_id and token.obtained_at >= since - 1:
             leases, total = (*leases, token.obtained_at), total + 1
         lease_id = cut(token.lease_id, SHORT_MAX)
@@ -216,7 +223,7 @@ def record(
         else:
             history = (*history, replace(e, phases=()))[-HISTORY_MAX:]
     return Ledger(
-        last=e if newest else prev.last,
+        last=e,
         last_success_at=e.finished_at if e.outcome in SUCCESS else prev.last_success_at,
         ticks=ticks,
         consecutive_failures=failures,
@@ -230,6 +237,7 @@ def record(
         token=_token_bounded(token) if token is not None else prev.token,
         pull_filesystems=tuple(cut(p, 512) for p in pull_filesystems[:8]) or prev.pull_filesystems,
         history=history,
+        seq=seq,
     )
 
 
@@ -269,6 +277,8 @@ def entry_dict(e: Entry | None, *, phases: bool = True) -> dict[str, Any] | None
         "rollback_ok": e.rollback_ok,
         "repeats": e.repeats,
     }
+    if e.seq:
+        out["seq"] = e.seq
     if phases:
         out["phases"] = [[p.name, p.ms, p.ok] for p in e.phases]
     return out
@@ -329,6 +339,7 @@ def _entry_in(d: object) -> Entry | None:
         rollback_to=_opt_text(d.get("rollback_to"), REVISION_MAX),
         rollback_ok=_opt_bool(d.get("rollback_ok")),
         repeats=max(1, _count(d.get("repeats", 1))),
+        seq=_count(d.get("seq", 0)),
     )
 
 
@@ -370,4 +381,5 @@ def _ledger_in(d: dict[str, Any]) -> Ledger:
         token=token,
         pull_filesystems=tuple(_text(p, 512) for p in fss[:8]),
         history=tuple(e for e in (_entry_in(h) for h in history[-HISTORY_MAX:]) if e),
+        seq=_count(d.get("seq", 0)),
     )

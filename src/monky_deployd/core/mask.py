@@ -228,33 +228,7 @@ NO_SECRETS = Masker()
 
 
 # -- secrets at rest (a restore or a down runs a revision whose KV values were not read) -------
-
-
-def secrets_in_env_file(text: str) -> tuple[str, ...]:
-    """Every assignment value of a ``.env`` the agent wrote, as written and as Compose decodes
-    it (``core.envfile`` writes each value holding a secret on one double-quoted line). The agent
-    cannot tell, after rendering, which characters came from OpenBao, so every value counts."""
-    found: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = re.match(r"(?:export\s+)?[^=:\s]+\s*[=:]\s*(.*)$", line)
-        if m is None:  # a bare NAME, or a line of a literal the author wrote over several lines
-            continue
-        value = m.group(1)
-        found.append(value)
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            inner = value[1:-1]
-            found.append(inner)
-            if value[0] == '"':
-                found.append(_unescape_double(inner).replace("$$", "$"))
-    return tuple(found)
-
-
-def _unescape_double(text: str) -> str:
-    table = {"\\\\": "\\", '\\"': '"', "\\n": "\n", "\\r": "\r"}
-    return re.sub(r"\\[\\\"nr]", lambda m: table[m.group(0)], text)
+# (the .env's values: core.atrest, read with the agent's own dotenv reader)
 
 
 def secrets_in_docker_config(data: bytes) -> tuple[str, ...]:

@@ -6,6 +6,7 @@
     bundle    validate tenancy's bundle                        check_bundle
     secrets   read every manifest entry from OpenBao           (agent)  -> SecretReads
     render    coerce values, render .env                       env_values + render_env
+              a container could start with it (env_file)       check_environment
     registry  parse the registry credential                    credential
     preflight disk space on every filesystem a pull writes to  (agent + adapters.box.preflight)
               the bundle's project is the agent's own           check_owned
@@ -93,6 +94,16 @@ def render_env(template: str, env: EnvValues) -> str:
             code=err.code,
             hint=err.hint,
         ) from err
+
+
+def check_environment(bundle: Bundle, env_text: str) -> None:
+    """Refuse (ENV_TOO_LARGE) a rendered ``.env`` that a service taking it as ``env_file`` could
+    not start with (``core.envsize``)."""
+    if not bundle.env_file_services:
+        return
+    from monky_deployd.core import envsize  # off the no-op tick's imports
+
+    envsize.check(env_text, bundle.env_file_services)
 
 
 def credential(bundle: Bundle, env: EnvValues) -> Credential | None:

@@ -4,7 +4,9 @@
     token.json    ``TokenState``  the token bookkeeping, version 1 (indent=1, fixed key order,
                                   trailing newline); holds a secret, never in a repr or a reason
     host.json     ``HostFacts``   the check-in's host facts (compact json.dumps, no newline)
-    held.json     ``Held``        a revision that failed: held, or waiting for its backoff
+    held.json     ``Held``        what a failure left: a sum type (HeldRevision, RollbackPending,
+                                  Stalled, BackingOff, RestoreBackoff), the flat bytes every
+                                  version wrote
     suspend.json  ``Suspended``   ``monky-deployd suspend``: applies stop until resume/until
     journal.json  ``Journal``     the box step an apply is in, written before the step runs
     projects.json ``Projects``    the compose projects the agent ever started (ownership proof
@@ -24,12 +26,13 @@ writing the files is ``adapters.box.state.StateDir``'s.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, field
+from dataclasses import asdict, field, fields
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 from pydantic.dataclasses import dataclass
 
+from monky_deployd.core.clock import bounded_end
 from monky_deployd.core.token_plan import Kind
 from monky_deployd.core.wire import HostFacts
 
@@ -38,18 +41,27 @@ TOKEN_RECORD_VERSION = 1
 __all__ = [
     "TOKEN_RECORD_VERSION",
     "Applied",
+    "BackingOff",
     "Held",
+    "HeldRevision",
     "HostFacts",
     "Journal",
     "Projects",
     "Release",
     "ReleaseImage",
+    "RestoreBackoff",
+    "RestoreWait",
+    "RollbackPending",
     "ServiceLabel",
+    "Stalled",
     "Stored",
     "Suspended",
     "TokenState",
+    "held_from_json",
+    "held_record",
     "host_facts_from_json",
     "host_facts_to_json",
+    "restore_wait",
 ]
 
 
@@ -100,6 +112,7 @@ _APPLIED_OPTIONAL = (
     "env_hashes",
     "secret_hashes",
     "service_labels",
+    "previous",
 )
 
 
@@ -119,9 +132,14 @@ class Applied:
     # per service: its config hash and the revision/deploy its labels name (a service whose
     # hash did not change keeps its labels, so a new revision does not recreate it)
     service_labels: dict[str, ServiceLabel] = field(default_factory=_no_labels)
+    # the last-known-good before it: its release is kept one apply longer (the image GC's keep)
+    previous: str = ""
 
     def to_json(self) -> bytes:
-        body = asdict(self)
+        # ``asdict`` deep-copies every entry of the hashes (a 4 MiB template has 380,000 of
+        # them: seconds, bench/tick_size.py); json only reads them, so only the labels convert
+        body: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        body["service_labels"] = {k: asdict(v) for k, v in self.service_labels.items()}
         for name in _APPLIED_OPTIONAL:
             if not body[name]:
                 del body[name]
@@ -217,16 +235,147 @@ def host_facts_to_json(facts: HostFacts) -> bytes:
 
 
 # -- held.json ---------------------------------------------------------------------------------
+#
+# ``Held`` is a sum type: what a failure left on this box, each variant with only its own fields
+# (``core.recovery`` makes them, ``core.decide`` matches on them):
+#
+#   HeldRevision     rolled back to the last-known-good (verified) and held until the desired
+#                    revision changes or ``apply --once --retry``
+#   RollbackPending  failed, recorded before its rollback started; the rollback did not end
+#                    (a killed tick, a lock or a suspend): the next tick let through finishes it
+#   Stalled          the rollback failed too (ROLLBACK_FAILED): no tick acts on its own
+#   BackingOff       failed without a rollback: the next attempt waits (``box_changed``: its
+#                    containers replaced the last-known-good's and stay)
+#   RestoreBackoff   no failed revision: the applied revision's restore failed and waits
+#
+# A held revision (HeldRevision, BackingOff) may also carry a ``RestoreWait``: the last-known-
+# good's restore failed meanwhile. held.json keeps the flat shape every version wrote (all twelve
+# keys, json.dumps indent=2, sorted): a record written before the sum type loads as its variant,
+# and each variant writes the bytes the flat record of the same meaning had.
 
 
 @dataclass(frozen=True)
-class Held:
-    """A desired revision that failed on this box (``core.recovery`` decides what it holds).
+class RestoreWait:
+    """The last-known-good's restore (up + verify) failed ``attempts`` times in a row; the next
+    one waits until ``next_at`` (backoff)."""
 
-    ``next_attempt_at`` None: held until tenancy's desired revision changes or an operator runs
-    ``apply --once --retry``; a time: the backoff's next attempt. ``stalled``: the rollback to
-    the last-known-good revision failed too (ROLLBACK_FAILED); no tick applies or rolls back
-    again on its own."""
+    attempts: int
+    next_at: float
+
+
+@dataclass(frozen=True)
+class HeldRevision:
+    revision: str
+    code: str
+    message: str
+    attempts: int = 1
+    failed_at: float = 0.0
+    rolled_back_to: str | None = None
+    restore: RestoreWait | None = None
+
+    def to_json(self) -> bytes:
+        ok = True if self.rolled_back_to is not None else None
+        return _held_bytes(self, rolled_back_to=self.rolled_back_to, rollback_ok=ok)
+
+
+@dataclass(frozen=True)
+class RollbackPending:
+    revision: str
+    code: str
+    message: str
+    rolled_back_to: str
+    attempts: int = 1
+    failed_at: float = 0.0
+
+    def to_json(self) -> bytes:
+        return _held_bytes(self, rolled_back_to=self.rolled_back_to)
+
+
+@dataclass(frozen=True)
+class Stalled:
+    revision: str
+    code: str
+    message: str
+    attempts: int = 1
+    failed_at: float = 0.0
+    rolled_back_to: str | None = None
+
+    def to_json(self) -> bytes:
+        return _held_bytes(
+            self, rolled_back_to=self.rolled_back_to, rollback_ok=False, stalled=True
+        )
+
+
+@dataclass(frozen=True)
+class BackingOff:
+    revision: str
+    code: str
+    message: str
+    next_attempt_at: float
+    attempts: int = 1
+    failed_at: float = 0.0
+    box_changed: bool = False
+    restore: RestoreWait | None = None
+
+    def to_json(self) -> bytes:
+        return _held_bytes(self, next_attempt_at=self.next_attempt_at, box_changed=self.box_changed)
+
+
+@dataclass(frozen=True)
+class RestoreBackoff:
+    """``revision`` is the applied one: its restore is backing off, nothing else is held."""
+
+    revision: str
+    code: str
+    message: str
+    restore: RestoreWait
+    failed_at: float = 0.0
+    attempts: int = 0
+
+    def to_json(self) -> bytes:
+        return _held_bytes(self)
+
+
+Held = HeldRevision | RollbackPending | Stalled | BackingOff | RestoreBackoff
+
+
+def restore_wait(held: Held | None) -> RestoreWait | None:
+    """The last-known-good's restore backoff the record carries, if any."""
+    if isinstance(held, HeldRevision | BackingOff | RestoreBackoff):
+        return held.restore
+    return None
+
+
+def _held_bytes(
+    held: Held,
+    *,
+    next_attempt_at: float | None = None,
+    rolled_back_to: str | None = None,
+    rollback_ok: bool | None = None,
+    stalled: bool = False,
+    box_changed: bool = False,
+) -> bytes:
+    wait = restore_wait(held)
+    body = {
+        "revision": held.revision,
+        "code": held.code,
+        "message": held.message,
+        "attempts": held.attempts,
+        "failed_at": held.failed_at,
+        "next_attempt_at": next_attempt_at,
+        "rolled_back_to": rolled_back_to,
+        "rollback_ok": rollback_ok,
+        "stalled": stalled,
+        "box_changed": box_changed,
+        "restore_attempts": wait.attempts if wait is not None else 0,
+        "restore_next_at": wait.next_at if wait is not None else None,
+    }
+    return json.dumps(body, indent=2, sort_keys=True).encode()
+
+
+@dataclass(frozen=True)
+class _FlatHeld:
+    """held.json as every version wrote it (the reader's input)."""
 
     revision: str
     code: str
@@ -237,27 +386,50 @@ class Held:
     rolled_back_to: str | None = None
     rollback_ok: bool | None = None
     stalled: bool = False
-    # the failed revision's containers replaced the last-known-good's and stay (no rollback:
-    # on_failure retry, or no LKG): a held tick must not bring the LKG back behind its back
     box_changed: bool = False
-    # the last-known-good's restore (up + verify) failed this many times in a row; the next
-    # restore waits until ``restore_next_at`` (backoff). With ``revision`` the applied one, the
-    # record holds nothing else (the applied revision's restore is backing off).
     restore_attempts: int = 0
     restore_next_at: float | None = None
 
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
 
-    @staticmethod
-    def from_json(raw: bytes) -> Held:
-        data = _parse(raw)
-        if isinstance(data, dict):
-            try:
-                return Held(**data)
-            except (ValidationError, TypeError):
-                pass
-        raise ValueError("not a held record")
+def held_record(
+    revision: str,
+    code: str,
+    message: str,
+    attempts: int = 1,
+    failed_at: float = 0.0,
+    next_attempt_at: float | None = None,
+    rolled_back_to: str | None = None,
+    rollback_ok: bool | None = None,
+    stalled: bool = False,
+    box_changed: bool = False,
+    restore_attempts: int = 0,
+    restore_next_at: float | None = None,
+) -> Held:
+    """The variant the flat record's fields mean (held.json's reader; tests)."""
+    wait = RestoreWait(restore_attempts, restore_next_at) if restore_next_at is not None else None
+    if stalled:
+        return Stalled(revision, code, message, attempts, failed_at, rolled_back_to)
+    if next_attempt_at is not None:
+        return BackingOff(
+            revision, code, message, next_attempt_at, attempts, failed_at, box_changed, wait
+        )
+    if attempts == 0 and wait is not None:
+        return RestoreBackoff(revision, code, message, wait, failed_at, 0)
+    if rolled_back_to is not None and rollback_ok is None:
+        return RollbackPending(revision, code, message, rolled_back_to, attempts, failed_at)
+    return HeldRevision(revision, code, message, attempts, failed_at, rolled_back_to, wait)
+
+
+def held_from_json(raw: bytes) -> Held:
+    data = _parse(raw)
+    if isinstance(data, dict):
+        try:
+            flat = _FlatHeld(**data)
+        except (ValidationError, TypeError):
+            flat = None
+        if flat is not None:
+            return held_record(**asdict(flat))
+    raise ValueError("not a held record")
 
 
 # -- revisions/<rev>/release.json --------------------------------------------------------------
@@ -323,6 +495,16 @@ class Suspended:
 
     def active(self, now: float) -> bool:
         return self.until is None or now < self.until
+
+    def bounded(self, now: float) -> Suspended:
+        """Written in the future (the clock stepped back since): ``since`` is now, and a
+        ``--for`` suspend ends at most its own duration from now (``core.clock``)."""
+        if self.since <= now:
+            return self
+        until = self.until
+        if until is not None:
+            until = bounded_end(self.since, until, now, max(0.0, until - self.since))
+        return Suspended(now, until, self.reason)
 
     def describe(self) -> str:
         why = f" ({self.reason})" if self.reason else ""

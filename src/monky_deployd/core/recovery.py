@@ -24,8 +24,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from monky_deployd.core.clock import bounded_end
 from monky_deployd.core.errors import Code
-from monky_deployd.core.records import Held
+from monky_deployd.core.records import (
+    BackingOff,
+    Held,
+    HeldRevision,
+    RestoreBackoff,
+    RestoreWait,
+    RollbackPending,
+    Stalled,
+    restore_wait,
+)
 
 # the box steps after which the box no longer runs the LKG as it was: a failure there rolls back
 CHANGING_PHASES = frozenset({"down", "up", "verify"})
@@ -62,7 +72,8 @@ def after_failure(
     jitter: float,
     u: float,
 ) -> Recovery:
-    """Roll back (and hold) or back off, from where the apply failed and what the box has."""
+    """Roll back (and hold) or back off, from where the apply failed and what the box has. A
+    rollback's record is ``RollbackPending``: it is stored before the rollback starts."""
     attempts = previous.attempts + 1 if previous and previous.revision == revision else 1
     rollback = (
         failed_phase in CHANGING_PHASES
@@ -71,27 +82,28 @@ def after_failure(
         and on_failure != "retry"
     )
     if rollback:
-        held = Held(revision, code.value, message, attempts, now, None, lkg, None, False)
-        return Recovery(lkg, held)
+        assert lkg is not None
+        return Recovery(lkg, RollbackPending(revision, code.value, message, lkg, attempts, now))
     next_at = now + backoff_delay(attempts, base_s, cap_s, jitter, u)
     changed = failed_phase in CHANGING_PHASES
-    held = Held(revision, code.value, message, attempts, now, next_at, box_changed=changed)
+    held = BackingOff(revision, code.value, message, next_at, attempts, now, changed)
     return Recovery(None, held)
+
+
+def rollback_pending(held: Held | None, lkg: str) -> bool:
+    """The failure is recorded and its rollback to ``lkg`` started (or was stopped by a lock or
+    a suspend) but never ended: the next tick finishes it (a restore of ``lkg``, pinned)."""
+    return isinstance(held, RollbackPending) and held.rolled_back_to == lkg
 
 
 def after_rollback(held: Held, ok: bool) -> Held:
     """The held record once the rollback ran: held either way; stalled when it failed."""
-    return Held(
-        held.revision,
-        held.code,
-        held.message,
-        held.attempts,
-        held.failed_at,
-        None,
-        held.rolled_back_to,
-        ok,
-        not ok,
-    )
+    to = held.rolled_back_to if isinstance(held, RollbackPending | HeldRevision | Stalled) else None
+    if ok:
+        return HeldRevision(
+            held.revision, held.code, held.message, held.attempts, held.failed_at, to
+        )
+    return Stalled(held.revision, held.code, held.message, held.attempts, held.failed_at, to)
 
 
 def after_restore_failure(
@@ -109,30 +121,53 @@ def after_restore_failure(
     """The record after a failed restore of the ``applied`` revision: a held revision's record
     keeps its hold and gains the restore's backoff; otherwise a record of the applied revision
     that holds nothing but that backoff."""
-    attempts = (held.restore_attempts if held is not None else 0) + 1
-    next_at = now + backoff_delay(attempts, base_s, cap_s, jitter, u)
-    if held is not None and held.revision != applied:
-        return replace(held, restore_attempts=attempts, restore_next_at=next_at)
-    return Held(
-        applied, code.value, message, 0, now, restore_attempts=attempts, restore_next_at=next_at
-    )
+    before = restore_wait(held)
+    attempts = (before.attempts if before is not None else 0) + 1
+    wait = RestoreWait(attempts, now + backoff_delay(attempts, base_s, cap_s, jitter, u))
+    if isinstance(held, HeldRevision | BackingOff) and held.revision != applied:
+        return replace(held, restore=wait)
+    return RestoreBackoff(applied, code.value, message, wait, now)
 
 
 def after_restore(held: Held | None, applied: str) -> Held | None:
     """The record once the applied revision runs again (restored and verified, or found
     running): the restore's backoff is forgotten (None: no record stays)."""
-    if held is None or held.revision == applied:
+    if held is None or held.revision == applied or isinstance(held, RestoreBackoff):
         return None
-    if held.restore_attempts == 0 and held.restore_next_at is None:
-        return held
-    return replace(held, restore_attempts=0, restore_next_at=None)
+    if isinstance(held, HeldRevision | BackingOff) and held.restore is not None:
+        return replace(held, restore=None)
+    return held
+
+
+def bounded(held: Held | None, now: float, cap_s: float) -> Held | None:
+    """The record with its waits bounded against ``now`` (``core.clock``): a next attempt or a
+    next restore at most ``cap_s`` away, and at most the wait it was written with (after a
+    clock step back, ``failed_at`` lies in the future, and is brought back to now). The same
+    record when nothing moves; another one is to be stored, so the bound holds on later ticks
+    (each tick's bound counts from its own clock)."""
+    if held is None:
+        return None
+    out = held
+    if isinstance(out, HeldRevision | BackingOff | RestoreBackoff) and out.restore is not None:
+        wait = out.restore
+        next_at = bounded_end(held.failed_at, wait.next_at, now, cap_s)
+        if next_at != wait.next_at:
+            out = replace(out, restore=RestoreWait(wait.attempts, next_at))
+    if isinstance(out, BackingOff):
+        next_at = bounded_end(held.failed_at, out.next_attempt_at, now, cap_s)
+        if next_at != out.next_attempt_at:
+            out = replace(out, next_attempt_at=next_at)
+    if held.failed_at > now:  # a failure is never recorded in the future
+        out = replace(out, failed_at=now)
+    return out
 
 
 def checkin_outcome(held: Held | None) -> str:
     """``applied.outcome`` of the check-in (contract v1.1): ``rolled_back`` while a failed
-    revision is held after the LKG came back, ``held`` while one waits (backoff or stalled)."""
+    revision is held after the LKG came back, ``held`` while one waits (backoff, a pending
+    rollback, stalled)."""
     if held is None:
         return "applied"
-    if held.rollback_ok:
+    if isinstance(held, HeldRevision) and held.rolled_back_to is not None:
         return "rolled_back"
     return "held"

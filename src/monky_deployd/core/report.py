@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -96,3 +97,29 @@ def report_body(rec: TickRecord) -> ReportBody:
 def body(rec: TickRecord) -> dict[str, Any]:
     """The report's JSON object (``wire.ReportBody``), as ``Tenancy.report`` posts it."""
     return report_body(rec).body()
+
+
+# -- masking: the free text only -------------------------------------------------------------
+
+# What a report says in words: the fault's message and detail, and the services' words (the
+# engine's state and health, the image reference, which compose interpolates: a tag may come
+# from a secret). Masked with the tick's secrets. Everything else is an identifier tenancy or the
+# agent chose (tick_id, revision, outcome, code, phase names, reason kinds and details, which hold
+# names and revisions and never a value, rollback.to_revision, a service's name, the agent's
+# version, the times) and is sent as it is: tenancy matches on them, and a secret whose value
+# happens to hold a revision name must not turn the revision into "***".
+FREE_TEXT = ("message", "detail")
+SERVICE_WORDS = ("state", "health", "image")
+
+
+def masked(body: dict[str, Any], mask: Callable[[str], str]) -> dict[str, Any]:
+    """A copy of the report ``body`` with its free-text fields passed through ``mask``."""
+    out = dict(body)
+    for key in FREE_TEXT:
+        if isinstance(out.get(key), str):
+            out[key] = mask(out[key])
+    out["services"] = [
+        {k: mask(v) if k in SERVICE_WORDS and isinstance(v, str) else v for k, v in row.items()}
+        for row in out.get("services", [])
+    ]
+    return out

@@ -6,6 +6,8 @@ first that applies, in this order (OPERATIONS.md, "Status"):
 
     no_tick      8  no tick is recorded (a fresh box, or the ledger was lost)
     stale        10 the last recorded tick ended more than STALE_AFTER_S ago (the timer stopped?)
+    clock_suspect 12 the last recorded tick ended in the future (``core.clock``): the clock
+                    stepped back since, or that tick's clock was ahead; its age says nothing
     stalled      7  a failed rollback stalls the box (ROLLBACK_FAILED): no tick acts on its own
     failed       1  the last tick failed or was refused (not the held revision's own failure)
     paused       9  applies are suspended, or the last tick was stopped by an update lock
@@ -21,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monky_deployd.core.clock import suspect_future
 from monky_deployd.core.errors import Code, code_named
 from monky_deployd.core.ledger import FAILURE, SUCCESS, Entry
 
@@ -36,6 +39,7 @@ EXIT_STATUS = {
     "not_applied": 8,
     "paused": 9,
     "stale": 10,
+    "clock_suspect": 12,
 }
 
 
@@ -68,6 +72,13 @@ def verdict(f: StatusFacts) -> Verdict:
     if last is None:
         return _v("no_tick", "no tick is recorded yet (a fresh box, or the tick ledger was lost)")
     age = f.now - last.finished_at
+    if suspect_future(last.finished_at, f.now):
+        return _v(
+            "clock_suspect",
+            f"the last recorded tick ended {-age:.0f} s in the future: the clock stepped back "
+            "since, or that tick's clock was ahead (check timedatectl / chronyc tracking); "
+            "the next tick replaces it",
+        )
     if age > f.stale_after_s:
         return _v(
             "stale",

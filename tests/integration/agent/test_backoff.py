@@ -96,3 +96,47 @@ def test_a_permanently_failing_revision_costs_a_handful_of_pulls_per_hour(
     rec = tick()
     assert any(p.name == "pull" for p in rec.phases) and rec.revision == "r2"
     assert len(estate.tenancy.reports) == 8
+
+
+@pytest.mark.parametrize(
+    "step_s", [-86400.0, -3600.0, 7 * 86400.0], ids=["back-1d", "back-1h", "fwd-7d"]
+)
+def test_a_clock_step_never_stretches_the_backoff_past_cap_s(
+    estate: Estate, registry: Registry, tmp_path: Path, step_s: float
+) -> None:
+    """A failed revision's backoff was written by a clock that then stepped (a bad RTC before
+    NTP, a VM restored from a snapshot): the next attempt is never more than backoff.cap_s
+    away. Before the bound, clock back a day waited a day and a minute (0 attempts here)."""
+    cap_s = 600.0
+    raw = estate.config(
+        state_dir=tmp_path / "state",
+        grant_file=estate.write_grant(tmp_path / "grant.jwt"),
+        disk={"headroom_bytes": 1024 * 1024},
+        backoff={"base_s": 60, "cap_s": cap_s, "jitter": 0.2},
+    )
+    cfg = config_mod.parse(raw, "test")
+    wire = estate.wire()
+    offset = [0.0]
+
+    def tick() -> TickRecord:
+        def clock() -> float:  # the agent's clock (the fakes keep theirs)
+            return estate.clock.now() + offset[0]
+
+        return run_tick(cfg, clock=clock, wire=wire, options=Options(rand=lambda: 0.5))
+
+    estate.tenancy.set_desired("r1", failing_bundle(registry, "1"))
+    first = tick()
+    assert first.code == "IMAGE_NOT_FOUND"
+    offset[0] = step_s
+    attempts: list[int] = []
+    for minute in range(1, 21):
+        estate.clock.advance(TICK_S)
+        rec = tick()
+        if any(p.name == "pull" for p in rec.phases):
+            attempts.append(minute)
+        else:
+            assert rec.code == "APPLY_BACKOFF", rec.message
+            wait = float(rec.message.split("next attempt in ")[1].split(" s")[0])
+            assert wait <= cap_s
+    assert attempts, "an attempt within backoff.cap_s of the clock step"
+    assert attempts[0] <= cap_s / TICK_S + 1

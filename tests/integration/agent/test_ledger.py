@@ -98,3 +98,27 @@ def test_a_tick_that_found_the_lock_held_is_not_recorded(cfg: Config, estate: Es
         rec = tick(cfg, estate)
     assert rec.code == "LOCK_BUSY"
     assert state.ledger_file.read_bytes() == before
+
+
+def test_one_tick_from_a_clock_a_year_ahead_does_not_freeze_the_ledger(
+    cfg: Config, estate: Estate
+) -> None:
+    """A tick from a clock a year ahead (a bad RTC before NTP), then three failed ticks: the
+    ledger's last tick is the newest written (its sequence), so status says failed, then stale
+    when ticks stop; before, it said ok for a year and the metrics froze."""
+    year = 365 * 86400.0
+    run_tick(cfg, clock=lambda: estate.clock.now() + year, wire=estate.wire())
+    ahead = status.view(cfg, estate.clock.now(), engine=False)
+    assert (ahead["state"], ahead["exit_status"]) == ("clock_suspect", 12)
+    estate.clock.advance(60)
+    body = json.dumps({"error": {"code": "INTERNAL", "message": "down"}}).encode()
+    for _ in range(3):
+        estate.tenancy.fail_next(500, body, path_contains="checkin")
+        assert tick(cfg, estate).outcome == "failed"
+    led = read(cfg)
+    assert led.last is not None and led.last.outcome == "failed" and led.last.seq == 4
+    view = status.view(cfg, estate.clock.now(), engine=False)
+    assert (view["state"], view["exit_status"]) == ("failed", 1)
+    assert view["last_tick"]["seq"] == 4
+    later = status.view(cfg, estate.clock.now() + 3600, engine=False)
+    assert later["state"] == "stale"

@@ -183,3 +183,52 @@ def test_a_good_bundle_still_reaches_the_box_steps(
         rec = tick(estate, tmp_path / "state")
     assert rec.code not in ("BUNDLE_INVALID", "BUNDLE_COMPOSE_TOO_COMPLEX", "INTERNAL")
     assert {"bundle", "secrets", "render", "registry"} <= {p.name for p in rec.phases if p.ok}
+
+
+def test_a_env_too_large_for_a_container_is_refused_before_the_box_changes(
+    estate: Estate, state: Path
+) -> None:
+    """A template whose variables, given whole to a service by env_file, exceed what Linux's
+    exec takes (like the issue's 190,001 one-word lines): ENV_TOO_LARGE, nothing written."""
+    template = "".join(f"K{i:07d}={'v' * 110}\n" for i in range(20_000))
+    with_env_file = {
+        **GOOD,
+        "compose": "services:\n  web:\n    image: 127.0.0.1:1/web:1\n    env_file: [.env]\n",
+        "env_template": template,
+    }
+    refused(estate, state, with_env_file, "ENV_TOO_LARGE")
+
+
+@FAST
+@given(
+    st.from_regex(r"rel-[a-z0-9]{6,12}", fullmatch=True),
+    st.text(st.sampled_from("ab$\"'\\ é-"), max_size=6),
+    st.text(st.sampled_from("xy$\"'\\ ü-"), max_size=6),
+)
+def test_a_secret_holding_the_revision_name_leaves_the_reports_identifiers_alone(
+    estate: Estate, state: Path, name: str, before: str, after: str
+) -> None:
+    """A whole tick that read a secret whose value contains the revision's name (and is then
+    refused): the report tenancy receives names that revision, its tick and its code as they
+    are (before, ``"revision": "***"``)."""
+    revision = f"{name}-{next(_REVISIONS)}"
+    secret = before + revision + after
+    estate.bao.set_secret(f"envs/{ENV}/app", {"pw": secret})
+    bundle = {
+        **GOOD,
+        "env_template": "PW=${PW}\nOTHER=${NOT_IN_THE_MANIFEST}\n",
+        "manifest": [{"name": "PW", "path": f"envs/{ENV}/app", "key": "pw"}],
+    }
+    estate.tenancy.clear_raw_checkin()
+    estate.tenancy.set_desired(revision, bundle)
+    rec = tick(estate, state)
+    assert rec.code == "ENV_INCOMPLETE", rec.message
+    report = estate.tenancy.reports[-1]
+    assert (report["revision"], report["tick_id"], report["code"], report["outcome"]) == (
+        revision,
+        rec.tick_id,
+        "ENV_INCOMPLETE",
+        "refused",
+    )
+    assert [p["name"] for p in report["phases"]][-1] == "render"
+    assert secret not in report["message"] + report["detail"]

@@ -149,12 +149,6 @@ def test_mask_obj_walks_reports() -> None:
     assert m.mask_obj(body) == {"message": "x ***", "phases": [{"detail": ("***",)}]}
 
 
-def test_secrets_at_rest_in_the_env_file_the_agent_writes() -> None:
-    text = '# c\nA="x\\"y\\\\z\\nline$$two"\nexport B=plain-value\nC: \'single\'\n'
-    found = set(mask.secrets_in_env_file(text))
-    assert 'x"y\\z\nline$two' in found and "plain-value" in found and "single" in found
-
-
 def test_secrets_at_rest_in_the_docker_config() -> None:
     auth = base64.b64encode(b"robot:pa:ss").decode()
     data = json.dumps({"auths": {"h:5000": {"auth": auth}}}).encode()

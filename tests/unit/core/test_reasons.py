@@ -3,6 +3,8 @@ whose value moved; no value ever reaches a reason, a fingerprint or a label over
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 
 import yaml
@@ -60,6 +62,19 @@ def test_no_value_reaches_a_reason_or_a_fingerprint(
     assert ("ENV_KEYS" in kinds) == bool(reasons.key_changes(before.env, after.env))
     rotated = {k for k in set(secrets_old) & set(secrets_new) if secrets_old[k] != secrets_new[k]}
     assert ("SECRET_ROTATED" in kinds) == bool(rotated)
+
+
+@given(
+    st.binary(max_size=100),
+    st.text(st.characters(codec="utf-8"), max_size=20),
+    st.text(max_size=40),
+)
+def test_the_keyed_hasher_is_hmac_sha256(key: bytes, name: str, value: str) -> None:
+    """The pre-keyed states give HMAC's own hashes, for keys shorter and longer than a block
+    (lone surrogates included, as ``keyed_hash`` takes them)."""
+    msg = name.encode("utf-8", "surrogatepass") + b"\0" + value.encode("utf-8", "surrogatepass")
+    want = hmac.new(key, msg, hashlib.sha256).hexdigest()
+    assert reasons.keyed_hasher(key)(name, value) == want == reasons.keyed_hash(key, name, value)
 
 
 def test_the_keyed_hash_depends_on_the_key_the_name_and_the_value() -> None:

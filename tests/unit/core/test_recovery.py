@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any
 
@@ -10,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.errors import Code
-from monky_deployd.core.records import Held
+from monky_deployd.core.records import (
+    Held,
+    HeldRevision,
+    RollbackPending,
+    Stalled,
+    held_from_json,
+    held_record,
+)
 from monky_deployd.core.recovery import (
     after_failure,
     after_restore,
@@ -19,6 +27,12 @@ from monky_deployd.core.recovery import (
     backoff_delay,
     checkin_outcome,
 )
+
+
+def flat(held: Held) -> dict[str, Any]:
+    """held.json's flat fields, as the record writes them."""
+    body: dict[str, Any] = json.loads(held.to_json())
+    return body
 
 
 def fail(**kw: Any) -> Any:
@@ -43,29 +57,35 @@ def fail(**kw: Any) -> Any:
 def test_a_failed_verify_rolls_back_to_the_lkg_and_holds() -> None:
     got = fail()
     assert got.rollback_to == "r1"
-    assert got.held.next_attempt_at is None and got.held.rolled_back_to == "r1"
-    assert after_rollback(got.held, ok=True).rollback_ok is True
+    assert flat(got.held)["next_attempt_at"] is None and flat(got.held)["rolled_back_to"] == "r1"
+    assert isinstance(got.held, RollbackPending), "recorded before the rollback starts"
+    assert flat(got.held)["rollback_ok"] is None
+    done = after_rollback(got.held, ok=True)
+    assert isinstance(done, HeldRevision) and flat(done)["rollback_ok"] is True
     stalled = after_rollback(got.held, ok=False)
-    assert stalled.stalled and stalled.next_attempt_at is None
+    assert isinstance(stalled, Stalled)
+    assert flat(stalled)["stalled"] and flat(stalled)["next_attempt_at"] is None
 
 
 def test_no_rollback_before_the_box_changed_without_lkg_or_with_retry() -> None:
     for kw in ({"failed_phase": "pull"}, {"lkg": None}, {"on_failure": "retry"}):
         got = fail(**kw)
-        assert got.rollback_to is None and got.held.next_attempt_at == 1060.0
-        assert got.held.box_changed == (kw.get("failed_phase", "verify") != "pull")
+        assert got.rollback_to is None and flat(got.held)["next_attempt_at"] == 1060.0
+        assert flat(got.held)["box_changed"] == (kw.get("failed_phase", "verify") != "pull")
 
 
 def test_attempts_count_per_revision() -> None:
-    prev = Held("r2", "PULL_FAILED", "x", 3, 0.0, 10.0)
+    prev = held_record("r2", "PULL_FAILED", "x", 3, 0.0, 10.0)
     assert fail(previous=prev, failed_phase="pull").held.attempts == 4
     assert fail(previous=prev, failed_phase="pull", revision="r3").held.attempts == 1
 
 
 def test_checkin_outcome() -> None:
     assert checkin_outcome(None) == "applied"
-    assert checkin_outcome(Held("r2", "X", "m", rollback_ok=True)) == "rolled_back"
-    assert checkin_outcome(Held("r2", "X", "m", next_attempt_at=5.0)) == "held"
+    rolled = held_record("r2", "X", "m", rolled_back_to="r1", rollback_ok=True)
+    assert checkin_outcome(rolled) == "rolled_back"
+    assert checkin_outcome(held_record("r2", "X", "m", rolled_back_to="r1")) == "held"  # pending
+    assert checkin_outcome(held_record("r2", "X", "m", next_attempt_at=5.0)) == "held"
 
 
 @given(st.integers(1, 200), st.floats(0, 1))
@@ -186,11 +206,22 @@ def test_a_failed_restore_backs_off_like_an_apply_and_keeps_a_hold(
 ) -> None:
     before: Held | None = None
     if other:
-        before = Held(
-            "r2", "VERIFY_EXITED", "m", 1, 0.0, None, "r1", True, restore_attempts=attempts
+        before = held_record(
+            "r2",
+            "VERIFY_EXITED",
+            "m",
+            1,
+            0.0,
+            None,
+            "r1",
+            True,
+            restore_attempts=attempts,
+            restore_next_at=0.0 if attempts else None,
         )
     elif attempts:
-        before = Held("r1", "VERIFY_TIMEOUT", "m", 0, 0.0, restore_attempts=attempts)
+        before = held_record(
+            "r1", "VERIFY_TIMEOUT", "m", 0, 0.0, restore_attempts=attempts, restore_next_at=0.0
+        )
     after = after_restore_failure(
         before,
         applied="r1",
@@ -202,15 +233,85 @@ def test_a_failed_restore_backs_off_like_an_apply_and_keeps_a_hold(
         jitter=0.2,
         u=u,
     )
-    assert after.restore_attempts == attempts + 1
-    assert after.restore_next_at == now + backoff_delay(attempts + 1, 60, 3600, 0.2, u)
-    assert after.restore_next_at is not None and after.restore_next_at > now
+    assert flat(after)["restore_attempts"] == attempts + 1
+    assert flat(after)["restore_next_at"] == now + backoff_delay(attempts + 1, 60, 3600, 0.2, u)
+    assert flat(after)["restore_next_at"] is not None and flat(after)["restore_next_at"] > now
     if other:  # the held revision stays held, as it was
         assert before is not None
-        assert (after.revision, after.rollback_ok, after.next_attempt_at) == ("r2", True, None)
-        reset = dataclasses.replace(after, restore_attempts=0, restore_next_at=None)
+        assert (after.revision, flat(after)["rollback_ok"], flat(after)["next_attempt_at"]) == (
+            "r2",
+            True,
+            None,
+        )
+        reset = held_record(**{**flat(after), "restore_attempts": 0, "restore_next_at": None})
         assert after_restore(after, "r1") == reset
     else:
-        assert (after.revision, after.code, after.next_attempt_at) == ("r1", "VERIFY_EXITED", None)
+        assert (after.revision, after.code, flat(after)["next_attempt_at"]) == (
+            "r1",
+            "VERIFY_EXITED",
+            None,
+        )
         assert after_restore(after, "r1") is None
     assert checkin_outcome(after) == ("rolled_back" if other else "held")
+
+
+# held.json: a sum type whose bytes stay the flat record every version wrote
+flat_records = st.builds(
+    held_record,
+    revision=st.sampled_from(["r1", "r2"]),
+    code=st.sampled_from(["VERIFY_EXITED", "PULL_FAILED"]),
+    message=st.text(max_size=20),
+    attempts=st.integers(0, 5),
+    failed_at=st.floats(0, 1e10),
+    next_attempt_at=st.none() | st.floats(0, 1e10),
+    rolled_back_to=st.none() | st.just("r0"),
+    rollback_ok=st.none() | st.booleans(),
+    stalled=st.booleans(),
+    box_changed=st.booleans(),
+    restore_attempts=st.integers(0, 5),
+    restore_next_at=st.none() | st.floats(0, 1e10),
+)
+
+
+@given(flat_records)
+def test_each_variant_round_trips_through_held_json(held: Held) -> None:
+    raw = held.to_json()
+    assert held_from_json(raw) == held
+    assert held_from_json(raw).to_json() == raw
+    assert set(json.loads(raw)) == {
+        "revision", "code", "message", "attempts", "failed_at", "next_attempt_at",
+        "rolled_back_to", "rollback_ok", "stalled", "box_changed", "restore_attempts",
+        "restore_next_at",
+    }  # fmt: skip
+
+
+def test_records_written_by_the_current_version_load_as_their_variant() -> None:
+    """The flat bytes the writer before the sum type wrote (json.dumps indent=2, sorted keys)
+    for each case it produced, and the variant each means; written back byte-identical."""
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"rolled_back_to": "r1", "rollback_ok": True}, "HeldRevision"),
+        ({"rolled_back_to": "r1", "rollback_ok": False, "stalled": True}, "Stalled"),
+        ({"next_attempt_at": 1060.0, "box_changed": True}, "BackingOff"),
+        ({"attempts": 0, "restore_attempts": 2, "restore_next_at": 5.0}, "RestoreBackoff"),
+        ({"rolled_back_to": "r1"}, "RollbackPending"),
+    ]
+    for fields, kind in cases:
+        body = {
+            "revision": "r2",
+            "code": "VERIFY_EXITED",
+            "message": "web exited",
+            "attempts": 1,
+            "failed_at": 1000.0,
+            "next_attempt_at": None,
+            "rolled_back_to": None,
+            "rollback_ok": None,
+            "stalled": False,
+            "box_changed": False,
+            "restore_attempts": 0,
+            "restore_next_at": None,
+            **fields,
+        }
+        raw = json.dumps(body, indent=2, sort_keys=True).encode()
+        held = held_from_json(raw)
+        assert type(held).__name__ == kind
+        assert held.to_json() == raw

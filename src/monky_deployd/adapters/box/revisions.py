@@ -99,6 +99,17 @@ class Revisions:
             ) from exc
         return final
 
+    def stale_releases(self, keep: set[str]) -> list[Release]:
+        """The releases of the revision directories ``prune_revisions(keep)`` would remove
+        (read only: their images are removed first, so a kill in between leaks nothing)."""
+        refuse_link(self.revisions_dir)
+        try:
+            dirs = [p for p in self.revisions_dir.iterdir() if p.is_dir() and not p.is_symlink()]
+        except OSError:
+            return []
+        found = (self.read_release(d.name) for d in dirs if d.name not in keep)
+        return [r for r in found if r is not None]
+
     def prune_revisions(self, keep: set[str]) -> list[Release]:
         """Remove every revision directory not in ``keep`` (and leftover staging dirs); the
         releases of the removed ones (for their images)."""

@@ -71,6 +71,7 @@ from monky_deployd.core.records import (
     Projects,
     Suspended,
     TokenState,
+    held_from_json,
     host_facts_from_json,
     host_facts_to_json,
 )
@@ -285,7 +286,7 @@ class StateDir(Revisions):
         if raw is None:
             return None
         try:
-            return Held.from_json(raw)
+            return held_from_json(raw)
         except ValueError:
             return None
 
