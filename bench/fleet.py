@@ -3,6 +3,7 @@ previous one ended plus a randomized delay, driving the agent's OWN decision cod
 model of tenancy and OpenBao (issue 15).
 
     .venv/bin/python bench/fleet.py [--boxes 10000] [--delay 10] [--outage stall|refused|none]
+    .venv/bin/python bench/fleet.py --publish [--spread 0 600 3600]   (issue 23, below)
 
 What is the agent's and what is modelled:
 - per tick, the token phase is ``core.token_plan.decide`` stepped exactly as ``TokenKeeper``
@@ -44,7 +45,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from monky_deployd.core import decide, token_plan
+from monky_deployd.core import decide, schedule, token_plan
 from monky_deployd.core.services import ServiceState
 
 # Wall ms of 21 no-op ticks as whole processes (bench/noop_tick.py --save-walls, 2026-12-03 07:45,
@@ -232,6 +233,113 @@ def run(args: argparse.Namespace, durations: list[float]) -> Model:
     return m
 
 
+# -- an estate-wide publish (issue 23): one revision for every box, with and without a spread --
+
+# The apply, modelled (seconds): `docker compose pull` of the changed image, `up`, then verify
+# until every service ran `verify.stable_s` (30 s, the default) without a restart. A failing
+# revision's container exits 1-5 s after `up` (VERIFY_EXITED), the rollback brings the
+# last-known-good back from its pinned images (`up` + verify, no pull), then the report goes.
+PULL_S = (10.0, 30.0)  # uniform: a base-image layer or two over the estate's links
+UP_S = 2.0
+STABLE_S = 30.0
+EXITS_AFTER_S = (1.0, 5.0)
+PUBLISH_BUNDLE = {"project": "shop", "compose": "services: {web: {image: r/web:2}}\n"}
+
+
+@dataclass
+class Publish:
+    pulls: Counter[int]  # second -> pulls started at the registry
+    ran_at: list[float]  # when each box ran the new revision (verified), good revision
+    up_at: list[float]  # when each box's `up` of the new revision ran
+    reports: list[float]  # when each box's report reached tenancy
+    canaries: int
+    decisions: Counter[str]
+
+
+def publish(
+    boxes: int, spread: int, failing: bool, delay: float, durations: list[float], seed: int
+) -> Publish:
+    """Tenancy publishes r2 to every box at t=0 (``"rollout": {"spread_s": spread}``). Each box
+    ticks on its timer (``OnUnitInactiveSec=`` after the last tick ended, plus up to
+    ``delay``); every tick from then on is ``core.decide.decide`` on a 200 answer, with the box's
+    first sight of r2 (``core.schedule``, as ``agent.pace`` keeps it), until it applies."""
+    rng = random.Random(seed)
+    bundle = {**PUBLISH_BUNDLE, "rollout": {"spread_s": spread}}
+    out = Publish(Counter(), [], [], [], 0, Counter())
+    seen: dict[int, schedule.Seen] = {}
+    queue = [(rng.uniform(0, CADENCE_S + delay), i) for i in range(boxes)]
+    heapq.heapify(queue)
+    while queue:
+        start, i = heapq.heappop(queue)
+        at = start + rng.choice(durations) / 2  # the check-in, mid-way through the tick's work
+        f = decide.Facts(200, "r2", APPLIED, RUNNING, bundle, now=at, seen=seen.get(i),
+                       identity=f"env-{i:05d}")  # fmt: skip
+        decided = decide.decide(f)
+        out.decisions[decided.kind] += 1
+        if isinstance(decided, decide.Waiting):
+            g = decided.gate
+            seen[i] = schedule.Seen(g.revision, g.first_seen_at, g.until, g.why, g.spread_s)
+            ended = at + rng.choice(durations) / 2
+            heapq.heappush(queue, (ended + CADENCE_S + rng.uniform(0, delay), i))
+            continue
+        assert isinstance(decided, decide.Apply)
+        out.canaries += bool(decided.gate and decided.gate.canary)
+        pull_at = at + 0.2  # bundle, secrets, render, pre-flight
+        out.pulls[int(pull_at)] += 1
+        up_at = pull_at + rng.uniform(*PULL_S)
+        out.up_at.append(up_at)
+        if failing:  # exits, rolled back (up + verify of the LKG), reported
+            end = up_at + UP_S + rng.uniform(*EXITS_AFTER_S) + UP_S + STABLE_S
+        else:
+            end = up_at + UP_S + STABLE_S
+            out.ran_at.append(end)
+        out.reports.append(end + 0.05)
+    return out
+
+
+def publish_table(args: argparse.Namespace, durations: list[float]) -> None:
+    delay = args.delay[0]
+    print(
+        f"estate-wide publish: {args.boxes} boxes, one revision for all at t=0; timer 60 s + "
+        f"up to {delay:.0f} s; apply = pull U{PULL_S} s + up {UP_S:.0f} s + verify "
+        f"{STABLE_S:.0f} s; a failing revision exits U{EXITS_AFTER_S} s after up, is rolled "
+        "back and reported"
+    )
+    head = (
+        f"{'spread_s':>8} | {'peak pulls/s 1s':>15} {'10s':>5} | {'50 %':>6} {'99 %':>6} "
+        f"{'100 %':>6} | {'canaries':>8} | {'failing: first report':>21} "
+        f"{'boxes up before it':>18} | {'sim s':>5}"
+    )
+    print(head)
+    print("-" * len(head))
+    for spread in args.spread:
+        t0 = time.perf_counter()
+        good = publish(args.boxes, spread, False, delay, durations, args.seed)
+        bad = publish(args.boxes, spread, True, delay, durations, args.seed)
+        ran = sorted(good.ran_at)
+        q = [ran[min(len(ran) - 1, math.ceil(p * len(ran)) - 1)] for p in (0.5, 0.99, 1.0)]
+        peak1 = max(good.pulls.values())
+        peak10 = max(
+            sum(good.pulls[s] for s in range(t, t + 10)) / 10 for t in range(0, int(ran[-1]) + 1)
+        )
+        first = min(bad.reports)
+        exposed = sum(1 for u in bad.up_at if u < first)
+        print(
+            f"{spread:8d} | {peak1:15d} {peak10:5.1f} | {fmt_s(q[0]):>6} {fmt_s(q[1]):>6} "
+            f"{fmt_s(q[2]):>6} | {good.canaries:8d} | {fmt_s(first):>21} {exposed:18d} | "
+            f"{time.perf_counter() - t0:5.0f}"
+        )
+    print(
+        "50/99/100 % = time after the publish until that share of boxes runs the revision "
+        "(verified); boxes up before it = boxes that had run `up` of the failing revision "
+        "when the first failed report reached tenancy"
+    )
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.0f}s" if seconds < 600 else f"{seconds / 60:.1f}m"
+
+
 def window(m: Model, lo: float, hi: float, width: int) -> list[float]:
     return [
         sum(m.requests[s] for s in range(t, t + width)) / width
@@ -256,9 +364,18 @@ def main() -> int:
     ap.add_argument("--durations", type=Path, help="JSON list of measured tick wall ms")
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--cold", action="store_true", help="every box starts without a token")
+    ap.add_argument(
+        "--publish",
+        action="store_true",
+        help="an estate-wide publish of one revision instead (issue 23), per --spread",
+    )
+    ap.add_argument("--spread", type=int, nargs="+", default=[0, 600, 3600])
     args = ap.parse_args()
     ms = json.loads(args.durations.read_text()) if args.durations else MEASURED_MS
     durations = [x / 1000 for x in ms]
+    if args.publish:
+        publish_table(args, durations)
+        return 0
     print(
         f"{args.boxes} boxes, {args.boxes_per_env} per environment; tick durations: median "
         f"{statistics.median(durations):.2f} s of {len(durations)} measured; outage minutes "

@@ -114,7 +114,7 @@ Version: $version
 Architecture: $arch
 Maintainer: monky estate team <estate@monky.invalid>
 Installed-Size: $size_kb
-Depends: python3 (>= 3.11), python3.11, acl, adduser
+Depends: python3 (>= 3.11), python3.11, acl, adduser, tzdata
 Recommends: curl
 Section: admin
 Priority: optional

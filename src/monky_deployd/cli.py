@@ -21,6 +21,8 @@ Exit codes (documented in OPERATIONS.md):
        credential, token)
     6  the apply was skipped: the desired revision failed here before and is held (rolled
        back) or waits for its backoff; the box runs its last-known-good revision
+    7  a new revision waits: outside every update window, or before this box's place in the
+       rollout spread; the box runs its last-known-good revision (not a unit failure)
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from monky_deployd.core.errors import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
+    EXIT_WAITING,
     Code,
     ConfigError,
     DeployError,
@@ -61,6 +64,8 @@ def exit_code(rec: TickRecord) -> int:
     code = rec.code if isinstance(rec.code, Code) else Code.INTERNAL
     if rec.outcome == "held":
         return EXIT_HELD
+    if rec.outcome == "waiting":
+        return EXIT_WAITING
     if rec.outcome != code.outcome:  # the raise site knew better than the catalogue
         return EXIT_REFUSED if rec.outcome == "refused" else EXIT_FAILED
     return code.exit_status
@@ -103,7 +108,8 @@ def _parser() -> argparse.ArgumentParser:
         "--retry",
         action="store_true",
         help="apply the desired revision now even if it is held (failed and rolled back, or "
-        "stalled) or waiting for its backoff",
+        "stalled), waiting for its backoff, outside every update window or before its "
+        "rollout place",
     )
     doctor = sub.add_parser(
         "doctor",

@@ -10,11 +10,13 @@ to fail in a system call; the file's YAML is budgeted like a bundle's compose fi
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -23,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from monky_deployd.core import composefile
+from monky_deployd.core import composefile, schedule
 from monky_deployd.core.errors import Code, ConfigError
 
 DEFAULT_CONFIG_PATH = Path("/etc/monky-deployd/config.yaml")
@@ -141,6 +143,26 @@ class MetricsCfg(_Strict):
     textfile_dir: Path | None = Path("/var/lib/prometheus/node-exporter")
 
 
+def zone(name: str) -> tzinfo:
+    """The IANA time zone ``name`` from the system's tz database (the tzdata package);
+    ValueError naming what is wrong."""
+    import zoneinfo  # only when update windows are set
+
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"{name!r} is not a time zone of the tz database (like Europe/Berlin or UTC; "
+            "is the tzdata package installed?)"
+        ) from None
+
+
+def _window(text: str) -> str:
+    spec = schedule.parse_window(text)
+    zone(spec.zone)
+    return text
+
+
 class Config(_Strict):
     env: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
     transport: Literal["ziti", "plain"] = "ziti"
@@ -165,6 +187,11 @@ class Config(_Strict):
     # tick and names the fault (tests/repo/test_deadlines.py holds the sum to the unit file).
     tick_deadline_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 1500.0
     max_bundle_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
+    # Update windows: a new revision is applied only inside one of these (empty: at any time);
+    # each is `DAYS HH:MM for DURATION ZONE` (core/schedule.py; OPERATIONS.md, "Update windows").
+    update_windows: Annotated[
+        list[Annotated[str, AfterValidator(_window)]], Field(max_length=64)
+    ] = []
 
     @model_validator(mode="after")
     def _default_identity(self) -> Config:
@@ -184,6 +211,15 @@ class Config(_Strict):
         return (
             2 * docker.up_timeout_s + verify.deadline_s + verify.poll_s + docker.command_timeout_s
         )
+
+    @property
+    def windows(self) -> tuple[schedule.Window, ...]:
+        """``update_windows`` read, each with its zone (validated at load)."""
+        found = []
+        for text in self.update_windows:
+            spec = schedule.parse_window(text)
+            found.append(schedule.Window(spec, zone(spec.zone)))
+        return tuple(found)
 
     @property
     def identity_path(self) -> Path:

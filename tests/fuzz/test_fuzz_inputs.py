@@ -21,6 +21,7 @@ from monky_deployd.config import TenancyCfg
 from monky_deployd.core import prepare, registry_cred
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.records import Applied, TokenState
+from monky_deployd.core.schedule import Seen
 from monky_deployd.core.wire import HostFacts, Lease
 
 from .strategies import FUZZ, any_text, assert_named, hostile_yaml, json_values, nested
@@ -185,7 +186,7 @@ record_bytes = (
             k: json_values
             for k in (
                 *("version", "revision", "project", "services", "applied_at", "kind", "token"),
-                "names",
+                *("names", "first_seen_at", "until", "why", "spread_s"),
             )
         },
     ).map(lambda d: json.dumps(d).encode())
@@ -198,9 +199,15 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 @FUZZ
-@given(applied=record_bytes, token=record_bytes, host=record_bytes, projects=record_bytes)
+@given(
+    applied=record_bytes,
+    token=record_bytes,
+    host=record_bytes,
+    projects=record_bytes,
+    waiting=record_bytes,
+)
 def test_state_files_read_as_values_none_or_a_reason(
-    applied: bytes, token: bytes, host: bytes, projects: bytes
+    applied: bytes, token: bytes, host: bytes, projects: bytes, waiting: bytes
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         state = StateDir(Path(tmp) / "s").ensure()
@@ -208,7 +215,10 @@ def test_state_files_read_as_values_none_or_a_reason(
         state.token_file.write_bytes(token)
         state.host_file.write_bytes(host)
         state.projects_file.write_bytes(projects)
+        state.waiting_file.write_bytes(waiting)
         before = snapshot(state.root)
+        seen = state.read_waiting()  # unreadable: none (a new first sight, bounded by the spread)
+        assert seen is None or isinstance(seen, Seen)
         known = state.read_projects()
         assert all(isinstance(name, str) for name in known)
         got = state.read_applied()

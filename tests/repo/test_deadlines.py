@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from monky_deployd.config import Config
-from monky_deployd.core.errors import EXIT_HELD
+from monky_deployd.core.errors import EXIT_HELD, EXIT_WAITING
 
 UNIT = Path(__file__).parents[2] / "packaging" / "systemd" / "monky-deployd.service"
 MARGIN_S = 120.0  # python's start, config, killing a clamped child's process group
@@ -71,4 +71,5 @@ def test_every_step_fits_the_tick_and_the_rollback_its_budget() -> None:
 
 
 def test_a_skipped_apply_does_not_fail_the_unit() -> None:
-    assert unit_setting("SuccessExitStatus").split() == [str(EXIT_HELD)]
+    # 6: held, backing off, locked, suspended; 7: a new revision waits (window, rollout)
+    assert unit_setting("SuccessExitStatus").split() == [str(EXIT_HELD), str(EXIT_WAITING)]

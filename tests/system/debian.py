@@ -46,7 +46,7 @@ DIST = REPO / "dist"
 VERSION = __version__
 DEBIAN_IMAGE = os.environ.get("DEBIAN_IMAGE", "local/debian:bookworm")
 PKGTEST_IMAGE = "local/monky-pkgtest:bookworm"
-PKGTEST_PKGS = "python3 python3.11 acl adduser curl ca-certificates systemd"
+PKGTEST_PKGS = "python3 python3.11 acl adduser curl ca-certificates systemd tzdata"
 LOCK = Path(tempfile.gettempdir()) / "monky-test-pkgimage.lock"
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monky_deployd.config import load
 from monky_deployd.core.errors import ConfigError
@@ -64,3 +66,55 @@ def test_missing_and_not_yaml_and_not_mapping(tmp_path: Path) -> None:
 def test_missing_env_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="at 'env': Field required"):
         load(write(tmp_path, "transport: plain\n"))
+
+
+# -- update_windows ---------------------------------------------------------------------------
+
+
+def test_update_windows_load_with_their_zones(tmp_path: Path) -> None:
+    cfg = load(
+        write(
+            tmp_path,
+            'env: env-dev-08\nupdate_windows: ["Mon..Fri 02:00 for 3h Europe/Berlin", '
+            '"* 23:30 for 1h30m UTC"]\n',
+        )
+    )
+    assert [w.spec.duration_s for w in cfg.windows] == [3 * 3600, 5400]
+    assert str(cfg.windows[0].tz) == "Europe/Berlin"
+    assert load(write(tmp_path, "env: env-dev-08\n")).windows == ()
+
+
+def test_each_bad_window_is_one_line(tmp_path: Path) -> None:
+    text = (
+        "env: env-dev-08\nupdate_windows:\n"
+        "  - Mon..Fri 02:00 for 3h Europe/Berlin\n"
+        "  - Mon 25:00 for 1h UTC\n"
+        "  - Mon 01:00 for 1h Mars/Base\n"
+        "  - every night\n"
+        "  - 42\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load(write(tmp_path, text))
+    lines = info.value.message.splitlines()[1:]
+    assert lines == [
+        "at 'update_windows.1': Value error, 25:00 is not a time of day (00:00 to 23:59)",
+        "at 'update_windows.2': Value error, 'Mars/Base' is not a time zone of the tz database "
+        "(like Europe/Berlin or UTC; is the tzdata package installed?)",
+        "at 'update_windows.3': Value error, 'every night' is not a window: write DAYS HH:MM "
+        "for DURATION ZONE, e.g. 'Mon..Fri 02:00 for 3h Europe/Berlin'",
+        "at 'update_windows.4': Input should be a valid string",
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_any_window_text_loads_or_is_one_named_line(text: str) -> None:
+    from monky_deployd.config import parse
+
+    try:
+        cfg = parse({"env": "env-dev-08", "update_windows": [text]}, "config.yaml")
+    except ConfigError as err:
+        assert err.message.splitlines()[1].startswith("at 'update_windows.0': ")
+        assert len(err.message.splitlines()) == 2
+    else:
+        assert len(cfg.windows) == 1

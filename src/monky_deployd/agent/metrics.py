@@ -27,7 +27,7 @@ from monky_deployd.adapters.fsutil import atomic_write
 from monky_deployd.agent import observe
 from monky_deployd.agent.ledger import TEXTFILE_NAME
 from monky_deployd.config import Config
-from monky_deployd.core import ledger
+from monky_deployd.core import ledger, schedule
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.records import BackingOff, Stalled
 
@@ -49,6 +49,10 @@ class Snapshot:
     suspended: bool
     locks_valid: int
     disk_free: tuple[tuple[str, int], ...]  # (pull target, free bytes of its filesystem)
+    window_open: bool | None = None  # None: no update windows
+    next_window_at: float | None = None  # the next opening of an update window
+    waiting_until: float | None = None  # a new revision waits until then
+    waiting_why: str = ""
 
 
 def _free(path: str) -> int | None:
@@ -67,6 +71,7 @@ def snapshot(cfg: Config, state: StateDir, led: ledger.Ledger, now: float) -> Sn
     seen = observe.recorded(cfg, state, now, led)
     applied, held = seen.local.record, seen.local.held
     disk = tuple((p, free) for p in led.pull_filesystems if (free := _free(p)) is not None)
+    windows, waiting = cfg.windows, seen.local.waiting
     return Snapshot(
         led=led,
         now=now,
@@ -77,6 +82,10 @@ def snapshot(cfg: Config, state: StateDir, led: ledger.Ledger, now: float) -> Sn
         suspended=seen.suspended is not None,
         locks_valid=len(seen.valid_locks),
         disk_free=disk,
+        window_open=schedule.window_state(windows, now).open if windows else None,
+        next_window_at=schedule.next_open(windows, now),
+        waiting_until=waiting.until if waiting is not None else None,
+        waiting_why=waiting.why or "" if waiting is not None else "",
     )
 
 
@@ -207,6 +216,24 @@ def families(s: Snapshot) -> list[Any]:
         1.0 if s.suspended else 0.0,
     )
     gauge("update_locks", "update locks in force (pull, but do not recreate)", float(s.locks_valid))
+    gauge(
+        "update_window_open",
+        "1 inside an update window, 0 outside (when the file was written; absent: no windows)",
+        None if s.window_open is None else float(s.window_open),
+    )
+    gauge(
+        "update_window_next_open_timestamp_seconds",
+        "when an update window opens next (absent: no windows)",
+        s.next_window_at,
+    )
+    waiting = GaugeMetricFamily(
+        "monky_deployd_waiting_until_timestamp_seconds",
+        "when a new revision that waits (window or rollout) is applied (absent: none waits)",
+        labels=["why"],
+    )
+    if s.waiting_until is not None:
+        waiting.add_metric([s.waiting_why], s.waiting_until)
+    out.append(waiting)
     return out
 
 

@@ -1,7 +1,8 @@
 """Observe: what the box and tenancy say before a decision, read once, the same for every command.
 
-    read_local(state)            applied.json and held.json                    (the state dir)
+    read_local(state)            applied.json, held.json and waiting.json      (the state dir)
     checkin_body(host, local)    the check-in's body: the revision that runs and its outcome
+                                 (and ``waiting``, contract v1.2: ``agent.pace``)
     observe(cfg, state, ...)     + the check-in's answer, the project's containers (only when
                                  the decision needs them), the update locks, the suspend
                                  record, a killed tick's journal: an ``Observation``
@@ -20,14 +21,14 @@ do (they leave the state dir byte-identical).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box import docker_api, locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent.locklog import log_locks
 from monky_deployd.config import Config
-from monky_deployd.core import gates, recovery, report, wire
+from monky_deployd.core import gates, recovery, report, schedule, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.ledger import Ledger
@@ -49,10 +50,19 @@ log = logging.getLogger("monky_deployd")
 
 @dataclass(frozen=True)
 class Local:
-    """What the state dir says runs (applied.json) and what failed here (held.json)."""
+    """What the state dir says runs (applied.json), what failed here (held.json) and a new
+    revision's first sight (waiting.json; None once its revision is the applied one)."""
 
     record: Applied | None
     held: Held | None
+    stored_waiting: schedule.Seen | None = None  # waiting.json as it is
+
+    @property
+    def waiting(self) -> schedule.Seen | None:
+        """waiting.json, unless its revision is the applied one (``agent.pace.keep`` removes
+        the file then)."""
+        w, r = self.stored_waiting, self.record
+        return None if w is not None and r is not None and w.revision == r.revision else w
 
     @property
     def applied(self) -> AppliedFacts | None:
@@ -61,15 +71,20 @@ class Local:
 
 
 def read_local(state: StateDir) -> Local:
-    """applied.json and held.json (each None when absent or unreadable)."""
-    return Local(state.read_applied(), state.read_held())
+    """applied.json, held.json and waiting.json (each None when absent or unreadable)."""
+    return Local(state.read_applied(), state.read_held(), state.read_waiting())
 
 
 def checkin_body(host: wire.HostFacts, local: Local) -> wire.CheckinRequest:
     """The check-in: this agent, ``host``, and the revision that runs with its outcome."""
+    from monky_deployd.agent import pace
+
     record = local.record
     return wire.CheckinRequest.of(
-        host, record.revision if record else None, recovery.checkin_outcome(local.held)
+        host,
+        record.revision if record else None,
+        recovery.checkin_outcome(local.held),
+        pace.checkin_ref(local.waiting),
     )
 
 
@@ -87,6 +102,8 @@ class Observation:
     suspend: Suspended | None  # the suspend record, active or not
     interrupted: Journal | None
     now: float
+    identity: str = ""  # the box's env: its place in a rollout (core.schedule)
+    windows: tuple[schedule.Window, ...] = ()  # config.yaml's update_windows
     ignored_locks: tuple[tuple[str, str], ...] = ()  # *.lock entries that are no lock file
 
     @property
@@ -114,6 +131,9 @@ class Observation:
             self.locks,
             self.suspended,
             self.interrupted,
+            self.local.waiting,
+            self.identity,
+            self.windows,
         )
 
 
@@ -129,7 +149,11 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
         held = None  # pre-empted: a new desired revision ends a hold and a backoff at once
     running: tuple[ServiceState, ...] | None = None
     if applied and needs_container_check(
-        answer.status, desired, applied.revision, held.revision if held else None
+        answer.status,
+        desired,
+        applied.revision,
+        held.revision if held else None,
+        may_wait(cfg, answer),
     ):
         running = tuple(docker_api.project_containers(cfg.docker, applied.project))
     scan = locks.scan(cfg.locks.dir)
@@ -145,8 +169,16 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
         suspend.bounded(now) if (suspend := state.read_suspend()) is not None else None,
         state.read_journal(),
         now,
+        cfg.env,
+        cfg.windows,
         scan.ignored,
     )
+
+
+def may_wait(cfg: Config, answer: Checkin) -> bool:
+    """Whether a new revision could wait (update windows set, or the bundle has a rollout
+    spread): then the last-known-good's containers are looked at, to restore them meanwhile."""
+    return bool(cfg.update_windows) or schedule.spread_of(answer.bundle) > 0
 
 
 def settle(state: StateDir, obs: Observation) -> None:
@@ -250,7 +282,7 @@ def recorded(cfg: Config, state: StateDir, now: float, led: Ledger | None = None
     valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
     local = read_local(state)
     # the waits as the next tick sees them (bounded against now: core.clock)
-    local = Local(local.record, recovery.bounded(local.held, now, cfg.backoff.cap_s))
+    local = replace(local, held=recovery.bounded(local.held, now, cfg.backoff.cap_s))
     return Recorded(
         now,
         led,

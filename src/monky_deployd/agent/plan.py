@@ -38,7 +38,7 @@ from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.registry import ImageRef, Registry, insecure
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent import logs, observe, prepare, reasons, steps
+from monky_deployd.agent import logs, observe, pace, prepare, reasons, steps
 from monky_deployd.agent.token import HeldToken
 from monky_deployd.config import Config
 from monky_deployd.core import composefile, diff, mask, wire
@@ -50,6 +50,7 @@ from monky_deployd.core.decide import (
     Noop,
     Paused,
     Restore,
+    Waiting,
     decide,
 )
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
@@ -139,6 +140,7 @@ class _Dry:
             project=applied.project if applied else None,
             token=kind,
         )
+        out.notes.extend(pace.plan_notes(plan, obs.windows, obs.now))
         if isinstance(plan, Idle | Noop):
             return out
         if isinstance(plan, Restore):
@@ -157,7 +159,7 @@ class _Dry:
         # a backoff's attempt is a RETRY; a hold is applied again only by --retry (FORCED)
         held = obs.held if isinstance(plan, Apply | Backoff) else None
         self._diff(out, apply, record, held)
-        if isinstance(plan, Hold | Backoff | Paused):
+        if isinstance(plan, Hold | Backoff | Paused | Waiting):
             out.notes.append(f"the next tick applies nothing ({plan.kind}): {plan.reason}")
         return out
 

@@ -75,9 +75,12 @@ def send_report(channel: Channel, rec: TickRecord) -> None:
 
 def summary(rec: TickRecord, duration_ms: int) -> None:
     """The tick's last journal line."""
-    level = {"applied": logging.INFO, "noop": logging.INFO, "idle": logging.INFO}.get(
-        rec.outcome, logging.WARNING if rec.outcome == "held" else logging.ERROR
-    )
+    level = {
+        "applied": logging.INFO,
+        "noop": logging.INFO,
+        "idle": logging.INFO,
+        "waiting": logging.INFO,
+    }.get(rec.outcome, logging.WARNING if rec.outcome == "held" else logging.ERROR)
     log.log(
         level,
         f"tick {rec.outcome}: {rec.message}",

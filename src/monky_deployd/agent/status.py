@@ -20,7 +20,7 @@ from monky_deployd.adapters.box import docker_api, runner
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent import observe
 from monky_deployd.config import Config
-from monky_deployd.core import ledger, status
+from monky_deployd.core import ledger, schedule, status
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.records import Stalled
 from monky_deployd.core.report import rfc3339, whole_seconds
@@ -96,6 +96,19 @@ def next_timer_run() -> str | None:
     return None
 
 
+def _waiting(cfg: Config, seen: schedule.Seen) -> dict[str, Any]:
+    """waiting.json: a new revision's first sight, this box's rollout place, when it applies."""
+    return {
+        "revision": seen.revision,
+        "first_seen_at": _t(seen.first_seen_at),
+        "until": _t(seen.until),
+        "why": seen.why,
+        "spread_s": seen.spread_s,
+        "rollout_offset_s": round(schedule.offset(cfg.env, seen.revision, seen.spread_s)),
+        "canary": seen.spread_s > 0 and schedule.is_canary(cfg.env, seen.revision),
+    }
+
+
 def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[str, Any]:
     """Everything ``status`` prints, as JSON-ready data (schema ``SCHEMA``)."""
     now = time.time() if now is None else now
@@ -119,6 +132,9 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
     )
     tok = token.token if token is not None else None
     journal = seen.interrupted
+    windows = cfg.windows
+    win = schedule.window_state(windows, now)
+    waiting_rec = seen.local.waiting
     return {
         "schema": SCHEMA,
         "state": verdict.state,
@@ -186,6 +202,13 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             for lk in found
         ],
         "locked": bool(valid),
+        "windows": {
+            "configured": list(cfg.update_windows),
+            "open": win.open,
+            "closes_at": _t(win.closes_at),
+            "opens_at": _t(win.opens_at if not win.open else schedule.next_open(windows, now)),
+        },
+        "waiting": None if waiting_rec is None else _waiting(cfg, waiting_rec),
         "interrupted": None if journal is None else dataclasses.asdict(journal),
         "services": services(cfg, applied.project if applied else None)
         if engine

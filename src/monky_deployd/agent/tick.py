@@ -8,13 +8,16 @@
                on failure: [rollback -> verify] (core.recovery), then hold or back off
       restore: up -> verify                  (a failure backs off: no rollback, it is the LKG)
       hold / backoff / suspended / idle / noop: nothing
+      waiting: nothing (outside every update window, or before the box's rollout place;
+               ``agent.pace`` keeps waiting.json and says when it applies)
     -> report, ledger, metrics, summary line                            publish (agent.publish)
 
 ``core.decide.decide`` turns the observation (check-in answer, applied record, held record,
-containers, locks, suspend, a killed tick's journal, the clock) into ``Idle | Noop | Restore |
-Apply | Hold | Backoff | Paused``. Any ``DeployError`` ends the tick: it is logged once as the
-first error line (code, the real fault, what to check), reported to tenancy when a revision was
-being applied, and turned into the exit code by ``cli``.
+containers, locks, suspend, a killed tick's journal, the clock, a new revision's first sight and
+the update windows) into ``Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting``.
+Any ``DeployError`` ends the tick: it is logged once as the first error line (code, the real
+fault, what to check), reported to tenancy when a revision was being applied, and turned into
+the exit code by ``cli``.
 
 The tick has one overall deadline (``tick_deadline_s``, ``adapters.deadline``): every request
 and child gets at most the time left, and past it ``core.errors.TickDeadline`` (a
@@ -43,11 +46,20 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import logs, observe, publish, recovery, steps
+from monky_deployd.agent import logs, observe, pace, publish, recovery, steps
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask
-from monky_deployd.core.decide import Backoff, Hold, Idle, Noop, Paused, Restore, decide
+from monky_deployd.core.decide import (
+    Backoff,
+    Hold,
+    Idle,
+    Noop,
+    Paused,
+    Restore,
+    Waiting,
+    decide,
+)
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, TokenError, fault_of
 from monky_deployd.core.report import PhaseTiming, TickRecord
 
@@ -168,12 +180,13 @@ class _Tick:
         channel = publish.Channel(self.state, tenancy, token.token)
         self.out.channel = channel
         publish.deliver_outbox(self.state, tenancy, token.token)
-        with self.phase("inspect") if _inspects(answer, local) else _nothing():
+        with self.phase("inspect") if _inspects(cfg, answer, local) else _nothing():
             obs = observe.observe(cfg, self.state, answer, local, self.clock())
         self.rec.desired = obs.desired
         observe.settle(self.state, obs)
         # -- decide --------------------------------------------------------------------------
         plan = decide(obs.facts(self.options.retry))
+        pace.keep(self.state, local.waiting, local.stored_waiting, plan)
         held = obs.held
         if isinstance(plan, Noop | Hold) and local.applied is not None:  # the LKG runs
             held = recovery.restore_settled(self.state, held, local.applied.revision)
@@ -184,6 +197,9 @@ class _Tick:
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
             recovery.skip(self.rec, plan)
+            return
+        if isinstance(plan, Waiting):
+            pace.wait(self.rec, plan)
             return
         log.info(plan.reason, extra={"event": f"plan.{plan.kind}", "phase": "plan"})
         if isinstance(plan, Idle | Noop):
@@ -243,14 +259,18 @@ class _Tick:
             return tenancy.checkin(token.token, body, etag), token
 
 
-def _inspects(answer: Checkin, local: Local) -> bool:
+def _inspects(cfg: Config, answer: Checkin, local: Local) -> bool:
     """Whether observing asks the engine (then it is the ``inspect`` phase)."""
     from monky_deployd.core.decide import needs_container_check
 
     applied, held = local.record, local.held
     desired = answer.revision if answer.status == 200 else None
     return applied is not None and needs_container_check(
-        answer.status, desired, applied.revision, held.revision if held else None
+        answer.status,
+        desired,
+        applied.revision,
+        held.revision if held else None,
+        observe.may_wait(cfg, answer),
     )
 
 

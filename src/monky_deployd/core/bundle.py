@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from monky_deployd.core import composefile
+from monky_deployd.core import composefile, schedule
 from monky_deployd.core.errors import Code, DeployError
 
 PROJECT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -36,6 +36,7 @@ KNOWN_KEYS = {
     "registry_host",
     "disk_need_bytes",
     "on_failure",
+    "rollout",
 }
 ON_FAILURE = ("rollback", "retry")  # "rollback" when absent (core.recovery)
 REGISTRY_AUTH = "registry-auth"
@@ -124,6 +125,9 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
     on_failure = raw.get("on_failure", "rollback")
     if on_failure not in ON_FAILURE:
         bad("on_failure", "must be 'rollback' or 'retry'")
+
+    if "rollout" in raw and (why := schedule.spread_problem(raw["rollout"])) is not None:
+        bad("rollout", why)  # contract v1.2: {"spread_s": 0..86400}
 
     if problems:
         raise _invalid(revision, problems)

@@ -1,9 +1,10 @@
 """Decide what a tick does, from facts. Pure: no I/O, no clock.
 
-``decide(Facts) -> Idle | Noop | Restore | Apply | Hold | Backoff | Paused``: what the tick is
-for, a frozen dataclass that carries its data (balena-supervisor's manner), from the check-in
-answer, the applied record (= the last-known-good revision, LKG), a held failed revision and its
-backoff, and (when the desired revision is the applied one) the project's containers.
+``decide(Facts) -> Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting``: what
+the tick is for, a frozen dataclass that carries its data (balena-supervisor's manner), from the
+check-in answer, the applied record (= the last-known-good revision, LKG), a held failed
+revision and its backoff, (when the desired revision is the applied one) the project's
+containers, and for a new revision its gate (``core.schedule``: update windows, rollout spread).
 
 Once every check of an apply or a restore has passed (``core.prepare``), ``core.boxsteps`` lists
 the steps that change the box, each naming its phase; ``agent.steps`` carries them out.
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from monky_deployd.core import schedule
 from monky_deployd.core.gates import Lock
 from monky_deployd.core.records import (
     BackingOff,
@@ -54,6 +56,11 @@ class Facts:
     locks: tuple[Lock, ...] = ()  # valid update locks (``core.gates``): pull, do not recreate
     suspended: Suspended | None = None  # an active ``monky-deployd suspend``
     interrupted: Journal | None = None  # the step a killed tick left behind (journal.json)
+    # a new revision's gate (core.schedule): the first sight kept (waiting.json), this box's
+    # identity for its rollout place, the update windows; ``retry`` overrides both
+    seen: schedule.Seen | None = None
+    identity: str = ""
+    windows: tuple[schedule.Window, ...] = ()
 
 
 # -- what the tick is for ----------------------------------------------------------------------
@@ -83,6 +90,7 @@ class Restore:
     applied: AppliedFacts
     missing: tuple[str, ...]
     reason: str
+    gate: schedule.Gate | None = None  # a new revision waits meanwhile (core.schedule)
     # the failed revision whose rollback to ``applied`` did not finish (killed, or stopped by a
     # lock or a suspend): this restore is that rollback (``core.recovery.rollback_pending``)
     rollback_of: str | None = None
@@ -98,6 +106,7 @@ class Apply:
     previous: AppliedFacts | None
     reason: str
     locks: tuple[Lock, ...] = ()  # update locks: stage and pull only, recreate nothing
+    gate: schedule.Gate | None = None  # a new revision's gate, passed (core.schedule)
     kind: ClassVar[str] = "apply"
 
 
@@ -133,7 +142,18 @@ class Paused:
     kind: ClassVar[str] = "suspended"
 
 
-Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused
+@dataclass(frozen=True)
+class Waiting:
+    """A new revision is not applied yet: outside every update window, or before this box's
+    place in the rollout spread (``core.schedule``). Check in (``waiting``), change nothing."""
+
+    revision: str
+    gate: schedule.Gate
+    reason: str
+    kind: ClassVar[str] = "waiting"
+
+
+Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting
 
 
 # steps after which a killed tick may have left another revision's containers behind
@@ -141,15 +161,20 @@ INTERRUPTING = frozenset({"down", "up", "verify", "rollback"})
 
 
 def needs_container_check(
-    checkin_status: int, desired: str | None, applied: str | None, held: str | None = None
+    checkin_status: int,
+    desired: str | None,
+    applied: str | None,
+    held: str | None = None,
+    may_wait: bool = False,
 ) -> bool:
     """Whether the tick must look at the containers before deciding: the desired revision is
-    the applied one, or it is held (then the last-known-good must still run)."""
+    the applied one, or it is held, or it may wait (``may_wait``: update windows are set or the
+    bundle has a rollout spread); then the last-known-good must still run."""
     if checkin_status == 304:
         return applied is not None
     if checkin_status != 200 or desired is None:
         return False
-    return desired == applied or (applied is not None and desired == held)
+    return desired == applied or (applied is not None and (desired == held or may_wait))
 
 
 def down_services(expected: tuple[str, ...], running: tuple[ServiceState, ...]) -> tuple[str, ...]:
@@ -243,7 +268,7 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
             f"revision {desired} failed {held.attempts} time(s) ({held.code}); "
             f"next attempt in {held.next_attempt_at - f.now:.0f} s; {lkg}",
         )
-    return _apply(f, desired, f"revision {desired}: attempt {held.attempts + 1} after {held.code}")
+    return _gated(f, desired, f"revision {desired}: attempt {held.attempts + 1} after {held.code}")
 
 
 def _new_revision(f: Facts, desired: str) -> Plan | None:
@@ -254,7 +279,7 @@ def _new_revision(f: Facts, desired: str) -> Plan | None:
     reason = f"desired revision {desired} differs from applied {was}"
     if f.held is not None and f.held.revision == desired:
         reason += " (operator retry)"
-    return _apply(f, desired, reason)
+    return _gated(f, desired, reason)
 
 
 def _killed_tick(f: Facts, desired: str) -> Plan | None:
@@ -336,12 +361,47 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
     )
 
 
-def _apply(f: Facts, revision: str, reason: str) -> Plan:
+def _gated(f: Facts, revision: str, reason: str) -> Plan:
+    """A new revision: applied once its rollout place is due and a window is open
+    (``core.schedule.gate``), at once on ``--retry`` (the operator's "now"). A box with nothing
+    applied has nothing a window protects: its first revision waits for its rollout place
+    only. A malformed ``rollout`` does not wait: the apply's bundle check refuses it now."""
+    if f.bundle is None or f.retry or schedule.rollout_malformed(f.bundle):
+        return _apply(f, revision, reason)
+    first = schedule.seen(f.seen, revision, f.now)
+    g = schedule.gate(
+        first,
+        identity=f.identity,
+        spread_s=schedule.spread_of(f.bundle),
+        windows=f.windows if f.applied is not None else (),
+        now=f.now,
+    )
+    if not g.wait:
+        return _apply(f, revision, reason, g)
+    applied = f.applied
+    if applied is not None and f.running is not None:  # the LKG is looked after meanwhile
+        missing = down_services(applied.services, f.running)
+        if missing and (wait := _restore_backoff(f, applied, missing)) is not None:
+            return wait
+        if missing:
+            return Restore(
+                applied,
+                missing,
+                f"{schedule.describe(g)}; meanwhile {applied.revision} is not fully running "
+                f"({', '.join(missing)}): restoring {applied.revision}",
+                g,
+            )
+    return Waiting(revision, g, schedule.describe(g))
+
+
+def _apply(f: Facts, revision: str, reason: str, g: schedule.Gate | None = None) -> Plan:
     if f.bundle is None:  # a 304 names the applied revision but carries no bundle to apply
         return Idle(f"{reason}, but tenancy sent no bundle to apply")
     if f.locks:
         reason += f"; update locked ({'; '.join(lk.name for lk in f.locks)}): pull only"
-    return Apply(revision, f.bundle, f.applied, reason, f.locks)
+    if g is not None and g.canary:
+        reason += " (this box is a canary of the rollout)"
+    return Apply(revision, f.bundle, f.applied, reason, f.locks, g)
 
 
 # -- the cached host facts ---------------------------------------------------------------------

@@ -3,7 +3,7 @@
 A fault has one identity: its ``Code``. The catalogue (``CATALOGUE``) gives every code its family
 (where the fault comes from), its outcome (``refused``: stopped before touching containers;
 ``failed``: tried and failed) and so its exit status (``Code.exit_status``: 3 config, 4 lock,
-6 held or backing off, 5 refused, 1 failed).
+6 held or backing off, 7 waiting for a window or the rollout, 5 refused, 1 failed).
 OPERATIONS.md has a row per code (tests/repo/test_docs.py holds the two
 together), and control flow compares codes by identity (``err.code is Code.TOKEN_INVALID``),
 never by spelling. ``Code`` is a ``StrEnum``: on the wire and in the journal a code is its name.
@@ -51,7 +51,7 @@ from typing import Literal
 Outcome = Literal["refused", "failed"]
 Family = Literal[
     "config", "state", "agent", "transport", "ziti", "identity", "tenancy", "token", "openbao",
-    "secrets", "bundle", "env", "registry", "disk", "docker", "verify", "hold",
+    "secrets", "bundle", "env", "registry", "disk", "docker", "verify", "hold", "wait",
 ]  # fmt: skip
 
 
@@ -63,6 +63,7 @@ EXIT_CONFIG = 3
 EXIT_LOCKED = 4
 EXIT_REFUSED = 5
 EXIT_HELD = 6  # the apply was skipped: the desired revision is held or waits for its backoff
+EXIT_WAITING = 7  # a new revision waits: outside every update window, or its rollout place
 
 
 class Code(StrEnum):
@@ -176,6 +177,9 @@ class Code(StrEnum):
     REVISION_HELD = "REVISION_HELD"
     SUSPENDED = "SUSPENDED"
     UPDATE_LOCKED = "UPDATE_LOCKED"
+    # wait
+    ROLLOUT_WAIT = "ROLLOUT_WAIT"
+    WINDOW_CLOSED = "WINDOW_CLOSED"
 
     @property
     def family(self) -> Family:
@@ -194,6 +198,8 @@ class Code(StrEnum):
             return EXIT_LOCKED
         if self.family == "hold":
             return EXIT_HELD
+        if self.family == "wait":
+            return EXIT_WAITING
         return EXIT_REFUSED if self.outcome == "refused" else EXIT_FAILED
 
 
@@ -308,6 +314,9 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.REVISION_HELD: ("hold", "refused"),
     Code.SUSPENDED: ("hold", "refused"),
     Code.UPDATE_LOCKED: ("hold", "refused"),
+    # wait
+    Code.ROLLOUT_WAIT: ("wait", "refused"),
+    Code.WINDOW_CLOSED: ("wait", "refused"),
 }
 
 

@@ -36,7 +36,7 @@ class TickRecord:
 
     tick_id: str
     started_at: float
-    outcome: str = "failed"  # applied | noop | idle | held | failed | refused
+    outcome: str = "failed"  # applied | noop | idle | held | waiting | failed | refused
     code: Code | Literal["OK"] = "OK"
     message: str = ""
     detail: str = ""

@@ -12,6 +12,7 @@ first that applies, in this order (OPERATIONS.md, "Status"):
     failed       1  the last tick failed or was refused (not the held revision's own failure)
     paused       9  applies are suspended, or the last tick was stopped by an update lock
     held         6  the desired revision failed here: rolled back and held, or backing off
+    waiting      11 a new revision waits for an update window or this box's rollout place
     not_applied  8  tenancy names a revision the box does not run (and nothing above says why)
     ok           0  the box was at its desired revision and healthy on the last tick
 
@@ -39,6 +40,7 @@ EXIT_STATUS = {
     "not_applied": 8,
     "paused": 9,
     "stale": 10,
+    "waiting": 11,
     "clock_suspect": 12,
 }
 
@@ -104,6 +106,8 @@ def verdict(f: StatusFacts) -> Verdict:
         return _v("held", f"revision {f.held} failed here and is held or backing off")
     if last.outcome == "held" or last.outcome in FAILURE:
         return _v("held", f"the last tick was held ({last.code}): {last.message}")
+    if last.outcome == "waiting":
+        return _v("waiting", f"the last tick waited ({last.code}): {last.message}")
     if behind:
         return _v(
             "not_applied",
@@ -166,6 +170,29 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
     else:
         out.append(("token", "-"))
     out.append(("leases (1 h)", str(view["leases_last_hour"])))
+    win = view.get("windows") or {}
+    if win.get("configured"):
+        now_open = (
+            f"open until {win['closes_at']}" if win["open"] else f"closed, opens {win['opens_at']}"
+        )
+        out.append(("update windows", f"{now_open} ({'; '.join(win['configured'])})"))
+    else:
+        out.append(("update windows", "none (a new revision is applied at any time)"))
+    wait = view.get("waiting")
+    if wait:
+        place = (
+            f"; rollout place {wait['rollout_offset_s']} s of {wait['spread_s']} s"
+            + (" (canary)" if wait["canary"] else "")
+            if wait["spread_s"]
+            else ""
+        )
+        when = f"applies at {wait['until']} ({wait['why']})" if wait["until"] else "due"
+        out.append(
+            (
+                "new revision",
+                f"{wait['revision']} first seen {wait['first_seen_at']}: {when}{place}",
+            )
+        )
     sus = view["suspended"]
     out.append(("suspended", f"until {sus['until'] or 'resume'}: {sus['reason']}" if sus else "no"))
     shown = view["locks"][:LOCKS_SHOWN]

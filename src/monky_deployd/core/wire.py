@@ -46,31 +46,50 @@ class HostFacts(BaseModel):
 
 class AppliedRef(BaseModel):
     revision: str
-    outcome: str = "applied"  # v1.1 also allows rolled_back | held
+    outcome: str = "applied"  # v1.1 also allows rolled_back | held; v1.2 waiting
+
+
+class WaitingRef(BaseModel):
+    """``waiting`` (contract v1.2): a new revision known but not applied yet, until when
+    (RFC 3339) and why (``window`` | ``rollout``)."""
+
+    revision: str
+    until: str
+    why: str
 
 
 class CheckinRequest(BaseModel):
     agent: AgentInfo
     host: HostFacts
     applied: AppliedRef | None  # null before the first apply
+    waiting: WaitingRef | None = None  # only in the body while a new revision waits
 
     @classmethod
     def of(
-        cls, host: HostFacts, applied_revision: str | None, outcome: str = "applied"
+        cls,
+        host: HostFacts,
+        applied_revision: str | None,
+        outcome: str = "applied",
+        waiting: WaitingRef | None = None,
     ) -> CheckinRequest:
         """This agent's check-in: its version, ``host``, and the revision it runs (the
         last-known-good: after a rollback, the restored one) with ``outcome`` ``applied``,
-        ``rolled_back`` or ``held`` (contract v1.1)."""
+        ``rolled_back`` or ``held`` (contract v1.1); while a new revision waits (contract
+        v1.2), ``outcome`` ``waiting`` and ``waiting`` beside ``applied``."""
         return cls(
             agent=AgentInfo(version=__version__),
             host=host,
-            applied=AppliedRef(revision=applied_revision, outcome=outcome)
+            applied=AppliedRef(revision=applied_revision, outcome="waiting" if waiting else outcome)
             if applied_revision is not None
             else None,
+            waiting=waiting,
         )
 
     def body(self) -> dict[str, Any]:
-        return self.model_dump()
+        body = self.model_dump()
+        if body["waiting"] is None:
+            del body["waiting"]
+        return body
 
 
 class CheckinAnswer(BaseModel):

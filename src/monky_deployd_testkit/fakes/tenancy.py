@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from monky_deployd_testkit.fakes.bao_tokens import TokenRecord
@@ -95,6 +96,8 @@ class FakeTenancy(LoopbackServer):
         self.lease_requests = 0
         self.checkins: list[Any] = []
         self.checkin_if_none_match: list[str | None] = []
+        # contract v1.2: each check-in's ``waiting`` (None when absent), as tenancy reads it
+        self.waiting: list[dict[str, str] | None] = []
         self.checkin_count = 0
         self.reports: list[Any] = []
         self.report_count = 0
@@ -106,7 +109,10 @@ class FakeTenancy(LoopbackServer):
         with self.lock:
             self.superseded_jtis.add(jti)
 
-    def set_desired(self, revision: str, bundle: Any) -> None:
+    def set_desired(self, revision: str, bundle: Any, *, spread_s: int | None = None) -> None:
+        """Publish ``revision``; ``spread_s`` adds ``"rollout": {"spread_s": N}`` (v1.2)."""
+        if spread_s is not None:
+            bundle = {**bundle, "rollout": {"spread_s": spread_s}}
         with self.lock:
             self.desired = (revision, bundle)
 
@@ -237,9 +243,13 @@ class FakeTenancy(LoopbackServer):
             return api_error(400, "BAD_REQUEST", "the checkin body is not JSON")
         if not isinstance(body, dict) or not {"agent", "host", "applied"} <= body.keys():
             return api_error(400, "BAD_REQUEST", "a checkin needs agent, host and applied")
+        problem = _v12_problem(body)
+        if problem is not None:
+            return api_error(400, "BAD_REQUEST", problem)
         inm = req.header("If-None-Match")
         with self.lock:
             self.checkins.append(body)
+            self.waiting.append(body.get("waiting"))
             self.checkin_if_none_match.append(inm)
             raw, desired = self._raw_checkin, self.desired
         if raw is not None:
@@ -262,6 +272,33 @@ class FakeTenancy(LoopbackServer):
         with self.lock:
             self.reports.append(body)
         return Response(202)
+
+
+OUTCOMES = ("applied", "rolled_back", "held", "waiting")  # contract v1.1 and v1.2
+
+
+def _v12_problem(body: dict[str, Any]) -> str | None:
+    """What tenancy would refuse in ``applied.outcome`` and ``waiting`` (contract v1.2)."""
+    applied = body["applied"]
+    if applied is not None and (
+        not isinstance(applied, dict) or applied.get("outcome", "applied") not in OUTCOMES
+    ):
+        return "applied.outcome must be one of " + ", ".join(OUTCOMES)
+    waiting = body.get("waiting")
+    if waiting is None:
+        return None
+    if not isinstance(waiting, dict) or set(waiting) != {"revision", "until", "why"}:
+        return "waiting must be {revision, until, why}"
+    if waiting["why"] not in ("window", "rollout"):
+        return "waiting.why must be window or rollout"
+    until = waiting["until"]
+    try:
+        datetime.fromisoformat(str(until).replace("Z", "+00:00"))
+    except ValueError:
+        return "waiting.until must be an RFC 3339 time"
+    if not isinstance(waiting["revision"], str) or not isinstance(until, str):
+        return "waiting.revision and waiting.until are strings"
+    return None
 
 
 def _etag_value(header: str) -> str:

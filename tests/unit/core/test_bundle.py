@@ -533,3 +533,31 @@ def test_a_compose_file_that_expands_past_the_node_budget_is_refused_whole() -> 
         "before anything was written"
     )
     assert err.hint == TOO_COMPLEX_HINT
+
+
+# -- rollout (contract v1.2) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spread", [0, 1, 600, 86400])
+def test_a_rollout_spread_is_accepted(spread: int) -> None:
+    validate("r42", {**good(), "rollout": {"spread_s": spread}})
+    validate("r42", {**good(), "rollout": {}})  # no spread: at once
+
+
+@pytest.mark.parametrize(
+    ("rollout", "line"),
+    [
+        ({"spread_s": 86401}, "at 'rollout': spread_s must be 0 to 86400 seconds"),
+        ({"spread_s": -1}, "at 'rollout': spread_s must be 0 to 86400 seconds"),
+        ({"spread_s": 60.5}, "at 'rollout': spread_s must be an integer number of seconds"),
+        ({"spread_s": True}, "at 'rollout': spread_s must be an integer number of seconds"),
+        ({"spread_s": None}, "at 'rollout': spread_s must be an integer number of seconds"),
+        ({"spread_s": 60, "canary": 1}, "at 'rollout': unknown key(s) 'canary' (only 'spread_s')"),
+        (600, "at 'rollout': must be a mapping {spread_s: <seconds>}"),
+    ],
+)
+def test_a_bad_rollout_is_refused_word_for_word(rollout: object, line: str) -> None:
+    with pytest.raises(DeployError) as info:
+        validate("r42", {**good(), "rollout": rollout})
+    assert info.value.code == "BUNDLE_INVALID"
+    assert line in info.value.message.splitlines()

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from monky_deployd.core import schedule
 from monky_deployd.core.decide import (
     AppliedFacts,
     Apply,
@@ -16,6 +18,7 @@ from monky_deployd.core.decide import (
     Idle,
     Noop,
     Restore,
+    Waiting,
     decide,
     down_services,
     host_facts_usable,
@@ -337,3 +340,109 @@ def test_a_failed_restore_behind_a_held_revision_backs_off_and_keeps_the_hold() 
     assert isinstance(due, Restore) and due.applied.revision == "r1"
     new = decide(Facts(200, "r3", applied("r1"), (), BUNDLE, record, 400.0))
     assert isinstance(new, Apply) and new.revision == "r3", "a new revision pre-empts it"
+
+
+# -- a new revision's gate: update windows and the rollout spread (core.schedule) --------------
+
+T = 1_790_000_000.0  # any instant: the windows below are relative to it
+
+
+def _spread_bundle(spread: int) -> dict[str, Any]:
+    return {**BUNDLE, "rollout": {"spread_s": spread}}
+
+
+def _late_box(rev: str) -> str:
+    """An identity whose rollout place for ``rev`` is past the middle of the spread."""
+    return next(f"env-{i}" for i in range(1000) if schedule.place(f"env-{i}", rev) > 0.5)
+
+
+def _closed_window(now: float) -> schedule.Window:
+    """A one-hour daily UTC window that opened two hours before ``now``."""
+    from datetime import UTC, datetime
+
+    at = datetime.fromtimestamp(now - 7200, UTC)
+    return schedule.Window(schedule.parse_window(f"* {at:%H:%M} for 1h UTC"), UTC)
+
+
+def gated(**kw: Any) -> Facts:
+    base = facts(bundle=kw.pop("bundle", BUNDLE), running=kw.pop("running", None))
+    return replace(base, now=T, **kw)
+
+
+def test_a_spread_makes_a_late_box_wait_from_its_first_sight() -> None:
+    box = _late_box("r2")
+    plan = decide(gated(bundle=_spread_bundle(3600), identity=box))
+    assert isinstance(plan, Waiting) and plan.gate.why == "rollout"
+    assert plan.gate.first_seen_at == T and plan.gate.until == T + plan.gate.offset_s
+    assert plan.gate.offset_s > 1800
+    # the same first sight, past the place: applied
+    later = decide(
+        gated(bundle=_spread_bundle(3600), identity=box, seen=schedule.Seen("r2", T - 3600))
+    )
+    assert isinstance(later, Apply) and later.gate is not None
+
+
+def test_without_a_spread_or_windows_a_new_revision_is_applied_at_once() -> None:
+    plan = decide(gated(identity="env-a"))
+    assert isinstance(plan, Apply) and plan.gate is not None and not plan.gate.wait
+
+
+def test_a_newer_revision_restarts_the_wait() -> None:
+    box = _late_box("r2")
+    plan = decide(
+        gated(bundle=_spread_bundle(3600), identity=box, seen=schedule.Seen("r1x", T - 86400))
+    )
+    assert isinstance(plan, Waiting) and plan.gate.first_seen_at == T
+
+
+def test_outside_every_window_a_new_revision_waits_but_a_restore_does_not() -> None:
+    closed = (_closed_window(T),)
+    plan = decide(gated(identity="env-a", windows=closed))
+    assert isinstance(plan, Waiting) and plan.gate.why == "window"
+    assert plan.gate.until is not None and plan.gate.until > T
+    # the applied revision's services died: restored outside the window (the documented choice)
+    same = replace(
+        facts(desired="r1", running=(svc("db"),)), now=T, identity="env-a", windows=closed
+    )
+    assert isinstance(decide(same), Restore)
+    # ... and while r2 waits for the window, r1 is still looked after
+    meanwhile = decide(replace(gated(identity="env-a", windows=closed), running=(svc("db"),)))
+    assert isinstance(meanwhile, Restore) and meanwhile.missing == ("web",)
+    assert meanwhile.gate is not None and meanwhile.gate.why == "window"
+    all_up = decide(
+        replace(gated(identity="env-a", windows=closed), running=(svc("db"), svc("web")))
+    )
+    assert isinstance(all_up, Waiting)
+    assert needs_container_check(200, "r2", "r1", may_wait=True)
+
+
+def test_a_first_apply_waits_for_its_rollout_place_but_not_for_a_window() -> None:
+    fresh = replace(facts(), applied=None, now=T, identity="env-a", windows=(_closed_window(T),))
+    assert isinstance(decide(fresh), Apply)  # nothing runs that a window would protect
+    box = _late_box("r2")
+    spread = replace(fresh, identity=box, bundle=_spread_bundle(3600))
+    assert isinstance(decide(spread), Waiting)
+
+
+def test_retry_applies_now_through_windows_and_spread() -> None:
+    box = _late_box("r2")
+    f = gated(bundle=_spread_bundle(3600), identity=box, windows=(_closed_window(T),), retry=True)
+    assert isinstance(decide(f), Apply)
+
+
+def test_a_hold_still_wins_over_the_gate() -> None:
+    held = held_record("r2", "VERIFY_EXITED", "boom", 1, T - 60, None, "r1", True, False)
+    f = gated(identity="env-a", held=held, running=(svc("db"), svc("web")))
+    assert isinstance(decide(f), Hold)
+
+
+def test_a_backoff_retry_attempt_waits_for_the_window() -> None:
+    held = held_record("r2", "PULL_FAILED", "boom", 1, T - 600, T - 1)
+    f = gated(identity="env-a", held=held, windows=(_closed_window(T),))
+    assert isinstance(decide(f), Waiting)
+
+
+def test_a_malformed_rollout_is_not_waited_for_but_refused_now() -> None:
+    bad = {**BUNDLE, "rollout": {"spread_s": 10**9}}
+    plan = decide(gated(bundle=bad, identity=_late_box("r2"), windows=(_closed_window(T),)))
+    assert isinstance(plan, Apply)  # the bundle check refuses it (BUNDLE_INVALID), reported

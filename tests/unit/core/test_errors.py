@@ -30,7 +30,7 @@ def test_exit_status_comes_from_the_code(code: Code, status: int) -> None:
     assert code.exit_status == status
 
 
-def test_every_refused_code_exits_5_and_every_failed_one_1_but_config_lock_and_hold() -> None:
+def test_every_refused_code_exits_5_and_every_failed_one_1_but_config_lock_hold_wait() -> None:
     for code in Code:
         if code.family == "config":
             assert code.exit_status == 3
@@ -38,6 +38,8 @@ def test_every_refused_code_exits_5_and_every_failed_one_1_but_config_lock_and_h
             assert code.exit_status == 4
         elif code.family == "hold":
             assert code.exit_status == 6
+        elif code.family == "wait":
+            assert code.exit_status == 7
         else:
             assert code.exit_status == {"refused": 5, "failed": 1}[code.outcome]
 

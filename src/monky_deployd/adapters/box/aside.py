@@ -26,7 +26,7 @@ from monky_deployd.adapters.fsread import kind_of, too_large
 from monky_deployd.adapters.fsutil import ensure_private_dir
 from monky_deployd.core.errors import DeployError
 
-__all__ = ["ASIDE_MAX", "judge", "set_aside"]
+__all__ = ["ASIDE_MAX", "judge", "set_aside", "sweep"]
 
 ASIDE_MAX = 20
 
@@ -46,6 +46,30 @@ def judge(path: Path, cap: int, *, links: bool = False) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return kind_of(st.st_mode)
     return too_large(cap) if st.st_size > cap else None
+
+
+def sweep(files: list[tuple[Path, int]], dirs: list[Path], aside_dir: Path) -> list[Path]:
+    """Set aside each of ``files`` that is not a regular file within its cap (a link is left
+    for STATE_LINK) and each of ``dirs`` that is neither a directory nor a link; ``aside_dir``
+    itself, when not a directory, is removed. The paths set aside."""
+    done: list[Path] = []
+    for path, cap in files:
+        why = judge(path, cap)
+        if why is not None and set_aside(path, aside_dir, why):
+            done.append(path)
+    for path in [*dirs, aside_dir]:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            continue
+        if path == aside_dir:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        elif set_aside(path, aside_dir, kind_of(st.st_mode)):
+            done.append(path)
+    return done
 
 
 def set_aside(path: Path, aside_dir: Path, why: str) -> bool:

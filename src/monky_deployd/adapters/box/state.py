@@ -10,27 +10,22 @@ Layout::
     <state_dir>/held.json            a failed revision: held, or its backoff (0600)
     <state_dir>/suspend.json         ``monky-deployd suspend``: why and until when (0600)
     <state_dir>/journal.json         the box step running now; left behind by a killed tick
-    <state_dir>/hash.key             32 random bytes: the key of the per-key value hashes in
-                                     applied.json (``core.reasons``; 0600, made at first commit)
-    <state_dir>/ledger.json          the tick ledger: last tick, counters, leases, history
-                                     (core.ledger; 0600; rewritten by every tick, after it)
-    <state_dir>/outbox/<seq>-<tick>.json  reports tenancy did not take, in the order kept
-                                     (``outbox``; 0600; at most OUTBOX_MAX, the oldest dropped)
-    <state_dir>/aside/               what was found where a record belongs and set aside
-                                     (``aside``; 0700; never read)
+    <state_dir>/waiting.json         a new revision's first sight and its wait (core.schedule)
+    <state_dir>/hash.key             the key of applied.json's per-key hashes (core.reasons)
+    <state_dir>/ledger.json          the tick ledger (core.ledger), rewritten after every tick
+    <state_dir>/outbox/              reports tenancy did not take, by sequence (``outbox``)
+    <state_dir>/aside/               entries set aside where a record belongs (``aside``)
     <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
-    <state_dir>/revisions/<rev>/     a revision's project directory and release record
-                                     (``revisions``)
+    <state_dir>/revisions/<rev>/     a revision's project dir and release (``revisions``)
 
 ``StateDir`` owns every one of these paths. The records' shapes and bytes are
 ``core.records``'; this module reads and writes them. Every file is written with
 ``fsutil.atomic_write`` and read with ``fsread.read_entry``: no link followed, no FIFO waited
 on, regular files only, at most the record's cap (``CAPS``) read. A record that cannot be read
-counts as absent (the token record's reason is the token keeper's to judge). No link is
-followed: ``ensure`` refuses a state dir whose entries are symbolic links (STATE_LINK, naming
-the path), then sets aside any other entry that is not what the agent writes there
-(``set_aside_strays``). Before a lease is asked for, ``reserve_token_room`` proves the token
-record can be written (TOKEN_UNSTORABLE otherwise).
+counts as absent (the token record's reason is the token keeper's to judge). ``ensure``
+refuses a state dir whose entries are symbolic links (STATE_LINK, naming the path), then sets
+aside any other entry the agent never writes there (``set_aside_strays``).
+``reserve_token_room`` proves the token record can be written (TOKEN_UNSTORABLE otherwise).
 """
 
 from __future__ import annotations
@@ -75,6 +70,7 @@ from monky_deployd.core.records import (
     host_facts_from_json,
     host_facts_to_json,
 )
+from monky_deployd.core.schedule import Seen, seen_from_json, seen_to_json
 
 __all__ = [
     "COMPOSE_FILE",
@@ -97,6 +93,7 @@ CAPS = {  # every record at the top of the state dir, with the most bytes it may
     "held.json": RECORD_CAP,
     "suspend.json": RECORD_CAP,
     "journal.json": RECORD_CAP,
+    "waiting.json": RECORD_CAP,
     "hash.key": HASH_KEY_BYTES,
     "projects.json": RECORD_CAP,
     "ledger.json": LEDGER_MAX,
@@ -122,6 +119,7 @@ class StateDir(Revisions):
         self.hash_key_file = root / "hash.key"
         self.projects_file = root / "projects.json"
         self.ledger_file = root / "ledger.json"
+        self.waiting_file = root / "waiting.json"
         self.aside_dir = root / "aside"
 
     def ensure(self) -> StateDir:
@@ -172,27 +170,12 @@ class StateDir(Revisions):
             return None
 
     def set_aside_strays(self) -> list[Path]:
-        """Set aside (``aside``) each record path or directory of the state dir holding
+        """Set aside (``aside.sweep``) each record path or directory of the state dir holding
         something the agent never writes there: a FIFO, a socket, a device, a directory at a
         record's path, a file at a directory's, a record over its cap. The paths set aside."""
-        done: list[Path] = []
-        for name, cap in CAPS.items():
-            path = self.root / name
-            why = aside.judge(path, cap)
-            if why is not None and aside.set_aside(path, self.aside_dir, why):
-                done.append(path)
-        for path in (self.docker_dir, self.revisions_dir, self.outbox_dir, self.aside_dir):
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(st.st_mode) and not stat.S_ISLNK(st.st_mode):
-                if path == self.aside_dir:
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
-                elif aside.set_aside(path, self.aside_dir, fsread.kind_of(st.st_mode)):
-                    done.append(path)
-        return done
+        files = [(self.root / name, cap) for name, cap in CAPS.items()]
+        dirs = [self.docker_dir, self.revisions_dir, self.outbox_dir]
+        return aside.sweep(files, dirs, self.aside_dir)
 
     # -- applied record ----------------------------------------------------------------------
 
@@ -378,6 +361,25 @@ class StateDir(Revisions):
     def outbox(self) -> list[Path]:
         """The kept reports, oldest first (by sequence); empty when there is no outbox."""
         return outbox.entries(self.outbox_dir, self.aside_dir)
+
+    # -- waiting (core.schedule: a new revision's first sight, the wait's end and why) --------
+
+    def read_waiting(self) -> Seen | None:
+        """The waiting record; None when there is none or it is unreadable (a new first
+        sight starts then: the wait is bounded by the spread)."""
+        raw = self._record_or_none(self.waiting_file)
+        if raw is None:
+            return None
+        try:
+            return seen_from_json(raw)
+        except ValueError:
+            return None
+
+    def write_waiting(self, record: Seen) -> None:
+        atomic_write(self.waiting_file, seen_to_json(record), 0o600)
+
+    def clear_waiting(self) -> None:
+        self._remove(self.waiting_file)
 
     # -- suspend -----------------------------------------------------------------------------
 
