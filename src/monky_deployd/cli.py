@@ -167,20 +167,27 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
         print("resumed")
     elif args.command == "lock" and args.action == "take":
         ttl = gates.parse_duration(args.ttl) if args.ttl else None
+        if ttl is not None and ttl > cfg.locks.max_ttl_s:
+            raise ValueError(
+                f"--ttl {ttl:.0f} s is longer than locks.max_ttl_s ({cfg.locks.max_ttl_s:.0f} s): "
+                "no lock counts for longer"
+            )
         holder = f"{getpass.getuser()} (monky-deployd lock take)"
         print(locks.take(cfg.locks.dir, args.name, holder, args.reason, ttl))
     elif args.command == "lock" and args.action == "release":
         print("released" if locks.release(cfg.locks.dir, args.name) else "not held")
     else:  # lock list
         found = locks.read_locks(cfg.locks.dir)
-        _, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
+        _, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
         rows = [
             {
                 "name": lk.name,
                 "holder": lk.holder,
                 "reason": lk.reason,
                 "since": rfc3339(lk.since, "seconds"),
-                "expires": rfc3339(lk.expires_at(cfg.locks.default_ttl_s), "seconds"),
+                "expires": rfc3339(
+                    lk.expires_at(cfg.locks.default_ttl_s, cfg.locks.max_ttl_s), "seconds"
+                ),
                 "stale": lk in stale,
             }
             for lk in found

@@ -135,6 +135,9 @@ class LocksCfg(_Strict):
     dir: Path = Path("/run/monky-deployd/locks")
     # A lock without its own ttl_s is ignored (with a warning) this long after it was written.
     default_ttl_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 3600.0
+    # No lock counts for longer than this, whatever its own ttl_s says (nor, with a modification
+    # time in the future, for more than twice this): `lock take --ttl` refuses more.
+    max_ttl_s: Annotated[float, Field(gt=0, le=366 * 86400)] = 7 * 86400.0
 
 
 class MetricsCfg(_Strict):

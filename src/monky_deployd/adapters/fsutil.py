@@ -144,29 +144,23 @@ def fill(path: Path, size: int) -> None:
         os.close(fd)
 
 
-def read_if_exists(path: Path) -> bytes | None:
-    """The file's bytes, or None when it does not exist; a link at ``path`` is refused."""
+def read_if_exists(path: Path, cap: int = 64 * 1024 * 1024) -> bytes | None:
+    """The file's bytes, or None when it does not exist (``fsread.read_entry``: no link
+    followed, no FIFO waited on, at most ``cap`` bytes). A link at ``path`` is refused
+    (STATE_LINK); anything else that is not a readable regular file is STATE_UNWRITABLE."""
+    from monky_deployd.adapters.fsread import BadEntry, read_entry
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise link_error(path) from exc
+        return read_entry(path, cap)
+    except BadEntry as exc:
+        if exc.wrong_type and _is_link(exc.path):
+            raise link_error(exc.path) from None
         raise DeployError(
-            f"cannot read {path}: {exc.strerror or exc}",
+            f"cannot read {exc}",
             code=Code.STATE_UNWRITABLE,
-            hint=f"ownership and mode of {path} for user {user_name()}",
-        ) from exc
-    try:
-        with os.fdopen(fd, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise DeployError(
-            f"cannot read {path}: {exc.strerror or exc}",
-            code=Code.STATE_UNWRITABLE,
-            hint=f"ownership and mode of {path} for user {user_name()}",
-        ) from exc
+            hint=f"what is at {exc.path} (the agent writes a regular file there), its "
+            f"ownership and mode for user {user_name()}",
+        ) from None
 
 
 def user_name(uid: int | None = None) -> str:

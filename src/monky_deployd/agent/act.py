@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from monky_deployd.agent import prepare, reasons, recovery, steps
 from monky_deployd.agent.gate import Gated
+from monky_deployd.core import gates
 from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
 from monky_deployd.core.decide import Apply, Restore
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
@@ -116,7 +117,7 @@ class Act:
             self.rec.outcome, self.rec.code = "held", Code.UPDATE_LOCKED
             self.rec.message = (
                 f"revision {plan.revision} is pulled but not applied: update locked by "
-                + "; ".join(lk.describe(now) for lk in plan.locks)
+                + gates.summary(plan.locks, now)
                 + "; trying again next tick"
             )
             log.warning(self.rec.message, extra={"event": "apply.locked", "phase": "plan"})

@@ -18,7 +18,6 @@ bundle whose secret paths and registry credential it then reads. Every printed l
 
 from __future__ import annotations
 
-import datetime as dt
 import email.utils
 import json
 import logging
@@ -46,6 +45,7 @@ from monky_deployd.core.bundle import Bundle
 from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.mask import Masker
+from monky_deployd.core.report import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def check_token(run: Run) -> Check:
                 held = None
     wait = ""
     if stored is not None and stored.lease_not_before and stored.lease_not_before > run.clock():
-        when = dt.datetime.fromtimestamp(stored.lease_not_before, dt.UTC).isoformat()
+        when = rfc3339(stored.lease_not_before, "seconds")
         wait = f"; tenancy rate-limited leases: none is asked for before {when}"
     if held is not None:
         run.secrets.append(held.token)

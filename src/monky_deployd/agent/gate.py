@@ -28,7 +28,8 @@ def check(
     cfg: Config, state: StateDir, what: recheck.What, revision: str, step: str, now: float
 ) -> None:
     """Raise ``Gated`` when an update lock or a suspend, read now, stops ``step``."""
-    valid, _ = gates.split_locks(locks.read_locks(cfg.locks.dir), now, cfg.locks.default_ttl_s)
+    lk = cfg.locks
+    valid, _ = gates.split_locks(locks.read_locks(lk.dir), now, lk.default_ttl_s, lk.max_ttl_s)
     found = state.read_suspend()
     suspended = found.bounded(now) if found is not None else None
     blocked = recheck.before_change(what, revision, step, valid, suspended, now)

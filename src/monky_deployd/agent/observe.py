@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box import docker_api, locks
 from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.agent.locklog import log_locks
 from monky_deployd.config import Config
 from monky_deployd.core import gates, recovery, report, schedule, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
@@ -103,6 +104,7 @@ class Observation:
     now: float
     identity: str = ""  # the box's env: its place in a rollout (core.schedule)
     windows: tuple[schedule.Window, ...] = ()  # config.yaml's update_windows
+    ignored_locks: tuple[tuple[str, str], ...] = ()  # *.lock entries that are no lock file
 
     @property
     def desired(self) -> str | None:
@@ -154,7 +156,9 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
         may_wait(cfg, answer),
     ):
         running = tuple(docker_api.project_containers(cfg.docker, applied.project))
-    valid, stale = gates.split_locks(locks.read_locks(cfg.locks.dir), now, cfg.locks.default_ttl_s)
+    scan = locks.scan(cfg.locks.dir)
+    lk = cfg.locks
+    valid, stale = gates.split_locks(scan.locks, now, lk.default_ttl_s, lk.max_ttl_s)
     return Observation(
         answer,
         local,
@@ -167,6 +171,7 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
         now,
         cfg.env,
         cfg.windows,
+        scan.ignored,
     )
 
 
@@ -194,16 +199,7 @@ def settle(state: StateDir, obs: Observation) -> None:
             extra={"event": "hold.preempted", "phase": "plan", "revision": dropped.revision},
         )
         state.clear_held()
-    for lk in obs.stale_locks:
-        log.warning(
-            f"ignoring the stale update lock {lk.describe(obs.now)}: its TTL is over",
-            extra={"event": "lock.stale", "phase": "plan", "lock": lk.name},
-        )
-    for lk in obs.locks:
-        log.info(
-            f"update lock {lk.describe(obs.now)}",
-            extra={"event": "lock.held", "phase": "plan", "lock": lk.name},
-        )
+    log_locks(obs.locks, obs.stale_locks, obs.ignored_locks, obs.now)
     found = obs.suspend
     if found is not None and found.since == obs.now and state.read_suspend() != found:
         log.warning(
@@ -283,7 +279,7 @@ def recorded(cfg: Config, state: StateDir, now: float, led: Ledger | None = None
         found = locks.read_locks(cfg.locks.dir)
     except DeployError:
         found = ()
-    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s)
+    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
     local = read_local(state)
     # the waits as the next tick sees them (bounded against now: core.clock)
     local = replace(local, held=recovery.bounded(local.held, now, cfg.backoff.cap_s))

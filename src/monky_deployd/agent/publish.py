@@ -99,11 +99,10 @@ def summary(rec: TickRecord, duration_ms: int) -> None:
 
 
 def keep_report(state: StateDir, rec: TickRecord, body: dict[str, Any]) -> None:
-    """An undelivered report (already masked) goes to the bounded outbox for a later tick."""
+    """An undelivered report (already masked) goes to the bounded outbox for a later tick (its
+    place in the order is a sequence number, not the clock: ``adapters.box.outbox``)."""
     try:
-        state.outbox_put(
-            f"{int(rec.started_at * 1000):015d}-{rec.tick_id}", json.dumps(body).encode()
-        )
+        state.outbox_put(rec.tick_id, json.dumps(body).encode())
     except DeployError as err:
         log.warning(
             f"the undelivered report could not be kept: {err}",
@@ -113,24 +112,43 @@ def keep_report(state: StateDir, rec: TickRecord, body: dict[str, Any]) -> None:
 
 def deliver_outbox(state: StateDir, tenancy: Tenancy, token: str) -> None:
     """Reports earlier ticks could not deliver, oldest first, each with its own tick_id, once:
-    removed when tenancy took it; the first failure leaves the rest for later."""
+    removed when tenancy took it, or refused it for good (``ReportRefused``: a 4xx other than
+    401/429, with a warning); any other failure leaves the rest for later. What is not a
+    report the agent kept is set aside by ``state.outbox()``, never read or posted."""
+    from monky_deployd.adapters.box import outbox
+    from monky_deployd.adapters.net.tenancy import ReportRefused
+
     kept = state.outbox()
     for path in kept:
         try:
-            body = json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)  # torn: nothing to deliver
+            body = json.loads(outbox.read(path))
+            if not isinstance(body, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:  # fsread.BadEntry too: never its content
+            log.warning(
+                f"dropped the kept report {path.name}: it is not one ({type(exc).__name__})",
+                extra={"event": "outbox.dropped", "phase": "report"},
+            )
+            outbox.drop(path, state.aside_dir)
             continue
         try:
             with logs.phase("report"):
                 tenancy.report(token, body)
+        except ReportRefused as err:
+            log.warning(
+                f"dropped the kept report of tick {body.get('tick_id')}: tenancy refused it "
+                f"for good ({err})",
+                extra={"event": "outbox.dropped", "phase": "report", "code": err.code},
+            )
+            outbox.drop(path, state.aside_dir)
+            continue
         except DeployError as err:
             log.warning(
                 f"{len(kept)} kept report(s) still not delivered: {err}",
                 extra={"event": "outbox.failed", "phase": "report", "code": err.code},
             )
             return
-        path.unlink(missing_ok=True)
+        outbox.drop(path, state.aside_dir)
         log.info(
             f"delivered the kept report of tick {body.get('tick_id')}",
             extra={"event": "outbox.delivered", "phase": "report"},

@@ -23,7 +23,7 @@ from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule, status
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.records import Stalled
-from monky_deployd.core.report import rfc3339
+from monky_deployd.core.report import rfc3339, whole_seconds
 from monky_deployd.core.services import repo_digest
 
 SCHEMA = 1
@@ -192,7 +192,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
         else {
             "kind": tok.kind,
             "expires_at": _t(tok.expires_at),
-            "expires_in_s": int(tok.expires_at - now),
+            "expires_in_s": whole_seconds(tok.expires_at - now),
             "renewable": tok.renewable,
             "lease_id": tok.lease_id or None,
             "obtained_at": _t(tok.obtained_at),
@@ -208,7 +208,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
                 "holder": lk.holder,
                 "reason": lk.reason,
                 "since": _t(lk.since),
-                "expires": _t(lk.expires_at(cfg.locks.default_ttl_s)),
+                "expires": _t(lk.expires_at(cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)),
                 "stale": lk in stale,
             }
             for lk in found

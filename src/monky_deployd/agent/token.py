@@ -44,7 +44,7 @@ from monky_deployd.config import Config, TokenCfg
 from monky_deployd.core.errors import Code, DeployError, TokenError
 from monky_deployd.core.records import Stored as Stored
 from monky_deployd.core.records import TokenState as TokenState
-from monky_deployd.core.report import rfc3339
+from monky_deployd.core.report import rfc3339, whole_seconds
 from monky_deployd.core.token_plan import WORKING_FLOOR_S, Kind, Known, Step, TokenFacts, decide
 
 log = logging.getLogger(__name__)
@@ -167,11 +167,11 @@ class TokenKeeper:
                 if not changed:
                     log.info(
                         f"reusing the stored {st.token.kind} token "
-                        f"({int(st.token.expires_at - f.now)} s left)",
+                        f"({whole_seconds(st.token.expires_at - f.now)} s left)",
                         extra={
                             "event": "token.reuse",
                             "kind": st.token.kind,
-                            "ttl_s": int(st.token.expires_at - f.now),
+                            "ttl_s": whole_seconds(st.token.expires_at - f.now),
                         },
                     )
                 self._state = st

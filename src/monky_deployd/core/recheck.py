@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from monky_deployd.core.errors import Code
-from monky_deployd.core.gates import Lock
+from monky_deployd.core.gates import Lock, summary
 from monky_deployd.core.records import Suspended
 
 What = Literal["apply", "restore", "rollback"]
@@ -52,7 +52,7 @@ def before_change(
             f"{suspended.describe()} since the plan: not {verb} {revision} ({step} not run)",
         )
     if locks and what != "restore":
-        held = "; ".join(lk.describe(now) for lk in locks)
+        held = summary(locks, now)
         return Blocked(
             Code.UPDATE_LOCKED,
             f"update locked since the plan ({held}): not {verb} {revision} ({step} not run)",

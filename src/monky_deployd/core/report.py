@@ -52,9 +52,28 @@ class TickRecord:
     reasons: list[Reason] = field(default_factory=list)  # why it applied (core.reasons)
 
 
+_FIRST = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+_LAST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+
+
 def rfc3339(ts: float, timespec: str = "milliseconds") -> str:
-    """UTC, ``Z``-suffixed; ``timespec`` as for ``datetime.isoformat``."""
+    """UTC, ``Z``-suffixed; ``timespec`` as for ``datetime.isoformat``. Never raises: a time
+    outside what a date can say (a planted ``1e300``, ``Infinity``) is shown as the first or
+    last second of the calendar (NaN as the first)."""
+    if not ts <= _LAST:  # NaN too
+        ts = _LAST if ts > _LAST else _FIRST
+    ts = max(ts, _FIRST)
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def whole_seconds(seconds: float) -> int:
+    """``int(seconds)`` that never raises: infinities are clamped to a century (NaN is 0)."""
+    if seconds != seconds:
+        return 0
+    return int(max(-_CENTURY_S, min(_CENTURY_S, seconds)))
+
+
+_CENTURY_S = 100 * 366 * 86400.0
 
 
 def report_body(rec: TickRecord) -> ReportBody:

@@ -31,6 +31,7 @@ from monky_deployd.core.errors import Code, code_named
 from monky_deployd.core.ledger import FAILURE, SUCCESS, Entry
 
 STALE_AFTER_S = 600.0  # ten timer intervals without a recorded tick
+LOCKS_SHOWN = 10  # lock names in the table; the rest counted
 
 EXIT_STATUS = {
     "ok": 0,
@@ -217,7 +218,10 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
         )
     sus = view["suspended"]
     out.append(("suspended", f"until {sus['until'] or 'resume'}: {sus['reason']}" if sus else "no"))
-    names = ", ".join(lk["name"] + (" (stale)" if lk["stale"] else "") for lk in view["locks"])
+    shown = view["locks"][:LOCKS_SHOWN]
+    names = ", ".join(lk["name"] + (" (stale)" if lk["stale"] else "") for lk in shown)
+    if len(view["locks"]) > LOCKS_SHOWN:
+        names += f" and {len(view['locks']) - LOCKS_SHOWN} more (monky-deployd lock list)"
     out.append(("update locks", names or "none"))
     if view["interrupted"]:
         cut = view["interrupted"]

@@ -19,7 +19,16 @@ from monky_deployd.core.decide import (
     Restore,
     decide,
 )
-from monky_deployd.core.gates import Lock, parse_duration, parse_lock, split_locks
+from monky_deployd.core.gates import (
+    MAX_DURATION_S,
+    MAX_TTL_S,
+    Lock,
+    parse_duration,
+    parse_lock,
+    printable,
+    split_locks,
+    summary,
+)
 from monky_deployd.core.records import Suspended
 from monky_deployd.core.services import ServiceState
 
@@ -47,7 +56,69 @@ def test_a_stale_lock_is_split_off() -> None:
 
 @given(st.integers(1, 10_000), st.sampled_from(["", "s", "m", "h", "d"]))
 def test_durations(n: int, unit: str) -> None:
-    assert parse_duration(f"{n}{unit}") == n * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    seconds = n * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    if seconds <= MAX_DURATION_S:
+        assert parse_duration(f"{n}{unit}") == seconds
+    else:
+        with pytest.raises(ValueError, match="longer than a year"):
+            parse_duration(f"{n}{unit}")
+
+
+@given(st.integers(13, 2000), st.sampled_from(["", "s", "m", "h", "d"]))
+def test_a_huge_duration_is_refused_by_name_never_infinity(digits: int, unit: str) -> None:
+    """``lock take --ttl`` with 400 nines wrote ``Infinity``; ``suspend --for`` a year past
+    ``datetime``'s range: both are refused before anything is written."""
+    with pytest.raises(ValueError, match="longer than a year") as info:
+        parse_duration("9" * digits + unit)
+    assert len(str(info.value)) < 200, "the refusal quotes the input cut"
+
+
+@given(st.text(max_size=300))
+def test_printable_text_has_no_control_character_and_is_capped(text: str) -> None:
+    shown = printable(text, 64)
+    assert shown.isprintable() and len(shown) <= 64 + 3
+    if text.isprintable() and len(text) <= 64:
+        assert shown == text
+
+
+@given(
+    name=st.text(min_size=1, max_size=300),
+    holder=st.text(max_size=500),
+    reason=st.text(max_size=500),
+)
+def test_a_locks_name_holder_and_reason_are_printable_and_capped(
+    name: str, holder: str, reason: str
+) -> None:
+    for body in (json.dumps({"holder": holder, "reason": reason}).encode(), holder.encode()):
+        lk = parse_lock(name, 0.0, body)
+        for text, cap in ((lk.name, 64), (lk.holder, 200), (lk.reason, 200)):
+            assert text.isprintable() and len(text) <= cap + 3
+        assert lk.describe(10.0).isprintable()
+
+
+@pytest.mark.parametrize("ttl", [1e300, 10**400, float("inf"), 2 * MAX_TTL_S])
+def test_a_locks_own_ttl_is_capped_at_the_maximum(ttl: float) -> None:
+    raw = b'{"ttl_s": ' + (b"1e999" if ttl == float("inf") else str(ttl).encode()) + b"}"
+    lk = parse_lock("x", 0.0, raw)
+    assert lk.expires_at(3600) <= MAX_TTL_S
+    assert lk.expires_at(3600, max_ttl_s=600) == 600
+    assert split_locks((lk,), MAX_TTL_S + 1, 3600) == ((), (lk,))
+
+
+def test_a_lock_from_the_future_is_shown_held_since_now_and_bounded() -> None:
+    now = 1_000_000.0
+    near, far = Lock("near", now + 600), Lock("far", now + 365 * 86400)
+    valid, stale = split_locks((near, far), now, 3600, max_ttl_s=7 * 86400)
+    assert valid == (near,) and stale == (far,)
+    assert "for 0 s (its modification time is 600 s in the future)" in near.describe(now)
+    # it never counts past its own time plus the TTL: at most twice max_ttl_s from now
+    assert split_locks((near,), now + 600 + 3600, 3600) == ((), (near,))
+
+
+def test_many_locks_are_one_summary() -> None:
+    many = tuple(Lock(f"l{i}", 0.0) for i in range(50_000))
+    line = summary(many, 10.0)
+    assert line.count("held by") == 5 and line.endswith("and 49995 more")
 
 
 @pytest.mark.parametrize("bad", ["", "0", "-5m", "2x", "m", "1.5.2h"])

@@ -27,7 +27,7 @@ _TMP = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}\.tmp")
 _TICK_RECORDS = frozenset(
     {
         *("applied.json", "token.json", "host.json", "held.json", "journal.json"),
-        *("projects.json", "hash.key", "ledger.json", "waiting.json"),
+        *("projects.json", "hash.key", "ledger.json", "waiting.json", "bake.json"),
     }
 )
 

@@ -51,6 +51,11 @@ class RateLimited(DeployError):
         self.retry_after_s = retry_after_s
 
 
+class ReportRefused(DeployError):
+    """Tenancy refused a report for good (HTTP 4xx other than 401 and 429): sending the same
+    body again cannot help, so the outbox drops it (``agent.recover.deliver_outbox``)."""
+
+
 @dataclass(frozen=True)
 class Checkin:
     status: int  # 200, 204 or 304
@@ -125,7 +130,16 @@ class Tenancy:
     def report(self, token: str, body: dict[str, Any]) -> None:
         resp = self._post("reports", token, body)
         if resp.status_code not in (200, 201, 202, 204):
-            self._raise_unexpected("reports", resp, token)
+            try:
+                self._raise_unexpected("reports", resp, token)
+            except TokenError:  # the token's fault, not the report's: it is kept
+                raise
+            except DeployError as err:
+                if 400 <= resp.status_code < 500 and resp.status_code != 429:
+                    raise ReportRefused(
+                        err.message, code=err.code, hint=err.hint, detail=err.detail
+                    ) from None
+                raise
 
     def probe(self) -> Probe:
         """``GET /`` without a token (doctor): tenancy answers at all, and its ``Date``. Any
