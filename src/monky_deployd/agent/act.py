@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from monky_deployd.adapters.net.bao import Bao
     from monky_deployd.agent.observe import Observation
     from monky_deployd.agent.tick import Options
-    from monky_deployd.core.records import Held
+    from monky_deployd.core.held import Held
 
 log = logging.getLogger("monky_deployd")
 

@@ -146,7 +146,7 @@ def _roll_back(
     from monky_deployd.core import reasons, wire
     from monky_deployd.core import recovery as core_recovery
     from monky_deployd.core.boxsteps import Rollback, Verify
-    from monky_deployd.core.records import RollbackPending
+    from monky_deployd.core.held import RollbackPending
 
     rec, state, cfg = ctx.rec, ctx.state, ctx.cfg
     ctx.learn(ctx.secrets_at_rest(lkg.revision))

@@ -29,7 +29,7 @@ from monky_deployd.agent.ledger import TEXTFILE_NAME
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule
 from monky_deployd.core.errors import DeployError
-from monky_deployd.core.records import BackingOff, Stalled
+from monky_deployd.core.held import BackingOff, Stalled
 
 log = logging.getLogger("monky_deployd")
 

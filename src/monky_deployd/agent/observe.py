@@ -31,15 +31,9 @@ from monky_deployd.config import Config
 from monky_deployd.core import gates, recovery, report, schedule, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.errors import DeployError
+from monky_deployd.core.held import BackingOff, Held
 from monky_deployd.core.ledger import Ledger
-from monky_deployd.core.records import (
-    Applied,
-    BackingOff,
-    Held,
-    Journal,
-    Suspended,
-    TokenState,
-)
+from monky_deployd.core.records import Applied, Journal, Suspended, TokenState
 from monky_deployd.core.services import ServiceState
 
 if TYPE_CHECKING:

@@ -54,8 +54,9 @@ from monky_deployd.core.decide import (
     decide,
 )
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
+from monky_deployd.core.held import Held
 from monky_deployd.core.reasons import Fingerprint, fingerprint, key_changes
-from monky_deployd.core.records import Applied, Held, Release
+from monky_deployd.core.records import Applied, Release
 from monky_deployd.core.registry_cred import Credential
 from monky_deployd.core.report import TickRecord
 from monky_deployd.core.token_plan import WORKING_FLOOR_S

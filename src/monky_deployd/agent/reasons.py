@@ -17,7 +17,8 @@ from monky_deployd.config import DockerCfg
 from monky_deployd.core import composefile, reasons
 from monky_deployd.core.boxsteps import Ready
 from monky_deployd.core.decide import AppliedFacts, Apply, Restore
-from monky_deployd.core.records import Applied, Held, Journal, ServiceLabel
+from monky_deployd.core.held import Held
+from monky_deployd.core.records import Applied, Journal, ServiceLabel
 from monky_deployd.core.report import TickRecord
 from monky_deployd.core.services import ServiceState
 

@@ -26,7 +26,7 @@ from monky_deployd.core.decide import (
     Restore,
 )
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
-from monky_deployd.core.records import BackingOff, Held, Stalled, restore_wait
+from monky_deployd.core.held import BackingOff, Held, Stalled, restore_wait
 from monky_deployd.core.report import TickRecord
 
 log = logging.getLogger("monky_deployd")

@@ -22,7 +22,7 @@ from monky_deployd.agent import observe
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule, status
 from monky_deployd.core.errors import DeployError
-from monky_deployd.core.records import Stalled
+from monky_deployd.core.held import Stalled
 from monky_deployd.core.report import rfc3339, whole_seconds
 from monky_deployd.core.services import repo_digest
 

@@ -18,14 +18,8 @@ from typing import Any, ClassVar
 
 from monky_deployd.core import lifecycle, schedule
 from monky_deployd.core.gates import Lock
-from monky_deployd.core.records import (
-    BackingOff,
-    Held,
-    Journal,
-    Stalled,
-    Suspended,
-    restore_wait,
-)
+from monky_deployd.core.held import BackingOff, Held, Stalled, restore_wait
+from monky_deployd.core.records import Journal, Suspended
 from monky_deployd.core.recovery import rollback_pending
 from monky_deployd.core.services import ServiceState
 

@@ -4,9 +4,7 @@
     token.json    ``TokenState``  the token bookkeeping, version 1 (indent=1, fixed key order,
                                   trailing newline); holds a secret, never in a repr or a reason
     host.json     ``HostFacts``   the check-in's host facts (compact json.dumps, no newline)
-    held.json     ``Held``        what a failure left: a sum type (HeldRevision, RollbackPending,
-                                  Stalled, BackingOff, RestoreBackoff), the flat bytes every
-                                  version wrote
+    held.json     ``Held``        what a failure left (``core.held``: its own module, a sum type)
     suspend.json  ``Suspended``   ``monky-deployd suspend``: applies stop until resume/until
     journal.json  ``Journal``     the box step an apply is in, written before the step runs
     projects.json ``Projects``    the compose projects the agent ever started (ownership proof
@@ -41,31 +39,23 @@ TOKEN_RECORD_VERSION = 1
 __all__ = [
     "TOKEN_RECORD_VERSION",
     "Applied",
-    "BackingOff",
-    "Held",
-    "HeldRevision",
     "HostFacts",
     "Journal",
     "Projects",
     "Release",
     "ReleaseImage",
-    "RestoreBackoff",
-    "RestoreWait",
-    "RollbackPending",
     "ServiceLabel",
-    "Stalled",
     "Stored",
     "Suspended",
     "TokenState",
-    "held_from_json",
-    "held_record",
     "host_facts_from_json",
     "host_facts_to_json",
-    "restore_wait",
+    "parse_record",
 ]
 
 
-def _parse(raw: bytes) -> Any:
+def parse_record(raw: bytes) -> Any:
+    """A record's JSON; ValueError (a reason, never the content) when it is not JSON."""
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):  # UnicodeDecodeError too; nested beyond the parser
@@ -150,7 +140,7 @@ class Applied:
 
     @staticmethod
     def from_json(raw: bytes) -> Applied:
-        data = _parse(raw)
+        data = parse_record(raw)
         if isinstance(data, dict):
             try:
                 return Applied(**data)
@@ -195,7 +185,7 @@ class TokenState:
     @staticmethod
     def from_json(raw: bytes) -> TokenState:
         """Raises ValueError (with a reason, never the content) when the record is unusable."""
-        data = _parse(raw)
+        data = parse_record(raw)
         if not isinstance(data, dict) or data.get("version") != TOKEN_RECORD_VERSION:
             raise ValueError(f"not a version-{TOKEN_RECORD_VERSION} token record")
         try:
@@ -228,211 +218,13 @@ def _token_reason(exc: ValidationError) -> str:
 def host_facts_from_json(raw: bytes) -> HostFacts | None:
     """The cached facts, or None when the file is empty or not a host record (refresh them)."""
     try:
-        return HostFacts.model_validate(_parse(raw))
+        return HostFacts.model_validate(parse_record(raw))
     except ValueError:  # not JSON; or a ValidationError (not an object, a field missing)
         return None
 
 
 def host_facts_to_json(facts: HostFacts) -> bytes:
     return json.dumps(facts.model_dump()).encode()
-
-
-# -- held.json ---------------------------------------------------------------------------------
-#
-# ``Held`` is a sum type: what a failure left on this box, each variant with only its own fields
-# (``core.recovery`` makes them, ``core.decide`` matches on them):
-#
-#   HeldRevision     rolled back to the last-known-good (verified) and held until the desired
-#                    revision changes or ``apply --once --retry``
-#   RollbackPending  failed, recorded before its rollback started; the rollback did not end
-#                    (a killed tick, a lock or a suspend): the next tick let through finishes it
-#   Stalled          the rollback failed too (ROLLBACK_FAILED): no tick acts on its own
-#   BackingOff       failed without a rollback: the next attempt waits (``box_changed``: its
-#                    containers replaced the last-known-good's and stay)
-#   RestoreBackoff   no failed revision: the applied revision's restore failed and waits
-#
-# A held revision (HeldRevision, BackingOff) may also carry a ``RestoreWait``: the last-known-
-# good's restore failed meanwhile. held.json keeps the flat shape every version wrote (all twelve
-# keys, json.dumps indent=2, sorted): a record written before the sum type loads as its variant,
-# and each variant writes the bytes the flat record of the same meaning had.
-
-
-@dataclass(frozen=True)
-class RestoreWait:
-    """The last-known-good's restore (up + verify) failed ``attempts`` times in a row; the next
-    one waits until ``next_at`` (backoff)."""
-
-    attempts: int
-    next_at: float
-
-
-@dataclass(frozen=True)
-class HeldRevision:
-    revision: str
-    code: str
-    message: str
-    attempts: int = 1
-    failed_at: float = 0.0
-    rolled_back_to: str | None = None
-    restore: RestoreWait | None = None
-
-    def to_json(self) -> bytes:
-        ok = True if self.rolled_back_to is not None else None
-        return _held_bytes(self, rolled_back_to=self.rolled_back_to, rollback_ok=ok)
-
-
-@dataclass(frozen=True)
-class RollbackPending:
-    revision: str
-    code: str
-    message: str
-    rolled_back_to: str
-    attempts: int = 1
-    failed_at: float = 0.0
-
-    def to_json(self) -> bytes:
-        return _held_bytes(self, rolled_back_to=self.rolled_back_to)
-
-
-@dataclass(frozen=True)
-class Stalled:
-    revision: str
-    code: str
-    message: str
-    attempts: int = 1
-    failed_at: float = 0.0
-    rolled_back_to: str | None = None
-
-    def to_json(self) -> bytes:
-        return _held_bytes(
-            self, rolled_back_to=self.rolled_back_to, rollback_ok=False, stalled=True
-        )
-
-
-@dataclass(frozen=True)
-class BackingOff:
-    revision: str
-    code: str
-    message: str
-    next_attempt_at: float
-    attempts: int = 1
-    failed_at: float = 0.0
-    box_changed: bool = False
-    restore: RestoreWait | None = None
-
-    def to_json(self) -> bytes:
-        return _held_bytes(self, next_attempt_at=self.next_attempt_at, box_changed=self.box_changed)
-
-
-@dataclass(frozen=True)
-class RestoreBackoff:
-    """``revision`` is the applied one: its restore is backing off, nothing else is held."""
-
-    revision: str
-    code: str
-    message: str
-    restore: RestoreWait
-    failed_at: float = 0.0
-    attempts: int = 0
-
-    def to_json(self) -> bytes:
-        return _held_bytes(self)
-
-
-Held = HeldRevision | RollbackPending | Stalled | BackingOff | RestoreBackoff
-
-
-def restore_wait(held: Held | None) -> RestoreWait | None:
-    """The last-known-good's restore backoff the record carries, if any."""
-    if isinstance(held, HeldRevision | BackingOff | RestoreBackoff):
-        return held.restore
-    return None
-
-
-def _held_bytes(
-    held: Held,
-    *,
-    next_attempt_at: float | None = None,
-    rolled_back_to: str | None = None,
-    rollback_ok: bool | None = None,
-    stalled: bool = False,
-    box_changed: bool = False,
-) -> bytes:
-    wait = restore_wait(held)
-    body = {
-        "revision": held.revision,
-        "code": held.code,
-        "message": held.message,
-        "attempts": held.attempts,
-        "failed_at": held.failed_at,
-        "next_attempt_at": next_attempt_at,
-        "rolled_back_to": rolled_back_to,
-        "rollback_ok": rollback_ok,
-        "stalled": stalled,
-        "box_changed": box_changed,
-        "restore_attempts": wait.attempts if wait is not None else 0,
-        "restore_next_at": wait.next_at if wait is not None else None,
-    }
-    return json.dumps(body, indent=2, sort_keys=True).encode()
-
-
-@dataclass(frozen=True)
-class _FlatHeld:
-    """held.json as every version wrote it (the reader's input)."""
-
-    revision: str
-    code: str
-    message: str
-    attempts: int = 1
-    failed_at: float = 0.0
-    next_attempt_at: float | None = None
-    rolled_back_to: str | None = None
-    rollback_ok: bool | None = None
-    stalled: bool = False
-    box_changed: bool = False
-    restore_attempts: int = 0
-    restore_next_at: float | None = None
-
-
-def held_record(
-    revision: str,
-    code: str,
-    message: str,
-    attempts: int = 1,
-    failed_at: float = 0.0,
-    next_attempt_at: float | None = None,
-    rolled_back_to: str | None = None,
-    rollback_ok: bool | None = None,
-    stalled: bool = False,
-    box_changed: bool = False,
-    restore_attempts: int = 0,
-    restore_next_at: float | None = None,
-) -> Held:
-    """The variant the flat record's fields mean (held.json's reader; tests)."""
-    wait = RestoreWait(restore_attempts, restore_next_at) if restore_next_at is not None else None
-    if stalled:
-        return Stalled(revision, code, message, attempts, failed_at, rolled_back_to)
-    if next_attempt_at is not None:
-        return BackingOff(
-            revision, code, message, next_attempt_at, attempts, failed_at, box_changed, wait
-        )
-    if attempts == 0 and wait is not None:
-        return RestoreBackoff(revision, code, message, wait, failed_at, 0)
-    if rolled_back_to is not None and rollback_ok is None:
-        return RollbackPending(revision, code, message, rolled_back_to, attempts, failed_at)
-    return HeldRevision(revision, code, message, attempts, failed_at, rolled_back_to, wait)
-
-
-def held_from_json(raw: bytes) -> Held:
-    data = _parse(raw)
-    if isinstance(data, dict):
-        try:
-            flat = _FlatHeld(**data)
-        except (ValidationError, TypeError):
-            flat = None
-        if flat is not None:
-            return held_record(**asdict(flat))
-    raise ValueError("not a held record")
 
 
 # -- revisions/<rev>/release.json --------------------------------------------------------------
@@ -468,7 +260,7 @@ class Release:
 
     @staticmethod
     def from_json(raw: bytes) -> Release:
-        data = _parse(raw)
+        data = parse_record(raw)
         if isinstance(data, dict):
             try:
                 return Release(**data)
@@ -518,7 +310,7 @@ class Suspended:
 
     @staticmethod
     def from_json(raw: bytes) -> Suspended:
-        data = _parse(raw)
+        data = parse_record(raw)
         if isinstance(data, dict):
             try:
                 return Suspended(**data)
@@ -544,7 +336,7 @@ class Journal:
 
     @staticmethod
     def from_json(raw: bytes) -> Journal:
-        data = _parse(raw)
+        data = parse_record(raw)
         if isinstance(data, dict):
             try:
                 return Journal(**data)
@@ -580,7 +372,7 @@ class Projects:
 
     @staticmethod
     def from_json(raw: bytes) -> Projects:
-        data = _parse(raw)
+        data = parse_record(raw)
         if isinstance(data, dict):
             try:
                 return Projects(**data)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from monky_deployd.core.clock import bounded_end
 from monky_deployd.core.errors import Code
-from monky_deployd.core.records import (
+from monky_deployd.core.held import (
     BackingOff,
     Held,
     HeldRevision,

@@ -15,7 +15,8 @@ from monky_deployd.core import ledger, status
 from monky_deployd.core.clock import FUTURE_TOLERANCE_S, bounded_end, suspect_future
 from monky_deployd.core.decide import AppliedFacts, Backoff, Facts, decide
 from monky_deployd.core.errors import Code
-from monky_deployd.core.records import Held, Suspended, held_record
+from monky_deployd.core.held import Held, held_record
+from monky_deployd.core.records import Suspended
 from monky_deployd.core.recovery import after_failure, bounded
 
 T0 = 1_800_000_000.0

@@ -24,7 +24,8 @@ from monky_deployd.core.decide import (
     host_facts_usable,
     needs_container_check,
 )
-from monky_deployd.core.records import Held, Journal, held_record
+from monky_deployd.core.held import Held, held_record
+from monky_deployd.core.records import Journal
 from monky_deployd.core.services import ServiceState
 
 BUNDLE: dict[str, Any] = {"project": "shop", "compose": "services: {}\n"}

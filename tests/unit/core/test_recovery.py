@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.errors import Code
-from monky_deployd.core.records import (
+from monky_deployd.core.held import (
     Held,
     HeldRevision,
     RollbackPending,

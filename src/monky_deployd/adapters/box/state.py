@@ -58,17 +58,16 @@ from monky_deployd.adapters.fsutil import (
 )
 from monky_deployd.core.bake import Bake
 from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.held import Held, held_from_json
 from monky_deployd.core.ledger import MAX_BYTES as LEDGER_MAX
 from monky_deployd.core.ledger import Ledger
 from monky_deployd.core.records import (
     Applied,
-    Held,
     HostFacts,
     Journal,
     Projects,
     Suspended,
     TokenState,
-    held_from_json,
     host_facts_from_json,
     host_facts_to_json,
 )
