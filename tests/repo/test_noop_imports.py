@@ -24,8 +24,13 @@ FORBIDDEN_TOP_LEVEL = {
     "prometheus_client",
     "subprocess",
 }
-# The apply's checks and the box steps' adapters.
+# The apply's checks, the apply path (agent.act, one import) and the box steps with their adapters.
 FORBIDDEN_OWN = {
+    "monky_deployd.agent.act",
+    "monky_deployd.agent.prepare",
+    "monky_deployd.agent.steps",
+    "monky_deployd.core.boxsteps",
+    "monky_deployd.core.registry_cred",
     "monky_deployd.adapters.box.compose",
     "monky_deployd.adapters.box.preflight",
     "monky_deployd.adapters.box.runner",

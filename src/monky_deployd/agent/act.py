@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from monky_deployd.agent import prepare, reasons, recovery, steps
+from monky_deployd.agent import context, prepare, reasons, recovery, steps
 from monky_deployd.agent.gate import Gated
 from monky_deployd.core import gates
 from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
@@ -44,7 +44,7 @@ class Act:
 
     def __init__(
         self,
-        ctx: steps.Context,
+        ctx: context.Context,
         phase: Phase,
         bao: Bao,
         token: str,

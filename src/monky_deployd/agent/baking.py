@@ -20,7 +20,7 @@ from typing import Any
 
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api
-from monky_deployd.agent import steps
+from monky_deployd.agent import context, steps
 from monky_deployd.core import bake as baked
 from monky_deployd.core.decide import AppliedFacts
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
@@ -33,7 +33,7 @@ Phase = Callable[[str], AbstractContextManager[None]]
 
 
 def start(
-    ctx: steps.Context,
+    ctx: context.Context,
     revision: str,
     project: str,
     observed: tuple[ContainerObs, ...],
@@ -72,7 +72,7 @@ class Observed:
     error: DeployError | None = None  # the bake failed: the tick reports it and stops
 
 
-def observe(ctx: steps.Context, phase: Phase, applied: AppliedFacts) -> Observed:
+def observe(ctx: context.Context, phase: Phase, applied: AppliedFacts) -> Observed:
     """Judge the applied revision's bake on this tick, if it bakes."""
     record = ctx.state.read_bake()
     if record is None:
@@ -106,7 +106,7 @@ def observe(ctx: steps.Context, phase: Phase, applied: AppliedFacts) -> Observed
 
 
 def _failed(
-    ctx: steps.Context, phase: Phase, record: baked.Bake, fault: baked.Fault
+    ctx: context.Context, phase: Phase, record: baked.Bake, fault: baked.Fault
 ) -> DeployError:
     after = max(0.0, fault.at - record.since)
     message = (
@@ -139,7 +139,7 @@ def _fields(record: baked.Bake) -> dict[str, Any]:
 
 
 def _roll_back(
-    ctx: steps.Context, phase: Phase, record: baked.Bake, err: DeployError, lkg: Applied
+    ctx: context.Context, phase: Phase, record: baked.Bake, err: DeployError, lkg: Applied
 ) -> DeployError:
     from monky_deployd.agent import recovery as recover  # as after an apply's rollback
     from monky_deployd.agent.gate import Gated

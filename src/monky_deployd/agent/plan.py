@@ -38,7 +38,7 @@ from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.registry import ImageRef, Registry, insecure
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent import logs, observe, pace, prepare, reasons, steps
+from monky_deployd.agent import context, logs, observe, pace, prepare, reasons
 from monky_deployd.agent.token import HeldToken
 from monky_deployd.config import Config
 from monky_deployd.core import composefile, diff, mask, wire
@@ -119,7 +119,7 @@ class _Dry:
         self.tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
         self.bao = Bao(client, cfg.openbao)
         rec = TickRecord(tick_id="plan", started_at=clock())
-        self.ctx = steps.Context(cfg, self.state, rec, clock)
+        self.ctx = context.Context(cfg, self.state, rec, clock)
         self.token = ""
         self.checked = prepare.Checked()
 
@@ -217,7 +217,7 @@ class _Dry:
         cached = self.state.read_host_facts()
         if cached is not None and cached.hostname == socket.gethostname():
             return cached
-        return steps.refresh_host_facts(self.ctx, store=False)
+        return context.refresh_host_facts(self.ctx, store=False)
 
     # -- the diff of an apply ------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box import docker_api
-from monky_deployd.agent import steps
+from monky_deployd.agent import context
 from monky_deployd.core import mask
 from monky_deployd.core.errors import BaoError, Code
 
@@ -34,7 +34,7 @@ class Checked:
     secrets: dict[str, object] = field(default_factory=dict)  # manifest name -> KV value
 
 
-def check_owned(ctx: steps.Context, project: str) -> None:
+def check_owned(ctx: context.Context, project: str) -> None:
     """PROJECT_NOT_OWNED unless every container of ``project`` came from our revisions/
     (with no container: unless its volumes/networks are of a project we started)."""
     from monky_deployd.core import prepare
@@ -47,7 +47,7 @@ def check_owned(ctx: steps.Context, project: str) -> None:
 
 
 def check(
-    ctx: steps.Context, bao: Bao, token: str, plan: Apply, phase: Phase, out: Checked
+    ctx: context.Context, bao: Bao, token: str, plan: Apply, phase: Phase, out: Checked
 ) -> Ready:
     """Every check of an apply, each in its phase: nothing on the box changes."""
     from monky_deployd.adapters.box import preflight

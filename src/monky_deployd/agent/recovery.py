@@ -12,12 +12,12 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import logs, steps
+from monky_deployd.agent import context, logs
 from monky_deployd.core import recovery, report, wire
-from monky_deployd.core.boxsteps import Ready, rollback_steps
 from monky_deployd.core.decide import (
     Apply,
     Backoff,
@@ -28,6 +28,9 @@ from monky_deployd.core.decide import (
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.held import BackingOff, Held, Stalled, restore_wait
 from monky_deployd.core.report import TickRecord
+
+if TYPE_CHECKING:
+    from monky_deployd.core.boxsteps import Ready
 
 log = logging.getLogger("monky_deployd")
 
@@ -107,7 +110,7 @@ class Failure:
     held: Held | None  # the held record before this attempt
 
 
-def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
+def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
     """Roll back and hold, or back off (``core.recovery``); always raises the tick's fault."""
     plan, ready, err = f.plan, f.ready, f.err
     rec, state, cfg = ctx.rec, ctx.state, ctx.cfg
@@ -149,7 +152,9 @@ def recover(f: Failure, ctx: steps.Context, phase: Phase, u: float) -> None:
         extra={"event": "rollback.start", "revision": plan.revision, "to": lkg.revision},
     )
     fail(rec, err)  # the real fault's line comes before the rollback's
-    from monky_deployd.agent.gate import Gated  # off the no-op tick's imports
+    from monky_deployd.agent import steps  # the box steps: off the no-op tick's imports
+    from monky_deployd.agent.gate import Gated
+    from monky_deployd.core.boxsteps import rollback_steps
 
     try:
         # its own deadline, even when the tick's ran out (a slow apply is rolled back, not
@@ -204,7 +209,7 @@ def gated(rec: TickRecord, blocked: DeployError) -> None:
     rec.outcome, rec.code, rec.message = "held", blocked.code, blocked.message
 
 
-def pending_rollback_done(ctx: steps.Context, plan: Restore, held: Held | None) -> Held | None:
+def pending_rollback_done(ctx: context.Context, plan: Restore, held: Held | None) -> Held | None:
     """A pending rollback (``core.recovery.rollback_pending``) ran and the LKG is verified: the
     failed revision is held, rolled back, as if the rollback had finished on its own tick."""
     lkg = plan.applied.revision
@@ -226,7 +231,7 @@ def pending_rollback_done(ctx: steps.Context, plan: Restore, held: Held | None) 
 
 
 def pending_rollback_failed(
-    ctx: steps.Context, plan: Restore, err: DeployError, held: Held | None
+    ctx: context.Context, plan: Restore, err: DeployError, held: Held | None
 ) -> None:
     """A pending rollback ran and failed: stalled (ROLLBACK_FAILED), as a rollback failing on
     its own tick; raises the tick's fault."""
@@ -248,7 +253,7 @@ def pending_rollback_failed(
 
 
 def restore_failed(
-    ctx: steps.Context, plan: Restore, err: DeployError, held: Held | None, u: float
+    ctx: context.Context, plan: Restore, err: DeployError, held: Held | None, u: float
 ) -> None:
     """A restore (``up`` + verify of the applied revision) failed: no rollback (it is the
     last-known-good), the next restore backs off (``core.recovery``); raises the tick's fault,

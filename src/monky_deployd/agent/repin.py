@@ -7,7 +7,7 @@ import logging
 
 from monky_deployd.adapters.box import docker_api, runner
 from monky_deployd.adapters.box.compose import docker_env
-from monky_deployd.agent.steps import Context
+from monky_deployd.agent.context import Context
 from monky_deployd.core import pullerrors, repin
 from monky_deployd.core.errors import Code
 

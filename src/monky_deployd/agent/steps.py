@@ -9,20 +9,14 @@ it happened in.
 from __future__ import annotations
 
 import logging
-import socket
-import time
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, suppress
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, assert_never
 
 from monky_deployd.adapters.box import docker_api
-from monky_deployd.adapters.box.state import ENV_FILE, Applied, StateDir
-from monky_deployd.adapters.fsutil import read_if_exists
-from monky_deployd.agent import logs
-from monky_deployd.config import Config
-from monky_deployd.core import mask, report, wire
+from monky_deployd.adapters.box.state import Applied
+from monky_deployd.agent.context import Context, refresh_host_facts
+from monky_deployd.core import report
 from monky_deployd.core import verify as verdict
 from monky_deployd.core.boxsteps import (
     BoxStep,
@@ -34,82 +28,16 @@ from monky_deployd.core.boxsteps import (
     Up,
     Verify,
 )
-from monky_deployd.core.decide import host_facts_usable
 from monky_deployd.core.errors import DeployError
-from monky_deployd.core.records import Journal, Release, ReleaseImage, ServiceLabel
-from monky_deployd.core.report import TickRecord
+from monky_deployd.core.records import Journal, Release, ReleaseImage
 from monky_deployd.core.services import repo_digest
 
 if TYPE_CHECKING:  # the box-step adapters load in the step that uses them (a no-op tick: none)
-    from monky_deployd.adapters.box.compose import Compose
     from monky_deployd.core.recheck import What
 
 log = logging.getLogger("monky_deployd")
 
-Clock = Callable[[], float]
-Sleep = Callable[[float], None]
 Phase = Callable[[str], AbstractContextManager[None]]
-
-
-@dataclass
-class Context:
-    """What the executors share within one tick."""
-
-    cfg: Config
-    state: StateDir
-    rec: TickRecord
-    clock: Clock
-    masker: mask.Masker = mask.NO_SECRETS  # every secret of the tick so far
-    staged: str | None = None  # the revision this tick wrote (its secrets came from OpenBao)
-    # the verify phase's own clock and sleep (real time by default: it watches real containers)
-    watch_clock: Clock = time.monotonic
-    sleep: Sleep = time.sleep
-    # what the last passed verify saw, per project (Commit records its images and services)
-    verified: dict[str, tuple[verdict.Passed, tuple[verdict.ContainerObs, ...]]] = field(
-        default_factory=dict
-    )
-    # each staged service's config hash and labels (Commit keeps them in applied.json)
-    labelled: dict[str, ServiceLabel] = field(default_factory=dict)
-
-    def learn(self, secrets: Iterable[str]) -> None:
-        """Add secrets to the tick's masker (children's output, errors, report, log lines)."""
-        self.masker = self.masker.extend(secrets)
-        logs.set_masker(self.masker)
-
-    def compose(self, project: str, revision: str, *, pinned: bool = False) -> Compose:
-        """``docker compose`` for a revision; one this tick did not write (a restore, the
-        previous project's ``down``) first teaches the masker the secrets it holds at rest."""
-        from monky_deployd.adapters.box.compose import Compose
-
-        if revision != self.staged:
-            self.learn(self.secrets_at_rest(revision))
-        return Compose(
-            self.cfg.docker,
-            self.state.docker_dir,
-            project,
-            self.state.revision_dir(revision),
-            self.masker,
-            pinned=pinned,
-        )
-
-    def secrets_at_rest(self, revision: str) -> tuple[str, ...]:
-        """The values of the revision's ``.env`` and the registry credential of the docker
-        config: what compose may echo when it runs that revision."""
-        from monky_deployd.adapters.box import docker_config
-        from monky_deployd.core import atrest
-
-        env = _read(self.state.revision_dir(revision) / ENV_FILE)
-        cfg = _read(self.state.docker_dir / docker_config.CONFIG_NAME)
-        return atrest.secrets_in_env_file(env.decode("utf-8", errors="replace")) + (
-            mask.secrets_in_docker_config(cfg)
-        )
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return read_if_exists(path) or b""
-    except DeployError:  # unreadable to the agent, so to compose too: nothing to echo
-        return b""
 
 
 def stage(ctx: Context, step: Stage) -> None:
@@ -396,36 +324,3 @@ def run(ctx: Context, steps: tuple[BoxStep, ...], phase: Phase, gate: What | Non
         ctx.state.write_journal(Journal(step.revision, step.phase, ctx.rec.tick_id, ctx.clock()))
         with phase(step.phase):
             execute(ctx, step)
-
-
-# -- host facts (sent with every check-in) -----------------------------------------------------
-
-
-def host_facts(ctx: Context) -> wire.HostFacts:
-    """hostname plus docker/compose versions, cached in the state dir between applies."""
-    cached = ctx.state.read_host_facts()
-    if cached is not None and host_facts_usable(cached.model_dump(), socket.gethostname()):
-        return cached
-    return refresh_host_facts(ctx)
-
-
-def refresh_host_facts(ctx: Context, *, store: bool = True, compose: str = "") -> wire.HostFacts:
-    """The host facts asked now (``compose``: compose's version when already known)."""
-    from monky_deployd.adapters.box import runner
-    from monky_deployd.adapters.box.compose import docker_env
-
-    env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
-    binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s
-    versions = {"docker": "", "compose": compose}
-    # (a fault leaves a version empty; the tick's deadline, a TickDeadline, is not caught)
-    with suppress(DeployError):  # the engine's own answer (GET /version), no Go process
-        versions["docker"] = docker_api.engine_version(ctx.cfg.docker)[0].strip("?")
-    argv = (binary, "compose", "version", "--short")
-    with suppress(DeployError):
-        if not compose:
-            result = runner.run(argv, env=env, timeout=timeout, masker=ctx.masker)
-            versions["compose"] = result.stdout.strip()
-    facts = wire.HostFacts(hostname=socket.gethostname(), **versions)
-    if store and facts.docker and facts.compose:  # (``plan`` writes nothing)
-        ctx.state.write_host_facts(facts)
-    return facts

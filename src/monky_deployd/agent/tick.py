@@ -46,7 +46,7 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import logs, observe, pace, publish, recovery, steps
+from monky_deployd.agent import context, logs, observe, pace, publish, recovery
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask
@@ -140,7 +140,7 @@ class _Tick:
     ) -> None:
         self.cfg, self.state, self.rec, self.clock, self.wire = cfg, state, rec, clock, wire
         self.options, self.out, self.held_open = options, out, held_open
-        self.ctx = steps.Context(
+        self.ctx = context.Context(
             cfg, state, rec, clock, watch_clock=options.watch_clock, sleep=options.sleep
         )
 
@@ -204,7 +204,9 @@ class _Tick:
             held = recovery.restore_settled(self.state, held, local.applied.revision)
             cut, record = obs.interrupted, local.record
             if record is not None and cut is not None and cut.phase == "commit":
-                steps.resume_collect(self.ctx, record, cut)  # a GC the kill cut short
+                from monky_deployd.agent import steps  # (rare: a GC a kill cut short)
+
+                steps.resume_collect(self.ctx, record, cut)
         if obs.interrupted is not None and not isinstance(plan, Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Hold | Backoff | Paused):
@@ -256,7 +258,7 @@ class _Tick:
     def _checkin(
         self, tenancy: Tenancy, keeper: TokenKeeper, token: HeldToken, local: Local
     ) -> tuple[Checkin, HeldToken]:
-        body = observe.checkin_body(steps.host_facts(self.ctx), local)
+        body = observe.checkin_body(context.host_facts(self.ctx), local)
         etag = local.record.revision if local.record else None
         try:
             return tenancy.checkin(token.token, body, etag), token

@@ -22,7 +22,7 @@ from monky_deployd.adapters.box import docker_config, runner
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent import logs, steps
+from monky_deployd.agent import context, logs
 from monky_deployd.config import Config, OpenBaoCfg, TenancyCfg
 from monky_deployd.core import pullerrors
 from monky_deployd.core.envfile import render
@@ -106,7 +106,7 @@ def test_a_revision_not_written_this_tick_teaches_the_masker_its_env_and_credent
     cfg = Config.model_validate(
         {"env": "env-a", "state_dir": str(tmp_path / "state"), "grant_file": str(tmp_path / "g")}
     )
-    ctx = steps.Context(cfg, state, TickRecord(tick_id="t", started_at=0.0), lambda: 0.0)
+    ctx = context.Context(cfg, state, TickRecord(tick_id="t", started_at=0.0), lambda: 0.0)
     try:
         ctx.compose("p", "r1")  # a restore's up or a down: r1 was not staged by this tick
         m = ctx.masker

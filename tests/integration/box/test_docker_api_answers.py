@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from monky_deployd import config as config_mod
 from monky_deployd.adapters.box import docker_api
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import status, steps
+from monky_deployd.agent import context, status, steps
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.boxsteps import Verify
 from monky_deployd.core.errors import Code, DeployError
@@ -157,7 +157,7 @@ def test_verify_names_the_engine_at_its_first_poll_not_a_timeout(
 
     rec = TickRecord(tick_id="t", started_at=0.0)
     state = StateDir(tmp_path / "state").ensure()
-    ctx = steps.Context(cfg, state, rec, clock.now, watch_clock=clock.now, sleep=sleep)
+    ctx = context.Context(cfg, state, rec, clock.now, watch_clock=clock.now, sleep=sleep)
     with pytest.raises(DeployError) as info:
         steps.verify(ctx, Verify(PROJECT, "r1", ("web",)))
     assert sleeps == []  # not one poll waited: the first answer was already the fault

@@ -14,6 +14,7 @@ import pytest
 from monky_deployd import config as config_mod
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent import steps
+from monky_deployd.agent.context import Context
 from monky_deployd.core.boxsteps import Verify
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.report import TickRecord
@@ -43,7 +44,7 @@ def start(project: str, busybox_image: str, *extra: str) -> None:
     )  # fmt: skip
 
 
-def context(tmp_path: Path, clock: Clock, sleeps: list[float], **verify: float) -> steps.Context:
+def context(tmp_path: Path, clock: Clock, sleeps: list[float], **verify: float) -> Context:
     cfg = config_mod.parse({"env": "env-vfy-01", "verify": verify}, "test")
     state = StateDir(tmp_path / "state").ensure()
 
@@ -52,7 +53,7 @@ def context(tmp_path: Path, clock: Clock, sleeps: list[float], **verify: float) 
         clock.advance(seconds)
 
     rec = TickRecord(tick_id="t", started_at=0.0)
-    return steps.Context(cfg, state, rec, clock.now, watch_clock=clock.now, sleep=sleep)
+    return Context(cfg, state, rec, clock.now, watch_clock=clock.now, sleep=sleep)
 
 
 def test_a_steady_container_passes_after_exactly_the_window(
