@@ -20,7 +20,7 @@ from typing import Any
 
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api
-from monky_deployd.agent import context, steps
+from monky_deployd.agent import context
 from monky_deployd.core import bake as baked
 from monky_deployd.core.decide import AppliedFacts
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
@@ -142,6 +142,7 @@ def _roll_back(
     ctx: context.Context, phase: Phase, record: baked.Bake, err: DeployError, lkg: Applied
 ) -> DeployError:
     from monky_deployd.agent import recovery as recover  # as after an apply's rollback
+    from monky_deployd.agent import steps
     from monky_deployd.agent.gate import Gated
     from monky_deployd.core import reasons, wire
     from monky_deployd.core import recovery as core_recovery
