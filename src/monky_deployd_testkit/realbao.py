@@ -17,6 +17,9 @@
 
 The server is started once per test session (``tests/conftest.py``); it fails loudly when the
 binary is missing or the server does not come up. Nothing here logs a token or a secret.
+
+Over ~400 lines on purpose: one real server configured as the estate is (mounts, policies, token
+role, audit device), with its lifecycle.
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ A 429 from tenancy sets ``lease_not_before = now + retry_after_s`` (persisted): 
 is made before then. After a rotation, once the new lease is in token.json, the old lease token
 is revoked (``revoke-self``; a failure is only a warning). Tokens never reach a log line or an
 exception text.
+
+Over ~400 lines on purpose: the token phase's whole state machine (acquire, rounds, rotation,
+rate limits) is one keeper; its decisions are ``core.token_plan``'s.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ containers, and for a new revision its gate (``core.schedule``: update windows, 
 
 Once every check of an apply or a restore has passed (``core.prepare``), ``core.boxsteps`` lists
 the steps that change the box, each naming its phase; ``agent.steps`` carries them out.
+
+Over ~400 lines on purpose: the facts, the plan kinds and the decision table read together; each
+rule is a short function of its own.
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ reach the operator as a traceback.
                            on its way to the frames that own the tick's end (the failure record,
                            the rollback on its own budget, a restore's backoff); its ``fault`` is
                            the TICK_DEADLINE DeployError the operator reads
+
+Over ~400 lines on purpose: the catalogue is one table, so that a fault has one identity in one
+place.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ movable clock.
 Counters (`logins`, `lookups`, `renewals`, `kv_reads`) count requests the endpoint itself
 answered (any outcome), not ones a fault switch or the `sealed` flag answered. `requests`
 records every request as (method, path). Nothing here logs or records a token or secret value.
+
+Over ~400 lines on purpose: one fake server answering every OpenBao route the agent uses as the
+real one does (tests/integration/net/test_bao_parity.py), with its fault switches.
 """
 
 from __future__ import annotations

@@ -27,6 +27,10 @@ counts as absent (the token record's reason is the token keeper's to judge). ``e
 refuses a state dir whose entries are symbolic links (STATE_LINK, naming the path), then sets
 aside any other entry the agent never writes there (``set_aside_strays``).
 ``reserve_token_room`` proves the token record can be written (TOKEN_UNSTORABLE otherwise).
+
+Over ~400 lines on purpose: ``StateDir`` owns every path of the layout above; each record's
+read and write is a few lines (the tick lock, the outbox, the revisions and the aside are
+modules of their own).
 """
 
 from __future__ import annotations

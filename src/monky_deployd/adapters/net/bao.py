@@ -35,6 +35,9 @@ Answers are translated at this boundary (messages name OpenBao and its address, 
   default policy allows it) which mounts the token sees: ``kv_mount`` not among them while
   another KV mount is -> ``OPENBAO_KV_MOUNT_MISSING`` naming the ones it sees; otherwise
   ``SECRET_FORBIDDEN`` (the policy denies the path)
+
+Over ~400 lines on purpose: every OpenBao call the agent makes and what each answer means, at
+one boundary (the words are ``baowords``').
 """
 
 from __future__ import annotations
