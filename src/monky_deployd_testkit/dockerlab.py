@@ -264,6 +264,24 @@ class Registry:
         self.push(tag, host_repo.partition("/")[2], version)
         subprocess.run((DOCKER, "image", "rm", tag), capture_output=True, check=False)
 
+    def push_unique_image(self, base: str, repo: str, tag: str = "1") -> tuple[str, str]:
+        """An image of ``base`` with an ID of its own (a unique label), pushed as
+        ``<host>/<repo>-<random>:<tag>`` and not kept locally: (ref, image id)."""
+        local = f"monky-test/unique-{uuid.uuid4().hex[:10]}:{tag}"
+        label = f"monky.test.unique={uuid.uuid4().hex}"
+        build = _run(
+            [DOCKER, "build", "-q", "-t", local, "--label", label, "-"],
+            input=f"FROM {base}\n",
+            env={**os.environ, "DOCKER_BUILDKIT": "0"},
+            timeout=300,
+        )
+        if build.returncode != 0:
+            raise DockerUnavailable(f"docker build FROM {base} failed: {build.stderr.strip()}")
+        image_id = _run([DOCKER, "image", "inspect", "--format", "{{.Id}}", local]).stdout.strip()
+        ref = self.push(local, f"{repo}-{uuid.uuid4().hex[:6]}", tag)
+        remove_image(local)
+        return ref, image_id
+
     def push(self, local_tag: str, repo: str, tag: str = "latest") -> str:
         """Push ``local_tag`` as ``<host>/<repo>:<tag>``; return that ref (not kept locally)."""
         ref = f"{self.host}/{repo}:{tag}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,22 +19,8 @@ pytestmark = pytest.mark.docker
 
 
 def unique_image(registry: Registry, busybox_image: str, tag: str) -> tuple[str, str]:
-    """A busybox image with its own ID (a label), pushed as ``tag``: (ref, image id)."""
-    local = f"monky-test/prune-{uuid.uuid4().hex[:10]}:{tag}"
-    with tempfile.TemporaryDirectory(prefix="monky-prune-") as ctx:
-        Path(ctx, "Dockerfile").write_text(
-            f"FROM {busybox_image}\nLABEL monky.test.unique={uuid.uuid4().hex}\n"
-        )
-        subprocess.run(("docker", "build", "-q", "-t", local, ctx), check=True, capture_output=True)
-    image_id = subprocess.run(
-        ("docker", "image", "inspect", "--format", "{{.Id}}", local),
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    ref = registry.push(local, f"env-e2e-01/prune-{uuid.uuid4().hex[:6]}", tag)
-    remove_image(local)
-    return ref, image_id
+    """A busybox image with its own ID, pushed as ``tag``: (ref, image id)."""
+    return registry.push_unique_image(busybox_image, "env-e2e-01/prune", tag)
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ import base64
 import json
 import subprocess
 import sys
-import tempfile
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,22 +24,8 @@ pytestmark = pytest.mark.docker
 
 
 def unique_image(registry: Registry, busybox_image: str) -> tuple[str, str]:
-    """A busybox image with its own ID (a label), pushed to the registry: (ref, image id)."""
-    local = f"monky-test/repin-{uuid.uuid4().hex[:10]}:1"
-    with tempfile.TemporaryDirectory(prefix="monky-repin-") as ctx:
-        Path(ctx, "Dockerfile").write_text(
-            f"FROM {busybox_image}\nLABEL monky.test.unique={uuid.uuid4().hex}\n"
-        )
-        subprocess.run(("docker", "build", "-q", "-t", local, ctx), check=True, capture_output=True)
-    image_id = subprocess.run(
-        ("docker", "image", "inspect", "--format", "{{.Id}}", local),
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    ref = registry.push(local, f"env-e2e-01/repin-{uuid.uuid4().hex[:6]}", "1")
-    remove_image(local)
-    return ref, image_id
+    """A busybox image with its own ID, pushed to the registry: (ref, image id)."""
+    return registry.push_unique_image(busybox_image, "env-e2e-01/repin")
 
 
 @pytest.fixture
