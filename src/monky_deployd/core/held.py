@@ -1,14 +1,18 @@
 """held.json: what a failure left on this box, as a sum type with the flat bytes every version
 wrote (``core.records`` keeps the other records; ``adapters.box.state.StateDir`` reads and
-writes the file). Pure."""
+writes the file). Pure.
+
+The variants are plain frozen dataclasses (each pydantic dataclass costs a millisecond to build
+at import, on every tick); what is read is validated once, as the flat record (``_FlatHeld``),
+before it becomes its variant."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from pydantic import ValidationError
-from pydantic.dataclasses import dataclass
+from pydantic.dataclasses import dataclass as validated
 
 from monky_deployd.core.records import parse_record
 
@@ -151,7 +155,7 @@ def _held_bytes(
     return json.dumps(body, indent=2, sort_keys=True).encode()
 
 
-@dataclass(frozen=True)
+@validated(frozen=True)
 class _FlatHeld:
     """held.json as every version wrote it (the reader's input)."""
 
