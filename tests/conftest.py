@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from monky_deployd_testkit.dockerlab import Registry, ensure_busybox_image
 from monky_deployd_testkit.realbao import RealBao
+
+if os.environ.get("MONKY_FUZZ") == "quick":  # scripts/test-fast.sh: fewer examples per property
+    settings.register_profile("quick", max_examples=20)  # (tests that set their own keep it)
+    settings.load_profile("quick")
 
 
 @pytest.fixture(scope="session")
