@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +160,32 @@ class Lab:
             timeout=timeout,
             check=False,
         )
+
+    def kill_during(self, phase: str, revision: str | None = None) -> None:
+        """Start a tick and SIGKILL it with its docker children (as systemd kills the unit's
+        cgroup) once journal.json says it is in ``phase`` (of ``revision``, when given)."""
+        proc = subprocess.Popen(
+            (*CLI, "apply", "--once", "--config", str(self.config_path)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self.env(),
+            start_new_session=True,
+        )
+        journal = self.state_dir / "journal.json"
+        deadline = time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    got = json.loads(journal.read_text())
+                    if got["phase"] == phase and revision in (None, got["revision"]):
+                        break
+                except (FileNotFoundError, ValueError, KeyError):
+                    pass
+                time.sleep(0.01)
+            assert proc.poll() is None, f"the tick ended before reaching {phase} of {revision}"
+            os.killpg(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait(timeout=30)
 
     def tick(self, *extra: str) -> Run:
         proc = self.cli("apply", "--once", *extra, timeout=600)

@@ -9,11 +9,9 @@ project rename. The next tick leaves nothing half-written (no temporary file, no
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
-from monky_deployd_testkit.lab import CLI, Lab, cli_env
+from monky_deployd_testkit.lab import Lab, cli_env
 
 pytestmark = pytest.mark.docker
 
@@ -35,31 +33,9 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
 
 
 def kill_during(lab: Lab, phase: str) -> None:
-    """Start a tick and SIGKILL it, with its docker children (as systemd kills the unit's
-    cgroup), once journal.json says it is in ``phase``."""
-    env = cli_env(lab.tmp / "home")
-    proc = subprocess.Popen(
-        (*CLI, "apply", "--once", "--config", str(lab.config_path)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
-    journal = lab.state_dir / "journal.json"
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if json.loads(journal.read_text())["phase"] == phase:
-                    break
-            except (FileNotFoundError, ValueError, KeyError):
-                pass
-            time.sleep(0.01)
-        assert proc.poll() is None, f"the tick ended before reaching {phase}"
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert json.loads(journal.read_text())["phase"] == phase
+    """Kill a tick in ``phase`` (``Lab.kill_during``); its journal stays behind."""
+    lab.kill_during(phase)
+    assert json.loads((lab.state_dir / "journal.json").read_text())["phase"] == phase
 
 
 def template(level: str) -> str:

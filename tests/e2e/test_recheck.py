@@ -10,11 +10,8 @@ operator would do at that moment (writes ``<locks.dir>/<name>.lock``, or ``suspe
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +20,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
-from monky_deployd_testkit.lab import CLI, Lab, Run, parse_lines
+from monky_deployd_testkit.lab import Lab, Run, parse_lines
 
 pytestmark = pytest.mark.docker
 
@@ -166,33 +163,6 @@ def test_a_lock_taken_during_verify_leaves_the_rollback_pending_until_released(
     assert lab.tick().summary["code"] == "REVISION_HELD"
 
 
-def kill_during(lab: Lab, phase: str, revision: str) -> None:
-    """SIGKILL the tick and its docker children once journal.json says ``phase`` of
-    ``revision`` (tests/e2e/test_killed_tick.py's way)."""
-    proc = subprocess.Popen(
-        (*CLI, "apply", "--once", "--config", str(lab.config_path)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=lab.env(),
-        start_new_session=True,
-    )
-    journal = lab.state_dir / "journal.json"
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                got = json.loads(journal.read_text())
-                if (got["phase"], got["revision"]) == (phase, revision):
-                    break
-            except (FileNotFoundError, ValueError, KeyError):
-                pass
-            time.sleep(0.01)
-        assert proc.poll() is None, f"the tick ended before reaching {phase} of {revision}"
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-
-
 @pytest.mark.parametrize(
     ("phase", "revision"), [("rollback", "r1"), ("verify", "r1")], ids=["rollback", "its-verify"]
 )
@@ -209,7 +179,7 @@ def test_a_tick_killed_inside_the_rollback_while_the_bad_revision_is_still_desir
         locks={"dir": str(lab.tmp / "locks")},
     )
     lab.estate.tenancy.set_desired("r2", crashing(lab))
-    kill_during(lab, phase, revision)
+    lab.kill_during(phase, revision)
     pulls = lab.pulls()
     assert held(lab)["rollback_ok"] is None, "recorded before the rollback started"
     lab.write_config(locks={"dir": str(lab.tmp / "locks")})
