@@ -131,6 +131,19 @@ class Observation:
         )
 
 
+def asks_engine(cfg: Config, answer: Checkin, local: Local, held: Held | None) -> bool:
+    """Whether observing asks the engine for the applied project's containers (the tick names
+    that the ``inspect`` phase): ``core.decide.needs_container_check`` on the check-in."""
+    applied = local.record
+    return applied is not None and needs_container_check(
+        answer.status,
+        answer.revision if answer.status == 200 else None,
+        applied.revision,
+        held.revision if held else None,
+        may_wait(cfg, answer),
+    )
+
+
 def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: float) -> Observation:
     """Everything the decision reads besides the check-in's answer; writes nothing."""
     applied = local.applied
@@ -142,13 +155,7 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
     if held is not None and wanted is not None and wanted != held.revision:
         held = None  # pre-empted: a new desired revision ends a hold and a backoff at once
     running: tuple[ServiceState, ...] | None = None
-    if applied and needs_container_check(
-        answer.status,
-        desired,
-        applied.revision,
-        held.revision if held else None,
-        may_wait(cfg, answer),
-    ):
+    if applied and asks_engine(cfg, answer, local, held):
         running = tuple(docker_api.project_containers(cfg.docker, applied.project))
     scan = locks.scan(cfg.locks.dir)
     lk = cfg.locks

@@ -180,7 +180,11 @@ class _Tick:
         channel = publish.Channel(self.state, tenancy, token.token)
         self.out.channel = channel
         publish.deliver_outbox(self.state, tenancy, token.token)
-        with self.phase("inspect") if _inspects(cfg, answer, local) else _nothing():
+        with (
+            self.phase("inspect")
+            if observe.asks_engine(cfg, answer, local, local.held)
+            else _nothing()
+        ):
             obs = observe.observe(cfg, self.state, answer, local, self.clock())
         self.rec.desired = obs.desired
         observe.settle(self.state, obs)
@@ -272,21 +276,6 @@ class _Tick:
             token = keeper.invalidate(token)
             self.ctx.learn((token.token,))
             return tenancy.checkin(token.token, body, etag), token
-
-
-def _inspects(cfg: Config, answer: Checkin, local: Local) -> bool:
-    """Whether observing asks the engine (then it is the ``inspect`` phase)."""
-    from monky_deployd.core.decide import needs_container_check
-
-    applied, held = local.record, local.held
-    desired = answer.revision if answer.status == 200 else None
-    return applied is not None and needs_container_check(
-        answer.status,
-        desired,
-        applied.revision,
-        held.revision if held else None,
-        observe.may_wait(cfg, answer),
-    )
 
 
 def _bakes(obs: observe.Observation) -> bool:
