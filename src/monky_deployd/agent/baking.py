@@ -31,6 +31,10 @@ log = logging.getLogger("monky_deployd")
 
 Phase = Callable[[str], AbstractContextManager[None]]
 
+# the engine's events are read from this long before the first run the bake watches: its
+# ``start`` event (before verify and the commit) tells whether they reach back to the run
+EVENTS_BEFORE_S = 3600.0
+
 
 def start(
     ctx: context.Context,
@@ -82,12 +86,28 @@ def observe(ctx: context.Context, phase: Phase, applied: AppliedFacts) -> Observ
         return Observed()
     if record.failed:
         return Observed(f"revision {record.revision} failed its bake and is never promoted")
+    # its values first: a healthcheck's output, an error body may echo them (masked everywhere)
+    ctx.learn(ctx.secrets_at_rest(record.revision))
     with phase("bake"):
         observed = tuple(docker_api.inspect_project(ctx.cfg.docker, record.project))
-    now = ctx.clock()
-    got = baked.judge(record, observed, now)
+        now = ctx.clock()
+        since = min([record.since, *record.watched.values()]) - EVENTS_BEFORE_S
+        events = docker_api.project_events(ctx.cfg.docker, record.project, since, now)
+    judged = baked.judge(record, observed, now, events)
+    for line in judged.drift:  # outside events: the revision is not at fault (restored)
+        log.warning(
+            f"revision {record.revision}'s bake: {line}",
+            extra={"event": "bake.drift", "revision": record.revision},
+        )
+    got = judged.verdict
     if isinstance(got, baked.Baking):
+        if judged.record != record:
+            ctx.state.write_bake(judged.record)
         note = f"baking: {got.left_s:.0f} s left before it is the last-known-good"
+        if got.waiting_for:
+            note += (
+                f" (waiting for {got.waiting_for} to run again: removed or stopped from outside)"
+            )
         log.info(f"revision {record.revision} {note}", extra={"event": "bake.waiting"})
         return Observed(note)
     if isinstance(got, baked.Promote):
@@ -112,7 +132,7 @@ def _failed(
     message = (
         f"revision {record.revision} failed its bake: service {fault.service} is "
         f"{fault.state} {after:.0f} s after the commit (verify.bake_s: "
-        f"{record.until - record.since:.0f} s)"
+        f"{record.until - record.since:.0f} s; the engine's fact: {fault.fact})"
     )
     hint = (
         f"`docker logs` of {record.project}'s {fault.service} container"

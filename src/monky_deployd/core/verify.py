@@ -46,6 +46,26 @@ class ContainerObs:
     image_ref: str = ""  # the compose file's image: reference
     finished_at: float = 0.0  # when its last run ended (epoch s; 0: never, or unknown)
     unhealthy_since: float = 0.0  # the first failed check of its current failing streak (or 0)
+    # what the bake tells apart (core.bake): the engine's own facts about this container
+    restart_count: int = 0  # RestartCount: runs its restart policy started (reset by a start)
+    oom_killed: bool = False  # State.OOMKilled: the kernel killed its last run
+    config_hash: str = ""  # compose's com.docker.compose.config-hash label: its config
+    revision: str = ""  # the monky-deployd.revision label: the apply that made it
+    # the health log (the engine keeps the last five probes): (start, exit code) oldest first
+    health_log: tuple[tuple[float, int], ...] = ()
+    health_retries: int = 3  # Config.Healthcheck.Retries: failed probes that make it unhealthy
+
+
+@dataclass(frozen=True)
+class EngineEvent:
+    """One container event of the engine's own log (``GET /events``): ``start``, ``die`` (with
+    its ``exit_code``), ``kill`` (with its ``signal``: an API stop, kill, restart or removal),
+    ``oom``, ``destroy``, ``restart``, ``health_status: unhealthy``."""
+
+    container_id: str
+    action: str
+    at: float  # epoch seconds (the engine's timeNano)
+    exit_code: int | None = None
 
 
 @dataclass(frozen=True)

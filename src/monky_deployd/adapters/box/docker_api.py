@@ -28,7 +28,7 @@ from monky_deployd.adapters.tls import no_tls
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code, CommandError, DeployError
 from monky_deployd.core.services import ServiceState
-from monky_deployd.core.verify import ContainerObs
+from monky_deployd.core.verify import ContainerObs, EngineEvent
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PROJECT_LABEL = "com.docker.compose.project"
@@ -36,6 +36,8 @@ SERVICE_LABEL = "com.docker.compose.service"
 ONEOFF_LABEL = "com.docker.compose.oneoff"  # "True" on `docker compose run` containers
 WORKING_DIR_LABEL = "com.docker.compose.project.working_dir"
 COMPOSE_VERSION_LABEL = "com.docker.compose.version"  # the compose that created the container
+CONFIG_HASH_LABEL = "com.docker.compose.config-hash"  # the service config it was created from
+REVISION_LABEL = "monky-deployd.revision"  # core.reasons.LABEL_REVISION (the labels override)
 _HEALTH_RE = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 _STAMP_RE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 _EXIT_RE = re.compile(r"Exited \((-?\d{1,4})\)")
@@ -299,9 +301,10 @@ def _observation(info: dict[str, Any]) -> ContainerObs:
     log = health.get("Log") or []
     last = log[-1] if log and isinstance(log[-1], dict) else {}
     config = info.get("Config") or {}
+    labels = config.get("Labels") or {}
     policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
     return ContainerObs(
-        service=str((config.get("Labels") or {}).get(SERVICE_LABEL, "")),
+        service=str(labels.get(SERVICE_LABEL, "")),
         container_id=str(info.get("Id", "")),
         state=str(state.get("Status", "")),
         health=str(health.get("Status", "")),
@@ -313,6 +316,16 @@ def _observation(info: dict[str, Any]) -> ContainerObs:
         image_ref=str(config.get("Image", "")),
         finished_at=_epoch(str(state.get("FinishedAt", ""))),
         unhealthy_since=_failing_since(log) if health.get("Status") == "unhealthy" else 0.0,
+        restart_count=int(info.get("RestartCount") or 0),
+        oom_killed=state.get("OOMKilled") is True,
+        config_hash=str(labels.get(CONFIG_HASH_LABEL, "")),
+        revision=str(labels.get(REVISION_LABEL, "")),
+        health_log=tuple(
+            (_epoch(str(e.get("Start", ""))), int(e.get("ExitCode") or 0))
+            for e in log
+            if isinstance(e, dict)
+        ),
+        health_retries=int((config.get("Healthcheck") or {}).get("Retries") or 3),
     )
 
 
@@ -343,6 +356,54 @@ def _failing_since(log: list[Any]) -> float:
             break
         since = _epoch(str(entry.get("Start", ""))) or since
     return since
+
+
+def project_events(cfg: DockerCfg, project: str, since: float, until: float) -> list[EngineEvent]:
+    """The engine's container events of the compose project between ``since`` and ``until``
+    (epoch seconds; ``GET /events`` answers from the engine's memory, which an engine restart
+    empties and a busy engine rolls over), oldest first; read like every answer (capped)."""
+    filters = json.dumps({"type": ["container"], "label": [f"{PROJECT_LABEL}={project}"]})
+    params = {"since": f"{max(0.0, since):.6f}", "until": f"{max(since, until):.6f}"}
+    params["filters"] = filters
+    resp, where = _fetch(cfg, "/events", params, f"project {project}'s events")
+    if resp.status_code != 200:
+        raise CommandError(
+            f"the Docker engine at {where} answered HTTP {resp.status_code} to GET /events",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint="`docker events --since 10m` as this user, and dockerd's log",
+            detail=resp.text[:500],
+        )
+    found: list[EngineEvent] = []
+    decoder = json.JSONDecoder()
+    text, at = resp.text, 0
+    try:
+        while (at := _skip_space(text, at)) < len(text):
+            row, at = decoder.raw_decode(text, at)
+            if isinstance(row, dict) and (event := _event(row)) is not None:
+                found.append(event)
+    except (ValueError, RecursionError, TypeError, AttributeError, OverflowError) as exc:
+        raise _bad_answer(where, "GET /events", "a stream of JSON events") from exc
+    return sorted(found, key=lambda e: e.at)
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
+def _event(row: dict[str, Any]) -> EngineEvent | None:
+    actor = row.get("Actor") or {}
+    attrs = actor.get("Attributes") or {}
+    cid = str(actor.get("ID") or row.get("id") or "")
+    action = str(row.get("Action") or row.get("status") or "")
+    if not cid or not action:
+        return None
+    nano = row.get("timeNano")
+    at = int(nano) / 1e9 if isinstance(nano, int) else float(row.get("time") or 0)
+    code = attrs.get("exitCode")
+    digits = str(code if code is not None else "")
+    return EngineEvent(cid, action, at, int(digits) if digits.lstrip("-").isdigit() else None)
 
 
 def repo_digests(cfg: DockerCfg, image_id: str) -> list[str]:
