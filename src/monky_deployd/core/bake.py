@@ -2,7 +2,7 @@
 
 ``Commit`` writes applied.json (the revision is applied) and, with ``verify.bake_s`` > 0, a
 ``Bake`` record (``bake.json``): the container runs verify saw (each run's ``StartedAt``, its
-``RestartCount``, compose's config hash of its service), when the bake ends, and the
+``RestartCount``, the labels of the apply that made it), when the bake ends, and the
 last-known-good before it (its applied.json record), kept on disk with its release and images
 until the bake is over. No daemon watches it: every tick while the record exists inspects the
 project's containers, reads the engine's events since the bake began, and ``judge`` decides.
@@ -22,7 +22,7 @@ The bake judges the revision, not the box. Fact by fact (OPERATIONS.md, "The bak
     exited, and a ``kill`` event precedes its ``die``      outside      drift: restored by the
     (``docker stop``, ``kill``, ``restart``, ``rm -f``)                 tick's plan; the new run
     the container is gone (``docker rm -f``, a rollback    outside      is adopted once it runs
-    or restore recreated it)                                            (same config hash); the
+    or restore recreated it)                                            (same labels); the
     ``StartedAt`` moved, ``RestartCount`` did not grow     outside      bake's clock goes on (it
     (``docker restart``/``start``, an engine restart or                 does not restart): the
     a reboot: the engine resets the count)                              new run is watched until
@@ -88,7 +88,8 @@ class Bake:
     # per run: its RestartCount when recorded, and since when the bake watches it
     restarts: dict[str, int] = field(default_factory=_no_counts)
     watched: dict[str, float] = field(default_factory=_no_times)
-    hashes: dict[str, str] = field(default_factory=_no_runs)  # service -> compose config hash
+    # service -> which apply made its run (``ContainerObs.made_by``: its labels)
+    made_by: dict[str, str] = field(default_factory=_no_runs)
     want: dict[str, int] = field(default_factory=_no_counts)  # service -> its runs at the commit
 
     def to_json(self) -> bytes:
@@ -136,8 +137,8 @@ def _well_typed(b: Bake) -> bool:
             isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
             for v in b.watched.values()
         )
-        and isinstance(b.hashes, dict)
-        and all(isinstance(v, str) for v in b.hashes.values())
+        and isinstance(b.made_by, dict)
+        and all(isinstance(v, str) for v in b.made_by.values())
         and isinstance(b.want, dict)
         and all(isinstance(v, int) and not isinstance(v, bool) for v in b.want.values())
     )
@@ -166,7 +167,7 @@ def start(
         previous,
         restarts={_key(c): c.restart_count for c in live},
         watched={_key(c): now for c in live},
-        hashes={c.service: c.config_hash for c in live if c.config_hash},
+        made_by={c.service: c.made_by for c in live if c.made_by},
         want=_count(runs),
     )
 
@@ -293,16 +294,17 @@ def _drop(key: str, *maps: dict[str, Any]) -> None:
 def _adoptable(
     bake: Bake, observed: tuple[ContainerObs, ...], runs: Mapping[str, str], service: str
 ) -> list[ContainerObs]:
-    """The service's running containers the bake does not watch yet, of the recorded config
-    (compose's config hash; a record without one: any of the service)."""
-    want = bake.hashes.get(service, "")
+    """The service's running containers the bake does not watch yet, made by the recorded
+    apply (their labels: a restore's or a rollback's recreation keeps them, another revision's
+    container has others; a record without them: any of the service)."""
+    want = bake.made_by.get(service, "")
     return [
         c
         for c in observed
         if c.service == service
         and c.state == "running"
         and _key(c) not in runs
-        and (not want or c.config_hash == want)
+        and (not want or c.made_by == want)
     ]
 
 

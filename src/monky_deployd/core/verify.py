@@ -50,7 +50,15 @@ class ContainerObs:
     restart_count: int = 0  # RestartCount: runs its restart policy started (reset by a start)
     oom_killed: bool = False  # State.OOMKilled: the kernel killed its last run
     config_hash: str = ""  # compose's com.docker.compose.config-hash label: its config
-    revision: str = ""  # the monky-deployd.revision label: the apply that made it
+    revision: str = ""  # the monky-deployd.revision label: the revision that made it
+    deploy_id: str = ""  # the monky-deployd.deploy-id label: the apply that made it
+
+    @property
+    def made_by(self) -> str:
+        """Which apply made this container (its labels ``revision/deploy-id``), else its config
+        hash: what a restore (pinned images, the same labels) keeps and another revision not."""
+        return f"{self.revision}/{self.deploy_id}" if self.revision else self.config_hash
+
     # the health log (the engine keeps the last five probes): (start, exit code) oldest first
     health_log: tuple[tuple[float, int], ...] = ()
     health_retries: int = 3  # Config.Healthcheck.Retries: failed probes that make it unhealthy

@@ -33,7 +33,7 @@ def obs(
     unhealthy_since: float = 0.0,
     restarts: int = 0,
     oom: bool = False,
-    config_hash: str = "h-web",
+    made_by: str = "r2/d1",
     health_log: tuple[tuple[float, int], ...] = (),
 ) -> ContainerObs:
     return ContainerObs(
@@ -48,7 +48,8 @@ def obs(
         unhealthy_since=unhealthy_since,
         restart_count=restarts,
         oom_killed=oom,
-        config_hash=config_hash,
+        revision=made_by.partition("/")[0],
+        deploy_id=made_by.partition("/")[2],
         health_log=health_log,
         health_retries=3,
     )
@@ -72,12 +73,12 @@ def verdict(
 def test_start_records_the_running_containers_and_the_jobs() -> None:
     b = record(
         obs(restarts=0),
-        obs("migrate", cid="m1", restart="no", config_hash="h-m"),
+        obs("migrate", cid="m1", restart="no", made_by="r2/d0"),
         obs("seed", "exited", cid="s1", restart="on-failure"),
     )
     assert b.runs == {"web#c1": "t0", "migrate#m1": "t0"}
     assert b.restarts == {"web#c1": 0, "migrate#m1": 0}
-    assert b.hashes == {"web": "h-web", "migrate": "h-m"}
+    assert b.made_by == {"web": "r2/d1", "migrate": "r2/d0"}
     assert b.jobs == ["migrate", "seed"]
     assert (b.since, b.until, b.previous_revision) == (SINCE, UNTIL, "r1")
     assert bake.Bake.from_json(b.to_json()) == b
@@ -89,7 +90,7 @@ def test_a_record_an_older_agent_wrote_still_reads() -> None:
         b'"runs": {"web#c1": "t0"}, "since": 1000, "until": 1300, "failed": ""}'
     )
     b = bake.Bake.from_json(old)
-    assert (b.restarts, b.watched, b.hashes, b.want) == ({}, {}, {}, {})
+    assert (b.restarts, b.watched, b.made_by, b.want) == ({}, {}, {}, {})
     assert isinstance(verdict(b, (obs(),), 1100.0), bake.Baking)
 
 
@@ -222,10 +223,10 @@ def test_an_outside_event_then_the_revisions_own_crash_fails_it() -> None:
     assert "RestartCount 0 -> 1" in got.fact
 
 
-def test_a_container_of_another_config_is_not_adopted() -> None:
+def test_a_container_another_apply_made_is_not_adopted() -> None:
     """r2's container under r1's service name (a stopped rollback): drift, never r1's run."""
     b = record(obs())
-    other = obs(cid="x1", started="tx", config_hash="h-other")
+    other = obs(cid="x1", started="tx", made_by="r3/d3")
     j = bake.judge(b, (other,), UNTIL + 1, ())
     assert j.verdict == bake.Baking(0.0, "web") and j.record.runs == {}
     same = obs(cid="y1", started="ty")
@@ -245,7 +246,7 @@ def test_a_job_that_exits_0_is_done_any_other_exit_fails_the_bake(
 ) -> None:
     """The migration that outlasted the stable window (running at the commit) then exits on its
     own (the engine's events show its die and no kill)."""
-    job = obs("migrate", cid="m1", restart=policy, config_hash="h-m")
+    job = obs("migrate", cid="m1", restart=policy, made_by="r2/d0")
     b = record(obs(), job)
     done = replace(job, state="exited", exit_code=code, finished_at=SINCE + after)
     events = (ev("start", STARTED, "m1"), ev("die", SINCE + after, "m1", code))
@@ -265,7 +266,7 @@ def test_a_job_that_exits_0_is_done_any_other_exit_fails_the_bake(
 
 
 def test_an_unknown_time_counts_at_the_tick_and_the_first_fault_is_named() -> None:
-    b = record(obs(), obs("api", cid="a1", config_hash="h-api"))
+    b = record(obs(), obs("api", cid="a1", made_by="r2/d0"))
     seen = (
         obs(state="restarting", code=1),
         obs("api", cid="a1", state="restarting", finished_at=1100),

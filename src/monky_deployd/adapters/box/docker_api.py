@@ -38,6 +38,7 @@ WORKING_DIR_LABEL = "com.docker.compose.project.working_dir"
 COMPOSE_VERSION_LABEL = "com.docker.compose.version"  # the compose that created the container
 CONFIG_HASH_LABEL = "com.docker.compose.config-hash"  # the service config it was created from
 REVISION_LABEL = "monky-deployd.revision"  # core.reasons.LABEL_REVISION (the labels override)
+DEPLOY_ID_LABEL = "monky-deployd.deploy-id"  # core.reasons.LABEL_DEPLOY_ID
 _HEALTH_RE = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 _STAMP_RE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 _EXIT_RE = re.compile(r"Exited \((-?\d{1,4})\)")
@@ -320,6 +321,7 @@ def _observation(info: dict[str, Any]) -> ContainerObs:
         oom_killed=state.get("OOMKilled") is True,
         config_hash=str(labels.get(CONFIG_HASH_LABEL, "")),
         revision=str(labels.get(REVISION_LABEL, "")),
+        deploy_id=str(labels.get(DEPLOY_ID_LABEL, "")),
         health_log=tuple(
             (_epoch(str(e.get("Start", ""))), int(e.get("ExitCode") or 0))
             for e in log

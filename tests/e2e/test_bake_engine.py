@@ -1,0 +1,190 @@
+"""End to end: the bake judges the revision, not the box (issue 26). The real CLI, the loopback
+estate, a real registry and the real Docker engine: a container removed or restarted by hand
+inside the bake, or recreated by the agent's own rollback, is drift (restored, the revision
+promoted after its bake, nothing held); an unhealthy spell between two ticks, which the engine's
+events and health log still show, fails the revision; a bake failure never prints the baking
+revision's own secret. Each test failed on main before the change (4189b48)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.lab import Lab, Run
+
+pytestmark = pytest.mark.docker
+
+SECRET = "s3cr3t-bake-engine"
+STABLE_S = 2.0
+
+
+@pytest.fixture
+def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
+    with Lab(tmp_path, registry, web_image, db_password=SECRET) as lab:
+        yield lab
+
+
+def configure(lab: Lab, bake_s: float) -> None:
+    lab.write_config(
+        verify={"stable_s": STABLE_S, "deadline_s": 30, "poll_s": 0.25, "bake_s": bake_s}
+    )
+
+
+def bundle(lab: Lab, **web: Any) -> dict[str, Any]:
+    b = lab.bundle()
+    doc = yaml.safe_load(b["compose"])
+    doc["services"]["web"].update(web)
+    b["compose"] = yaml.safe_dump(doc)
+    return b
+
+
+def ok(run: Run, outcome: str) -> None:
+    assert run.rc == 0, run.stdout + run.stderr
+    assert run.summary["outcome"] == outcome, run.stdout
+
+
+def bake_record(lab: Lab) -> dict[str, Any] | None:
+    path = lab.state_dir / "bake.json"
+    return dict(json.loads(path.read_text())) if path.exists() else None
+
+
+def held(lab: Lab) -> dict[str, Any] | None:
+    path = lab.state_dir / "held.json"
+    return dict(json.loads(path.read_text())) if path.exists() else None
+
+
+def docker(*args: str) -> None:
+    subprocess.run(("docker", *args), check=True, capture_output=True)
+
+
+def promoted_after(lab: Lab, bake_s: float, since: float) -> Run:
+    """The tick after the bake's end: it promotes (bake.json goes, nothing held)."""
+    time.sleep(max(0.0, since + bake_s + 0.5 - time.time()))
+    run = lab.tick()
+    ok(run, "noop")
+    assert "promoted to last-known-good" in run.summary["message"], run.stdout
+    assert bake_record(lab) is None
+    return run
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first-revision", "second-revision"])
+def test_a_container_removed_by_hand_inside_the_bake_is_restored_and_promoted(
+    lab: Lab, first: bool
+) -> None:
+    """Before: BAKE_FAILED ("web is missing"), a rollback and a hold of the good revision; on a
+    first revision "never promoted"."""
+    configure(lab, 12)
+    if not first:
+        lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+        ok(lab.tick(), "applied")
+        promoted_after(lab, 12, time.time())
+    lab.estate.tenancy.set_desired("r1", bundle(lab))
+    ok(lab.tick(), "applied")
+    committed = time.time()
+    docker("rm", "-f", lab.containers()["web"])
+    run = lab.tick()
+    ok(run, "applied")  # drift: restored, the revision is not at fault
+    assert any("gone" in e["message"] for e in run.events("bake.drift")), run.stdout
+    assert held(lab) is None
+    record = bake_record(lab)
+    assert record is not None and not record["failed"]
+    again = lab.tick()  # the new run of the same config is adopted: baking goes on
+    ok(again, "noop")
+    assert "baking:" in again.summary["message"], again.stdout
+    promoted_after(lab, 12, committed)
+    assert held(lab) is None
+
+
+def test_docker_restart_inside_the_bake_is_not_the_revisions_fault(lab: Lab) -> None:
+    """Before: BAKE_FAILED ("web is restarted"), rolled back to r0, r1 held."""
+    configure(lab, 10)
+    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+    ok(lab.tick(), "applied")
+    promoted_after(lab, 10, time.time())
+    lab.estate.tenancy.set_desired("r1", bundle(lab))
+    ok(lab.tick(), "applied")
+    committed = time.time()
+    docker("restart", "-t", "1", lab.containers()["web"])
+    run = lab.tick()
+    ok(run, "noop")
+    assert any("started again from outside" in e["message"] for e in run.events("bake.drift"))
+    promoted_after(lab, 10, committed)
+    assert held(lab) is None
+    assert json.loads((lab.state_dir / "applied.json").read_text())["revision"] == "r1"
+
+
+def test_an_unhealthy_spell_between_two_ticks_fails_the_bake(lab: Lab) -> None:
+    """Before: healthy again at the tick, so the bake went on and promoted the revision."""
+    configure(lab, 60)
+    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+    ok(lab.tick(), "applied")
+    hc = {"test": ["CMD-SHELL", "test -f /healthy"], "interval": "1s", "retries": 1}
+    script = "touch /healthy; sleep 5; rm /healthy; sleep 4; touch /healthy; sleep 3600"
+    lab.estate.tenancy.set_desired("r1", bundle(lab, command=["sh", "-c", script], healthcheck=hc))
+    ok(lab.tick(), "applied")
+    time.sleep(12)  # the spell is over: healthy again at the tick
+    state = subprocess.run(
+        ("docker", "inspect", "--format", "{{.State.Health.Status}}", lab.containers()["web"]),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert state == "healthy"
+    run = lab.tick()
+    assert run.rc == 1 and run.errors[0]["code"] == "BAKE_FAILED", run.stdout
+    assert "service web is unhealthy" in run.errors[0]["message"]
+    assert json.loads((lab.state_dir / "applied.json").read_text())["revision"] == "r0"
+
+
+def test_a_bake_failure_never_prints_the_baking_revisions_secret(lab: Lab) -> None:
+    """Before: the healthcheck's output (the revision's DB_PASSWORD) in the journal and the
+    report: the bake was judged before the tick learned the revision's values."""
+    configure(lab, 30)
+    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+    ok(lab.tick(), "applied")
+    hc = {
+        "test": ["CMD-SHELL", "echo leak=$$DB_PASSWORD; test -f /healthy"],
+        "interval": "1s",
+        "retries": 1,
+    }
+    script = "touch /healthy; sleep 4; rm /healthy; sleep 3600"
+    lab.estate.tenancy.set_desired("r1", bundle(lab, command=["sh", "-c", script], healthcheck=hc))
+    ok(lab.tick(), "applied")
+    time.sleep(6)
+    run = lab.tick()
+    assert run.rc == 1 and run.errors[0]["code"] == "BAKE_FAILED", run.stdout
+    assert "leak=***" in run.stdout  # the output is there, masked
+    assert SECRET not in run.stdout + run.stderr
+    assert SECRET not in json.dumps(lab.estate.tenancy.reports)
+
+
+def test_a_rollbacks_own_recreation_does_not_fail_the_revision_it_restores(lab: Lab) -> None:
+    """r1 bakes; r2 fails verify and is rolled back to r1 (a new container of r1's config).
+    Before: r1 "is missing", BAKE_FAILED, back to r0 and the good r1 held."""
+    configure(lab, 25)
+    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+    ok(lab.tick(), "applied")
+    promoted_after(lab, 25, time.time())
+    lab.estate.tenancy.set_desired("r1", bundle(lab))
+    ok(lab.tick(), "applied")
+    committed = time.time()
+    lab.estate.tenancy.set_desired("r2", bundle(lab, command=["sh", "-c", "exit 3"]))
+    failed = lab.tick()
+    assert failed.rc == 1, failed.stdout
+    assert json.loads((lab.state_dir / "applied.json").read_text())["revision"] == "r1"
+    lab.estate.tenancy.set_desired("r1", bundle(lab))  # tenancy goes back to r1
+    run = lab.tick()
+    ok(run, "noop")
+    assert "baking:" in run.summary["message"], run.stdout
+    assert any("new container" in e["message"] for e in run.events("bake.drift")), run.stdout
+    promoted_after(lab, 25, committed)
+    assert (held(lab) or {}).get("revision") != "r1"
+    assert json.loads((lab.state_dir / "applied.json").read_text())["revision"] == "r1"
