@@ -23,6 +23,8 @@ from monky_deployd_testkit.lab import Lab, Run
 pytestmark = pytest.mark.docker
 
 SECRET = "s3cr3t-bake-engine"
+ROTATED = "r0tated-bake-engine"
+APP = "envs/env-e2e-01/app"  # the lab's manifest: DB_PASSWORD's path
 STABLE_S = 2.0
 
 
@@ -145,11 +147,13 @@ def test_an_unhealthy_spell_between_two_ticks_fails_the_bake(lab: Lab) -> None:
 
 
 def test_a_bake_failure_never_prints_the_baking_revisions_secret(lab: Lab) -> None:
-    """Before: the healthcheck's output (the revision's DB_PASSWORD) in the journal and the
-    report: the bake was judged before the tick learned the revision's values."""
+    """r1 only rotates DB_PASSWORD, and its healthcheck prints it. Before: the rotated value in
+    the journal and the report: the bake was judged before the tick learned r1's values (the
+    rollback taught it r0's only)."""
     configure(lab, 30)
     lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
     ok(lab.tick(), "applied")
+    lab.estate.bao.set_secret(APP, {"db_password": ROTATED})
     hc = {
         "test": ["CMD-SHELL", "echo leak=$$DB_PASSWORD; test -f /healthy"],
         "interval": "1s",
@@ -162,8 +166,9 @@ def test_a_bake_failure_never_prints_the_baking_revisions_secret(lab: Lab) -> No
     run = lab.tick()
     assert run.rc == 1 and run.errors[0]["code"] == "BAKE_FAILED", run.stdout
     assert "leak=***" in run.stdout  # the output is there, masked
-    assert SECRET not in run.stdout + run.stderr
-    assert SECRET not in json.dumps(lab.estate.tenancy.reports)
+    for value in (SECRET, ROTATED):
+        assert value not in run.stdout + run.stderr
+        assert value not in json.dumps(lab.estate.tenancy.reports)
 
 
 def test_a_rollbacks_own_recreation_does_not_fail_the_revision_it_restores(lab: Lab) -> None:

@@ -51,6 +51,7 @@ class Context:
     )
     # each staged service's config hash and labels (Commit keeps them in applied.json)
     labelled: dict[str, ServiceLabel] = field(default_factory=dict)
+    kept_jobs: dict[str, str] = field(default_factory=dict)  # jobs an up left alone (done)
 
     def learn(self, secrets: Iterable[str]) -> None:
         """Add secrets to the tick's masker (children's output, errors, report, log lines)."""

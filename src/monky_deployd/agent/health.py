@@ -54,7 +54,7 @@ def of(state: StateDir, applied: Applied | None, svc: dict[str, Any], now: float
     containers = svc.get("containers", [])
     states = lifecycle.service_states(
         applied.services,
-        applied.jobs,
+        svc.get("done_jobs", applied.jobs),
         (
             (str(c["service"]), str(c["state"]), str(c["health"]), c.get("exit_code"))
             for c in containers

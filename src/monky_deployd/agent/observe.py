@@ -28,7 +28,7 @@ from monky_deployd.adapters.box import docker_api, locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent.locklog import log_locks
 from monky_deployd.config import Config
-from monky_deployd.core import gates, recovery, report, schedule, wire
+from monky_deployd.core import gates, lifecycle, recovery, report, schedule, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.held import BackingOff, Held
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from monky_deployd.adapters.net.tenancy import Checkin
 
 log = logging.getLogger("monky_deployd")
+
+# how far back the engine's events are asked for when a job's exit needs telling apart
+EVENTS_S = 86400.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,10 @@ class Observation:
     identity: str = ""  # the box's env: its place in a rollout (core.schedule)
     windows: tuple[schedule.Window, ...] = ()  # config.yaml's update_windows
     ignored_locks: tuple[tuple[str, str], ...] = ()  # *.lock entries that are no lock file
+    # the jobs done for the run on the box (``core.lifecycle``), and those this observation
+    # found newly done (``settle`` records them in applied.json); None: containers not looked
+    done_jobs: tuple[str, ...] | None = None
+    finished: tuple[tuple[str, str], ...] = ()
 
     @property
     def desired(self) -> str | None:
@@ -113,10 +120,13 @@ class Observation:
         return s if s is not None and s.active(self.now) else None
 
     def facts(self, retry: bool = False) -> Facts:
+        applied = self.local.applied
+        if applied is not None and self.done_jobs is not None:
+            applied = replace(applied, jobs=self.done_jobs)  # done, by what its run did
         return Facts(
             self.answer.status,
             self.answer.revision if self.answer.status == 200 else None,
-            self.local.applied,
+            applied,
             self.running,
             self.answer.bundle,
             self.held,
@@ -155,8 +165,11 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
     if held is not None and wanted is not None and wanted != held.revision:
         held = None  # pre-empted: a new desired revision ends a hold and a backoff at once
     running: tuple[ServiceState, ...] | None = None
-    if applied and asks_engine(cfg, answer, local, held):
+    done: tuple[str, ...] | None = None
+    finished: tuple[tuple[str, str], ...] = ()
+    if applied and local.record and asks_engine(cfg, answer, local, held):
         running = tuple(docker_api.project_containers(cfg.docker, applied.project))
+        done, finished = jobs_done(cfg, local.record, running, now)
     scan = locks.scan(cfg.locks.dir)
     lk = cfg.locks
     valid, stale = gates.split_locks(scan.locks, now, lk.default_ttl_s, lk.max_ttl_s)
@@ -173,7 +186,35 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
         cfg.env,
         cfg.windows,
         scan.ignored,
+        done,
+        finished,
     )
+
+
+def jobs_done(
+    cfg: Config, record: Applied, running: tuple[ServiceState, ...], now: float
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The jobs done for the run on the box, and the newly done ``(service, made_by)``: an
+    exited-0 container of a service that may finish, which applied.json's ``done`` does not
+    account for, ran to completion when the engine's events show no stop before its exit
+    (``core.lifecycle.ran_to_completion``; one events request, only then). A record an older
+    agent wrote (no ``done``) keeps its rule: every exited-0 container of ``jobs`` is done."""
+    known = dict(record.done or {})
+    new: list[tuple[str, str]] = []
+    fresh = lifecycle.undecided(record.jobs, known, running)
+    if fresh and record.done is None:
+        new = [(c.name, c.made_by) for c in fresh]
+    elif fresh:
+        events = docker_api.project_events(cfg.docker, record.project, now - EVENTS_S, now)
+        new = [
+            (c.name, c.made_by)
+            for c in fresh
+            if lifecycle.ran_to_completion(c.container_id, events)
+        ]
+    # every container of a service: one that ran to completion is the service's only if all did
+    made = {name: by for name, by in new}
+    known.update(made)
+    return lifecycle.done_jobs(known, running), tuple(sorted(made.items()))
 
 
 def may_wait(cfg: Config, answer: Checkin) -> bool:
@@ -221,6 +262,16 @@ def settle(state: StateDir, obs: Observation) -> None:
             f"{found.describe()} until {until}",
             extra={"event": "suspend.active", "phase": "plan"},
         )
+    record = obs.local.record
+    if obs.finished and record is not None:
+        for name, made in obs.finished:
+            log.info(
+                f"job {name} ran to completion (its exit 0 had no stop before it, in the "
+                f"engine's events): done for this config ({made}), never restored nor re-run",
+                extra={"event": "job.done", "phase": "plan", "service": name},
+            )
+        done = {**(record.done or {}), **dict(obs.finished)}
+        state.write_applied(replace(record, done=done))
     cut = obs.interrupted
     if cut is not None:
         log.warning(

@@ -23,8 +23,9 @@ from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule, status
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.held import Stalled
+from monky_deployd.core.records import Applied
 from monky_deployd.core.report import rfc3339, whole_seconds
-from monky_deployd.core.services import repo_digest
+from monky_deployd.core.services import ServiceState, repo_digest
 
 SCHEMA = 1
 TIMER = "monky-deployd.timer"
@@ -41,19 +42,34 @@ def _entry(e: ledger.Entry | None) -> dict[str, Any] | None:
     return out
 
 
-def services(cfg: Config, project: str | None) -> dict[str, Any]:
-    """The project's containers as the engine sees them now; the engine's fault as text."""
+def services(cfg: Config, applied: Applied | None, now: float) -> dict[str, Any]:
+    """The project's containers as the engine sees them now, and the jobs done for them
+    (``observe.jobs_done``: what the tick decides from); the engine's fault as text."""
+    project = applied.project if applied is not None else None
     out: dict[str, Any] = {"engine": "not asked", "project": project, "containers": []}
-    if project is None:
+    if applied is None:
         out["engine"] = "not asked (nothing applied)"
         return out
     try:
-        found = docker_api.inspect_project(cfg.docker, project)
+        found = docker_api.inspect_project(cfg.docker, applied.project)
         digests: dict[str, str] = {}
         for c in found:
             if c.image_id and c.image_id not in digests:
                 known = docker_api.repo_digests(cfg.docker, c.image_id)
                 digests[c.image_id] = repo_digest(c.image_ref, known)
+        states = tuple(
+            ServiceState(
+                c.service,
+                c.state,
+                c.health,
+                c.image_ref,
+                c.exit_code if c.state in ("exited", "dead") else None,
+                c.container_id,
+                c.made_by,
+            )
+            for c in found
+        )
+        out["done_jobs"] = list(observe.jobs_done(cfg, applied, states, now)[0])
     except DeployError as err:
         out["engine"] = f"unreachable: {err.code}: {err.message}"
         return out
@@ -119,7 +135,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
     found, valid, stale = seen.locks, seen.valid_locks, seen.stale_locks
     active, lkg, running = seen.suspended, seen.last_known_good, seen.running
     svc = (
-        services(cfg, applied.project if applied else None)
+        services(cfg, applied, now)
         if engine
         else {"engine": "not asked", "project": None, "containers": []}
     )

@@ -69,8 +69,35 @@ def up(ctx: Context, step: Up) -> None:
         from monky_deployd.agent.repin import ensure_images
 
         ensure_images(ctx, step.revision)
-    compose.up(step.services)
+    if step.services:  # a restore of what is down (--no-deps): a done job is not down
+        compose.up(step.services)
+    else:
+        skip = done_jobs_kept(ctx, step.project)
+        compose.up(step.every if skip else (), skip=skip)
     note_services(ctx, step.project)
+
+
+def done_jobs_kept(ctx: Context, project: str) -> tuple[str, ...]:
+    """The jobs a whole project's ``up`` leaves alone (``core.lifecycle.jobs_to_skip``): done
+    for the config this ``up`` would run (the labels this apply gives them; on a restore or a
+    rollback, the last-known-good's own); ``ctx.kept_jobs`` carries them to the commit."""
+    from monky_deployd.core import lifecycle
+
+    applied = ctx.state.read_applied()
+    if applied is None or applied.project != project or not applied.done:
+        return ()
+    labels = ctx.labelled or applied.service_labels
+    wanted = {s: f"{lb.revision}/{lb.deploy_id}" for s, lb in labels.items()}
+    running = docker_api.project_containers(ctx.cfg.docker, project)
+    skip = lifecycle.jobs_to_skip(applied.done, wanted, running)
+    for name in skip:
+        log.info(
+            f"job {name} ran to completion for this config (made by {applied.done[name]}): "
+            "not run again",
+            extra={"event": "up.job_done", "service": name},
+        )
+    ctx.kept_jobs = {s: applied.done[s] for s in skip}
+    return skip
 
 
 def note_services(ctx: Context, project: str) -> None:
@@ -135,7 +162,10 @@ def rollback(ctx: Context, step: Rollback) -> None:
         from monky_deployd.agent.repin import ensure_images
 
         ensure_images(ctx, step.revision)
-    compose.up()
+    skip = done_jobs_kept(ctx, step.project)
+    applied = ctx.state.read_applied()
+    every = tuple(dict.fromkeys([*applied.services, *applied.jobs])) if applied else ()
+    compose.up(every if skip else (), skip=skip)
 
 
 def commit(ctx: Context, step: Commit) -> None:
@@ -148,6 +178,10 @@ def commit(ctx: Context, step: Commit) -> None:
 
     # the services that may finish (exit 0 = done, never restored): core.lifecycle
     jobs = sorted({c.service for c in observed if lifecycle.may_finish(c.restart_policy)})
+    # the jobs that ran to completion in verify, and those the up left alone (done before)
+    finished = set(passed.done) if passed is not None else set()
+    done = dict(ctx.kept_jobs)
+    done.update({c.service: c.made_by for c in observed if c.service in finished})
     release = Release(
         step.revision,
         step.project,
@@ -185,6 +219,7 @@ def commit(ctx: Context, step: Commit) -> None:
             dict(ctx.labelled),
             step.previous or "",
             jobs,
+            done,
         )
     )
     ctx.state.clear_held()

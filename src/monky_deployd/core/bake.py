@@ -49,7 +49,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from monky_deployd.core import lifecycle
-from monky_deployd.core.verify import ContainerObs, EngineEvent
+from monky_deployd.core.services import EngineEvent
+from monky_deployd.core.verify import ContainerObs
 
 # exit codes a signal gives (128 + n): what a stop, a kill or an engine shutdown leaves
 SIGNAL_EXITS = range(129, 160)

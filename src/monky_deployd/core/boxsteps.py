@@ -70,6 +70,7 @@ class Up:
     revision: str
     pinned: bool = False
     services: tuple[str, ...] = ()
+    every: tuple[str, ...] = ()  # a whole project's up: its services (a done job is left out)
     phase: ClassVar[str] = "up"
 
 
@@ -151,7 +152,7 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
     if prev is not None and prev.project != ready.project:
         steps.append(Down(prev.project, prev.revision))
     steps += [
-        Up(ready.project, ready.revision),
+        Up(ready.project, ready.revision, every=ready.services),
         Verify(ready.project, ready.revision, ready.services, awaited_jobs(ready.compose)),
         Commit(
             ready.revision,
@@ -177,7 +178,13 @@ def restore_steps(
     project comes up (orphans of the killed revision removed)."""
     applied = plan.applied
     return (
-        Up(applied.project, applied.revision, pinned, plan.missing if only_missing else ()),
+        Up(
+            applied.project,
+            applied.revision,
+            pinned,
+            plan.missing if only_missing else (),
+            every=tuple(dict.fromkeys([*applied.services, *applied.jobs])),
+        ),
         Verify(applied.project, applied.revision, applied.services),
     )
 

@@ -36,7 +36,8 @@ class AppliedFacts:
     revision: str
     project: str
     services: tuple[str, ...]  # the services the applied compose file declares
-    jobs: tuple[str, ...] = ()  # those that may finish (exit 0 = done, core.lifecycle)
+    # the jobs done for the run on the box (observe: core.lifecycle.done_jobs), never restored
+    jobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -386,7 +387,7 @@ def _gated(f: Facts, revision: str, reason: str) -> Plan:
         return _apply(f, revision, reason, g)
     applied = f.applied
     if applied is not None and f.running is not None:  # the LKG is looked after meanwhile
-        missing = down_services(applied.services, f.running)
+        missing = down_services(applied.services, f.running, applied.jobs)
         if missing and (wait := _restore_backoff(f, applied, missing)) is not None:
             return wait
         if missing:

@@ -21,10 +21,12 @@ jobs").
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
+
+from monky_deployd.core.services import EngineEvent, ServiceState
 
 # restart policies under which an exit 0 is the end of the work, not a crash
 FINISHING_POLICIES = frozenset({"no", "", "on-failure"})
@@ -113,3 +115,71 @@ def describe(states: Mapping[str, str], names: Iterable[str]) -> str:
 def as_view(states: Mapping[str, Any]) -> list[dict[str, str]]:
     """``[{"service", "state"}]`` in name order (status --json, the report)."""
     return [{"service": k, "state": str(v)} for k, v in sorted(states.items())]
+
+
+# -- a job runs once per config ----------------------------------------------------------------
+#
+# A job is known by what its run did: it ran to completion on its own (exit 0, restart no or
+# on-failure, nobody stopped it). applied.json's ``done`` keeps, per job, the apply that made
+# that run (its labels ``revision/deploy-id``: an apply that does not change the service keeps
+# its labels, so one label pair is one config). A service stopped from outside that exits 0
+# (``docker stop`` of a ``restart: "no"`` service) never becomes a job: it is drift, restored.
+
+
+def done_jobs(done: Mapping[str, str], running: Sequence[ServiceState]) -> tuple[str, ...]:
+    """The services of ``done`` whose containers on the box all exited 0 and were made by the
+    apply ``done`` records for them: done for that config, never restored nor run again."""
+    by: dict[str, list[ServiceState]] = {}
+    for c in running:
+        by.setdefault(c.name, []).append(c)
+    return tuple(
+        sorted(
+            name
+            for name, made in done.items()
+            if by.get(name)
+            and all(
+                c.state == "exited" and c.exit_code == 0 and c.made_by == made for c in by[name]
+            )
+        )
+    )
+
+
+def undecided(
+    jobs: Iterable[str], done: Mapping[str, str], running: Sequence[ServiceState]
+) -> tuple[ServiceState, ...]:
+    """Exited-0 containers of services that may finish (``jobs``) which ``done`` does not
+    account for: whether each ran to completion or was stopped, the engine's events tell."""
+    may = set(jobs)
+    return tuple(
+        c
+        for c in running
+        if c.name in may
+        and c.state == "exited"
+        and c.exit_code == 0
+        and done.get(c.name) != c.made_by
+    )
+
+
+def ran_to_completion(container_id: str, events: Sequence[EngineEvent]) -> bool:
+    """Whether the engine's events show the container's last run end on its own: its ``start``
+    and its ``die`` (exit 0) with no ``kill`` between them (a stop, a kill, a restart, a removal
+    from outside send one). False when the events do not reach back to its start (an engine
+    restart empties them): the engine cannot tell, and a service that may be down is restored
+    rather than taken for a finished job."""
+    mine = [e for e in events if e.container_id == container_id]
+    starts = [e.at for e in mine if e.action == "start"]
+    dies = [e for e in mine if e.action == "die" and (not starts or e.at >= starts[-1])]
+    if not starts or not dies:
+        return False
+    last = dies[-1]
+    killed = any(e.action == "kill" and starts[-1] <= e.at <= last.at for e in mine)
+    return last.exit_code == 0 and not killed
+
+
+def jobs_to_skip(
+    done: Mapping[str, str], wanted: Mapping[str, str], running: Sequence[ServiceState]
+) -> tuple[str, ...]:
+    """The jobs an ``up`` leaves alone: done (``done_jobs``) for the very apply ``wanted`` says
+    would make them now (``revision/deploy-id`` per service: the labels this apply gives them,
+    or the last-known-good's own on a rollback). A job whose config changed runs once."""
+    return tuple(s for s in done_jobs(done, running) if wanted.get(s) == done[s])

@@ -127,6 +127,9 @@ class Applied:
     previous: str = ""
     # the services that may finish (restart no/on-failure: exit 0 = done, core.lifecycle)
     jobs: list[str] = field(default_factory=_no_services)
+    # the jobs that ran to completion on their own, each with the apply that made that run
+    # (``revision/deploy-id``, its labels: one per config); None: a record an older agent wrote
+    done: dict[str, str] | None = None
 
     def to_json(self) -> bytes:
         # ``asdict`` deep-copies every entry of the hashes (a 4 MiB template has 380,000 of
@@ -136,6 +139,8 @@ class Applied:
         for name in _APPLIED_OPTIONAL:
             if not body[name]:
                 del body[name]
+        if body["done"] is None:
+            del body["done"]
         return json.dumps(body, indent=2, sort_keys=True).encode()
 
     @staticmethod

@@ -12,9 +12,23 @@ class ServiceState:
     health: str
     image: str
     exit_code: int | None = None  # an exited container's code (None: running, or unknown)
+    container_id: str = ""
+    made_by: str = ""  # its labels ``revision/deploy-id``: the apply that made it (or "")
 
     def as_report(self) -> dict[str, str]:
         return {"name": self.name, "state": self.state, "health": self.health, "image": self.image}
+
+
+@dataclass(frozen=True)
+class EngineEvent:
+    """One container event of the engine's own log (``GET /events``): ``start``, ``die`` (with
+    its ``exit_code``), ``kill`` (with its ``signal``: an API stop, kill, restart or removal),
+    ``oom``, ``destroy``, ``restart``, ``health_status: unhealthy``."""
+
+    container_id: str
+    action: str
+    at: float  # epoch seconds (the engine's timeNano)
+    exit_code: int | None = None
 
 
 def repo_digest(ref: str, known: list[str] | tuple[str, ...]) -> str:

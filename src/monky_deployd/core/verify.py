@@ -65,18 +65,6 @@ class ContainerObs:
 
 
 @dataclass(frozen=True)
-class EngineEvent:
-    """One container event of the engine's own log (``GET /events``): ``start``, ``die`` (with
-    its ``exit_code``), ``kill`` (with its ``signal``: an API stop, kill, restart or removal),
-    ``oom``, ``destroy``, ``restart``, ``health_status: unhealthy``."""
-
-    container_id: str
-    action: str
-    at: float  # epoch seconds (the engine's timeNano)
-    exit_code: int | None = None
-
-
-@dataclass(frozen=True)
 class Watch:
     """What the verify remembers between observations."""
 

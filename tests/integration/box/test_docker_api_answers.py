@@ -28,6 +28,7 @@ from monky_deployd.agent import context, status, steps
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.boxsteps import Verify
 from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.records import Applied
 from monky_deployd.core.report import TickRecord
 from monky_deployd_testkit.fakes.clock import Clock
 
@@ -168,7 +169,7 @@ def test_verify_names_the_engine_at_its_first_poll_not_a_timeout(
 def test_status_says_the_engine_answered_badly_not_that_nothing_runs(engine: Engine) -> None:
     engine.answer(b"{}")
     cfg = config_mod.parse({"env": "env-api-01", "docker": {"host": f"unix://{engine.sock}"}}, "t")
-    out = status.services(cfg, PROJECT)
+    out = status.services(cfg, Applied("r1", PROJECT, ["web"]), 0.0)
     assert out["engine"].startswith("unreachable: DOCKER_UNAVAILABLE: the Docker engine at")
     assert out["containers"] == []
 

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core import bake
-from monky_deployd.core.verify import ContainerObs, EngineEvent
+from monky_deployd.core.services import EngineEvent
+from monky_deployd.core.verify import ContainerObs
 
 SINCE, BAKE_S = 1000.0, 300.0
 UNTIL = SINCE + BAKE_S

@@ -34,7 +34,7 @@ def test_apply_steps_in_order_without_a_down_when_the_project_stays() -> None:
     assert apply_steps(plan, ready(cred=cred)) == (
         Stage("r2", "services: {}\n", "A=1\n", "reg:5000", cred),
         Pull("shop", "r2", "reg:5000"),
-        Up("shop", "r2"),
+        Up("shop", "r2", every=("web",)),
         Verify("shop", "r2", ("web",)),
         Commit(
             "r2",
@@ -66,10 +66,11 @@ def test_restore_only_brings_the_applied_project_up() -> None:
     assert isinstance(plan, Restore)
     # only the service that is down comes up (--no-deps): a finished job is not run again
     assert restore_steps(plan) == (
-        Up("shop", "r2", services=("web",)),
+        Up("shop", "r2", services=("web",), every=("db", "web")),
         Verify("shop", "r2", ("db", "web")),
     )
-    assert restore_steps(plan, only_missing=False)[0] == Up("shop", "r2")
+    # a whole project's up names every service: a job done for its config is left out
+    assert restore_steps(plan, only_missing=False)[0] == Up("shop", "r2", every=("db", "web"))
 
 
 def test_every_box_step_names_its_phase() -> None:
@@ -100,5 +101,5 @@ def test_rollback_steps_bring_the_lkg_back_then_verify_it() -> None:
 def test_restore_can_pin_the_release_images() -> None:
     plan = decide(facts(304, None, applied("r2", "shop"), (svc("db"),), None))
     assert isinstance(plan, Restore)
-    assert restore_steps(plan, pinned=True)[0] == Up("shop", "r2", True, ("web",))
+    assert restore_steps(plan, pinned=True)[0] == Up("shop", "r2", True, ("web",), ("db", "web"))
     assert isinstance(restore_steps(plan, pinned=True)[1], Verify)

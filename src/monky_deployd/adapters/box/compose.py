@@ -87,11 +87,15 @@ class Compose:
                 registry_host=registry_host,
             )
 
-    def up(self, services: tuple[str, ...] = ()) -> None:
+    def up(self, services: tuple[str, ...] = (), *, skip: tuple[str, ...] = ()) -> None:
         """``up --detach --remove-orphans``; pinned: ``--pull never`` too (the images are here);
-        ``services``: only those, ``--no-deps`` (and no orphan removal: the rest stays as is)."""
+        ``services``: only those, ``--no-deps`` (and no orphan removal: the rest stays as is);
+        ``skip`` (with every other service in ``services``): jobs done for their config, which
+        ``up`` would start again: the others ``--no-deps``, orphans removed."""
         never = ("--pull", "never") if self.pinned else ()
         which = ("--no-deps", *services) if services else ("--remove-orphans",)
+        if skip:
+            which = ("--remove-orphans", "--no-deps", *(s for s in services if s not in skip))
         result = runner.run(
             self._argv("up", "--detach", *never, *which),
             env=self.env,

@@ -27,8 +27,8 @@ from monky_deployd.adapters.httpio import PoolTransport, read_capped
 from monky_deployd.adapters.tls import no_tls
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code, CommandError, DeployError
-from monky_deployd.core.services import ServiceState
-from monky_deployd.core.verify import ContainerObs, EngineEvent
+from monky_deployd.core.services import EngineEvent, ServiceState
+from monky_deployd.core.verify import ContainerObs
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PROJECT_LABEL = "com.docker.compose.project"
@@ -75,6 +75,8 @@ def project_containers(cfg: DockerCfg, project: str) -> list[ServiceState]:
                     health=_health(str(r.get("Status", ""))),
                     image=str(r.get("Image", "")),
                     exit_code=_exit_code(str(r.get("Status", ""))),
+                    container_id=str(r.get("Id", "")),
+                    made_by=_made_by(r.get("Labels") or {}),
                 )
                 for r in rows
             ),
@@ -82,6 +84,12 @@ def project_containers(cfg: DockerCfg, project: str) -> list[ServiceState]:
         )
     except (ValueError, AttributeError, TypeError) as exc:
         raise _not_a_list(where) from exc
+
+
+def _made_by(labels: dict[str, Any]) -> str:
+    """``revision/deploy-id`` from the container's monky-deployd labels ("" without them)."""
+    rev = str(labels.get(REVISION_LABEL) or "")
+    return f"{rev}/{labels.get(DEPLOY_ID_LABEL) or ''}" if rev else ""
 
 
 def project_working_dirs(cfg: DockerCfg, project: str) -> dict[str, str]:

@@ -1,0 +1,149 @@
+"""End to end: a job runs once per config, and a service is never taken for a finished job
+(issue 26). The real CLI, the loopback estate, a real registry and the real Docker engine; each
+job run appends a line to a file in a bind-mounted directory, so the tests count runs. Each test
+failed on main before the change (4189b48)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from monky_deployd.core import schedule
+from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.lab import Lab, Run
+
+pytestmark = pytest.mark.docker
+
+DAY = 86400
+ENV = "env-e2e-01"  # the lab's environment: the box's identity for its rollout place
+
+
+@pytest.fixture
+def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
+    with Lab(tmp_path, registry, web_image, db_password="jobs-pw") as lab:
+        lab.write_config(verify={"stable_s": 2, "deadline_s": 30, "poll_s": 0.25, "bake_s": 0})
+        yield lab
+
+
+def runs_dir(lab: Lab) -> Path:
+    d = lab.tmp / "runs"
+    d.mkdir(exist_ok=True)
+    d.chmod(0o777)
+    return d
+
+
+def bundle(
+    lab: Lab, *, job: str = "echo migrated", web: str = "sleep 3600", **extra: Any
+) -> dict[str, Any]:
+    """web (long-running) and migrate (a restart "no" job that appends to runs/migrate)."""
+    b = lab.bundle(**extra)
+    doc = yaml.safe_load(b["compose"])
+    base = dict(doc["services"]["web"])
+    mount = [f"{runs_dir(lab)}:/runs"]
+    doc["services"] = {
+        "web": {**base, "command": ["sh", "-c", web], "restart": "unless-stopped"},
+        "migrate": {
+            **base,
+            "command": ["sh", "-c", f"echo run >> /runs/migrate; {job}"],
+            "restart": "no",
+            "volumes": mount,
+        },
+    }
+    b["compose"] = yaml.safe_dump(doc)
+    return b
+
+
+def job_runs(lab: Lab) -> int:
+    f = runs_dir(lab) / "migrate"
+    return len(f.read_text().splitlines()) if f.exists() else 0
+
+
+def ok(run: Run, outcome: str) -> None:
+    assert run.rc == 0, run.stdout + run.stderr
+    assert run.summary["outcome"] == outcome, run.stdout
+
+
+def late_revision() -> str:
+    """A revision name whose rollout place for this box is late (it waits a day's spread)."""
+    return next(r for i in range(10_000) if schedule.place(ENV, r := f"r2-{i}") > 0.5)
+
+
+def test_a_waiting_revision_never_re_runs_the_last_known_goods_job(lab: Lab) -> None:
+    """r1's migration outlasts verify's stable window (running when verify passed), then ends.
+    Before: every tick while r2 waited restored r1's "missing" migrate: 4 runs in 3 ticks."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab, job="sleep 4; echo migrated"))
+    ok(lab.tick(), "applied")
+    time.sleep(4.5)
+    assert job_runs(lab) == 1
+    waiting = bundle(lab, job="echo v2")
+    waiting["rollout"] = {"spread_s": DAY}
+    tenancy.set_desired(late_revision(), waiting)
+    for _ in range(3):
+        run = lab.tick()
+        assert (run.rc, run.summary["outcome"]) == (7, "waiting"), run.stdout
+    assert job_runs(lab) == 1
+
+
+def test_a_rollback_never_re_runs_a_job_whose_config_it_kept(lab: Lab) -> None:
+    """r2 changes only web, which fails verify; the rollback brings r1 back. Before: r2's up and
+    the rollback's up each started r1's exited migrate again (3 runs)."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab))
+    ok(lab.tick(), "applied")
+    tenancy.set_desired("r2", bundle(lab, web="exit 3"))
+    failed = lab.tick()
+    assert failed.rc == 1 and lab.estate.tenancy.reports[-1]["rollback"]["ok"], failed.stdout
+    assert any(e["service"] == "migrate" for e in failed.events("up.job_done")), failed.stdout
+    assert job_runs(lab) == 1
+
+
+def test_a_new_job_config_runs_once(lab: Lab) -> None:
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab))
+    ok(lab.tick(), "applied")
+    tenancy.set_desired("r2", bundle(lab, job="echo v2"))
+    ok(lab.tick(), "applied")
+    assert job_runs(lab) == 2
+    tenancy.set_desired("r3", bundle(lab, job="echo v2", web="sleep 3601"))
+    ok(lab.tick(), "applied")  # only web changed: the job's config did not, not run again
+    for _ in range(2):
+        ok(lab.tick(), "noop")
+    assert job_runs(lab) == 2
+
+
+def test_a_service_stopped_by_hand_that_exits_0_is_restored_not_taken_for_a_job(
+    lab: Lab,
+) -> None:
+    """A restart "no" service that exits 0 on SIGTERM, stopped with `docker stop`. Before: never
+    restored ("all services are running"), `status` exit 0."""
+    b = lab.bundle()
+    doc = yaml.safe_load(b["compose"])
+    graceful = "trap 'exit 0' TERM; while true; do sleep 1; done"
+    doc["services"]["web"].update(command=["sh", "-c", graceful], restart="no")
+    b["compose"] = yaml.safe_dump(doc)
+    lab.estate.tenancy.set_desired("r1", b)
+    ok(lab.tick(), "applied")
+    cid = lab.containers()["web"]
+    subprocess.run(("docker", "stop", "-t", "5", cid), check=True, capture_output=True)
+    code = subprocess.run(
+        ("docker", "inspect", "--format", "{{.State.ExitCode}}", cid),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert code == "0"
+    st = lab.cli("status", "--json")
+    assert st.returncode != 0 and json.loads(st.stdout)["state"] != "ok", st.stdout
+    run = lab.tick()
+    ok(run, "applied")  # restored
+    assert "web" in lab.containers()
+    time.sleep(0.5)
+    assert lab.cli("status").returncode == 0
