@@ -60,6 +60,8 @@ def of(state: StateDir, applied: Applied | None, svc: dict[str, Any], now: float
             for c in containers
         ),
     )
+    for name, made in svc.get("foreign", {}).items():  # what runs is not what was applied
+        states = {**states, name: f"drift (runs a container {made} made)"}
     bare = sorted(
         {
             str(c["service"])

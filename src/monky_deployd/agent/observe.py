@@ -64,7 +64,11 @@ class Local:
     @property
     def applied(self) -> AppliedFacts | None:
         r = self.record
-        return AppliedFacts(r.revision, r.project, tuple(r.services), tuple(r.jobs)) if r else None
+        if r is None:
+            return None
+        made = {s: f"{lb.revision}/{lb.deploy_id}" for s, lb in r.service_labels.items()}
+        every = tuple(dict.fromkeys([*r.services, *r.jobs, *r.service_labels]))
+        return AppliedFacts(r.revision, r.project, tuple(r.services), tuple(r.jobs), made, every)
 
 
 def read_local(state: StateDir) -> Local:

@@ -25,7 +25,7 @@ from monky_deployd.core.errors import DeployError
 from monky_deployd.core.held import Stalled
 from monky_deployd.core.records import Applied
 from monky_deployd.core.report import rfc3339, whole_seconds
-from monky_deployd.core.services import ServiceState, repo_digest
+from monky_deployd.core.services import ServiceState, foreign, repo_digest
 
 SCHEMA = 1
 TIMER = "monky-deployd.timer"
@@ -70,6 +70,8 @@ def services(cfg: Config, applied: Applied | None, now: float) -> dict[str, Any]
             for c in found
         )
         out["done_jobs"] = list(observe.jobs_done(cfg, applied, states, now)[0])
+        made = {k: f"{lb.revision}/{lb.deploy_id}" for k, lb in applied.service_labels.items()}
+        out["foreign"] = dict(foreign(made, states))
     except DeployError as err:
         out["engine"] = f"unreachable: {err.code}: {err.message}"
         return out

@@ -174,15 +174,16 @@ def restore_steps(
     """The box steps of a restore: ``up`` the applied revision again, no pull (pinned to the
     images its release recorded, when it has a release), then verify it like an apply. Only the
     services that are down are brought up, without their dependencies: a job that finished is
-    not run again (``core.lifecycle``). After a killed tick (``only_missing`` False) the whole
-    project comes up (orphans of the killed revision removed)."""
+    not run again (``core.lifecycle``). After a killed tick (``only_missing`` False), or with
+    orphans (another revision's services), the whole project comes up, orphans removed (and
+    the jobs done for their config left out)."""
     applied = plan.applied
     return (
         Up(
             applied.project,
             applied.revision,
             pinned,
-            plan.missing if only_missing else (),
+            plan.missing if only_missing and not plan.orphans else (),
             every=tuple(dict.fromkeys([*applied.services, *applied.jobs])),
         ),
         Verify(applied.project, applied.revision, applied.services),

@@ -24,7 +24,7 @@ from monky_deployd.core.gates import Lock
 from monky_deployd.core.held import BackingOff, Held, Stalled, restore_wait
 from monky_deployd.core.records import Journal, Suspended
 from monky_deployd.core.recovery import rollback_pending
-from monky_deployd.core.services import ServiceState
+from monky_deployd.core.services import ServiceState, foreign, orphans
 
 # -- facts -----------------------------------------------------------------------------------
 
@@ -38,6 +38,10 @@ class AppliedFacts:
     services: tuple[str, ...]  # the services the applied compose file declares
     # the jobs done for the run on the box (observe: core.lifecycle.done_jobs), never restored
     jobs: tuple[str, ...] = ()
+    # service -> the apply that made its container (labels ``revision/deploy-id``): what runs
+    # is compared with it (``core.services.foreign``); empty: not known, not compared
+    made_by: Mapping[str, str] = field(default_factory=dict)
+    declared: tuple[str, ...] = ()  # every service the applied revision has (jobs too)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class Restore:
     # the failed revision whose rollback to ``applied`` did not finish (killed, or stopped by a
     # lock or a suspend): this restore is that rollback (``core.recovery.rollback_pending``)
     rollback_of: str | None = None
+    orphans: tuple[str, ...] = ()  # services the revision does not have: the whole project up
     kind: ClassVar[str] = "restore"
 
 
@@ -312,13 +317,23 @@ def _drift(f: Facts, desired: str) -> Plan | None:
     applied = f.applied
     assert applied is not None and f.running is not None
     missing = down_services(applied.services, f.running, applied.jobs)
-    if not missing:
+    other = foreign(applied.made_by, f.running)
+    strays = orphans(applied.declared, f.running) if applied.declared else ()
+    if not missing and not other and not strays:
         return None
-    return _restore_backoff(f, applied, missing) or Restore(
+    facts = [f"{', '.join(missing)} not running (stopped, exited or unhealthy)"] if missing else []
+    facts += [
+        f"{name}'s container was made by {made} (its labels), applied.json names "
+        f"{applied.made_by[name]}"
+        for name, made in other
+    ]
+    facts += [f"{', '.join(strays)} not in revision {desired} (orphans)"] if strays else []
+    down = tuple(dict.fromkeys([*missing, *(name for name, _ in other)]))
+    return _restore_backoff(f, applied, down or strays) or Restore(
         applied,
-        missing,
-        f"revision {desired} is applied but {', '.join(missing)} not running "
-        "(stopped, exited or unhealthy)",
+        down,
+        f"revision {desired} is applied but {'; '.join(facts)}",
+        orphans=strays,
     )
 
 

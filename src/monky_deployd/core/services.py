@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -14,6 +15,7 @@ class ServiceState:
     exit_code: int | None = None  # an exited container's code (None: running, or unknown)
     container_id: str = ""
     made_by: str = ""  # its labels ``revision/deploy-id``: the apply that made it (or "")
+    oneoff: bool = False  # a ``docker compose run`` container: an operator's, not the service's
 
     def as_report(self) -> dict[str, str]:
         return {"name": self.name, "state": self.state, "health": self.health, "image": self.image}
@@ -40,3 +42,24 @@ def repo_digest(ref: str, known: list[str] | tuple[str, ...]) -> str:
     if ":" in repo.rsplit("/", 1)[-1]:  # a tag, not a registry's port
         repo = repo.rsplit(":", 1)[0]
     return next((d for d in known if d.split("@")[0] == repo), known[0] if known else "")
+
+
+def foreign(
+    made_by: Mapping[str, str], running: Iterable[ServiceState]
+) -> tuple[tuple[str, str], ...]:
+    """``(service, what made its container)`` for each container that another apply made than
+    the one applied.json names for its service (``made_by``: service -> ``revision/deploy-id``,
+    its labels): another revision's container under the service's name (a rollback a lock
+    stopped), or one made by hand. A service applied.json has no labels for is not judged."""
+    out: dict[str, str] = {}
+    for c in running:
+        want = made_by.get(c.name) if not c.oneoff else None
+        if want and c.made_by != want and c.name not in out:
+            out[c.name] = c.made_by or "no monky-deployd labels"
+    return tuple(sorted(out.items()))
+
+
+def orphans(declared: Iterable[str], running: Iterable[ServiceState]) -> tuple[str, ...]:
+    """The project's services with a container that the applied revision does not declare."""
+    known = set(declared)
+    return tuple(sorted({c.name for c in running if c.name not in known and not c.oneoff}))

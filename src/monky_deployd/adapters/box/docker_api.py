@@ -77,6 +77,7 @@ def project_containers(cfg: DockerCfg, project: str) -> list[ServiceState]:
                     exit_code=_exit_code(str(r.get("Status", ""))),
                     container_id=str(r.get("Id", "")),
                     made_by=_made_by(r.get("Labels") or {}),
+                    oneoff=(r.get("Labels") or {}).get(ONEOFF_LABEL) == "True",
                 )
                 for r in rows
             ),

@@ -1,0 +1,75 @@
+"""End to end: decisions compare what runs, not names (issue 26). The real CLI, the loopback
+estate, a real registry and the real Docker engine. A lock (which the failing app itself can
+take) stops a rollback; tenancy then goes back to the last-known-good: r2's container runs
+under r1's service name and r2's crashed worker is left over. Before (4189b48): every later
+tick `noop`, `status` ok. Now the labels on the containers are compared with applied.json's:
+drift, `status` degraded, restored once the lock goes (r1's container, no orphan)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.lab import Lab
+from tests.e2e.test_recheck import SECRET, hooked_tick, template
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
+    with Lab(tmp_path, registry, web_image, db_password=SECRET) as lab:
+        lab.write_config(locks={"dir": str(tmp_path / "locks"), "default_ttl_s": 3600})
+        yield lab
+
+
+def with_crashing_worker(lab: Lab) -> dict[str, Any]:
+    """r2: web runs (another LOG_LEVEL), a new worker crashes: verify fails."""
+    r2 = lab.bundle(env_template=template("debug"))
+    doc = yaml.safe_load(r2["compose"])
+    worker = dict(doc["services"]["web"])
+    worker["command"] = ["sh", "-c", "sleep 1; exit 1"]
+    doc["services"]["worker"] = worker
+    r2["compose"] = yaml.safe_dump(doc)
+    return r2
+
+
+def status(lab: Lab) -> tuple[int, dict[str, Any]]:
+    proc = lab.cli("status", "--json")
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_another_revisions_container_under_the_services_name_is_drift(lab: Lab) -> None:
+    tenancy = lab.estate.tenancy
+    r1 = lab.bundle(env_template=template("info"))
+    tenancy.set_desired("r1", r1)
+    assert lab.tick().rc == 0
+    tenancy.set_desired("r2", with_crashing_worker(lab))
+    run = hooked_tick(lab, "verify", "lock")  # the app takes a lock: the rollback is stopped
+    assert run.rc == 1 and "rollback to r1 is pending" in run.summary["message"], run.stdout
+    assert set(lab.labelled("r2")) == {"web"}  # r2's web runs
+    tenancy.set_desired("r1", r1)  # tenancy goes back to r1
+    locked = lab.tick()
+    assert locked.summary["outcome"] != "noop", locked.stdout
+    [plan] = locked.events("plan.restore")
+    assert "web's container was made by r2/" in plan["message"], plan["message"]
+    assert "worker not in revision r1 (orphans)" in plan["message"]
+    rc, view = status(lab)
+    assert (rc, view["state"]) != (0, "ok"), view
+    states = {s["service"]: s["state"] for s in view["health"]["services"]}
+    assert states["web"].startswith("drift"), states
+    (lab.tmp / "locks" / "batch.lock").unlink()
+    restored = lab.tick()
+    assert restored.rc == 0 and restored.summary["outcome"] == "applied", restored.stdout
+    assert set(lab.labelled("r1")) == {"web"} and not lab.labelled("r2")
+    assert set(lab.containers()) == {"web"}  # the orphan worker is gone
+    assert lab.container_env()["LOG_LEVEL"] == "info"
+    assert lab.tick().summary["outcome"] == "noop"
+    rc, view = status(lab)
+    assert (rc, view["state"]) == (0, "ok"), view
