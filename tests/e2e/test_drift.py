@@ -55,8 +55,8 @@ def test_another_revisions_container_under_the_services_name_is_drift(lab: Lab) 
     assert run.rc == 1 and "rollback to r1 is pending" in run.summary["message"], run.stdout
     assert set(lab.labelled("r2")) == {"web"}  # r2's web runs
     tenancy.set_desired("r1", r1)  # tenancy goes back to r1
-    locked = lab.tick()
-    assert locked.summary["outcome"] != "noop", locked.stdout
+    locked = lab.tick()  # replacing a running container is a rollback: the lock stops it
+    assert (locked.rc, locked.summary["code"]) == (6, "UPDATE_LOCKED"), locked.stdout
     [plan] = locked.events("plan.restore")
     assert "web's container was made by r2/" in plan["message"], plan["message"]
     assert "worker not in revision r1 (orphans)" in plan["message"]

@@ -65,7 +65,7 @@ class Act:
                 self.ctx,
                 restore_steps(plan, pinned, only_missing=self.obs.interrupted is None),
                 self.phase,
-                gate="rollback" if plan.rollback_of is not None else "restore",
+                gate="rollback" if plan.rollback_of is not None or plan.foreign else "restore",
             )
         except Gated as blocked:  # a lock or a suspend since the plan: nothing was changed
             recovery.gated(self.rec, blocked)

@@ -98,6 +98,9 @@ class Restore:
     # lock or a suspend): this restore is that rollback (``core.recovery.rollback_pending``)
     rollback_of: str | None = None
     orphans: tuple[str, ...] = ()  # services the revision does not have: the whole project up
+    # services whose running container another apply made: replacing it is a rollback (an
+    # update lock stops it, ``core.recheck``), unlike bringing a dead service back
+    foreign: tuple[str, ...] = ()
     kind: ClassVar[str] = "restore"
 
 
@@ -334,6 +337,7 @@ def _drift(f: Facts, desired: str) -> Plan | None:
         down,
         f"revision {desired} is applied but {'; '.join(facts)}",
         orphans=strays,
+        foreign=tuple(name for name, _ in other),
     )
 
 
