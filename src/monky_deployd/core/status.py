@@ -223,6 +223,11 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
     if len(view["locks"]) > LOCKS_SHOWN:
         names += f" and {len(view['locks']) - LOCKS_SHOWN} more (monky-deployd lock list)"
     out.append(("update locks", names or "none"))
+    aside = view.get("set_aside") or []
+    if aside:  # what a tick found at a record's path and moved away (newest first)
+        first = aside[0]
+        more = f" and {len(aside) - 1} more" if len(aside) > 1 else ""
+        out.append(("set aside", f"{first['name']} at {first['at']}{more} (state dir's aside/)"))
     if view["interrupted"]:
         cut = view["interrupted"]
         out.append(("interrupted", f"tick {cut['tick_id']} in {cut['phase']} of {cut['revision']}"))

@@ -8,8 +8,13 @@ entry that is a symbolic link is moved there too, unfollowed. ``aside/`` keeps t
 ``ASIDE_MAX`` entries (the evidence of what was planted); older ones are removed (a directory
 with ``shutil.rmtree``, which follows no link inside it). Nothing in ``aside/`` is ever read.
 
-A symbolic link at a record path is not set aside: ``StateDir.ensure`` refuses the whole state
-dir (STATE_LINK) until an operator looks, since only the agent's user can write there.
+A symbolic link at a record path, at one of its directories' paths (``docker/``,
+``revisions/``, ``outbox/``) or anywhere else among the state dir's own entries is set aside the
+same way (the link itself, never followed: what it points at is untouched), so a planted link
+never stops a tick from restoring a dead service. A link inside ``docker/`` or ``revisions/``
+(where the agent writes the credential, a compose file, a .env) still refuses the state dir
+(STATE_LINK, ``StateDir.refuse_links``), and so does the state dir itself being a link into a
+loop; ``state_dir`` itself may be a link an operator chose.
 """
 
 from __future__ import annotations
@@ -49,12 +54,12 @@ def judge(path: Path, cap: int, *, links: bool = False) -> str | None:
 
 
 def sweep(files: list[tuple[Path, int]], dirs: list[Path], aside_dir: Path) -> list[Path]:
-    """Set aside each of ``files`` that is not a regular file within its cap (a link is left
-    for STATE_LINK) and each of ``dirs`` that is neither a directory nor a link; ``aside_dir``
-    itself, when not a directory, is removed. The paths set aside."""
+    """Set aside each of ``files`` that is not a regular file within its cap (a symbolic link
+    too) and each of ``dirs`` that is not a directory (a link too); ``aside_dir`` itself, when
+    not a directory, is removed. The paths set aside."""
     done: list[Path] = []
     for path, cap in files:
-        why = judge(path, cap)
+        why = judge(path, cap, links=True)
         if why is not None and set_aside(path, aside_dir, why):
             done.append(path)
     for path in [*dirs, aside_dir]:
@@ -62,7 +67,7 @@ def sweep(files: list[tuple[Path, int]], dirs: list[Path], aside_dir: Path) -> l
             st = os.lstat(path)
         except OSError:
             continue
-        if stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
             continue
         if path == aside_dir:
             with contextlib.suppress(OSError):

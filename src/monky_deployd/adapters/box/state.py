@@ -131,8 +131,8 @@ class StateDir(Revisions):
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root, follow_link=True)
+        self.set_aside_strays()  # a link at a record's path too: set aside, never followed
         self.refuse_links()
-        self.set_aside_strays()
         ensure_private_dir(self.docker_dir)
         ensure_private_dir(self.revisions_dir)
         return self
@@ -182,7 +182,18 @@ class StateDir(Revisions):
         record's path, a file at a directory's, a record over its cap. The paths set aside."""
         files = [(self.root / name, cap) for name, cap in CAPS.items()]
         dirs = [self.docker_dir, self.revisions_dir, self.outbox_dir]
-        return aside.sweep(files, dirs, self.aside_dir)
+        try:  # any other link among the state dir's own entries (the lock, hash.key ...)
+            links = [
+                (Path(e.path), 0)
+                for e in os.scandir(self.root)
+                if e.is_symlink()
+                and e.name not in CAPS
+                and Path(e.path) not in dirs
+                and e.name != self.aside_dir.name
+            ]
+        except OSError:
+            links = []
+        return aside.sweep(files + links, dirs, self.aside_dir)
 
     # -- applied record ----------------------------------------------------------------------
 
