@@ -39,3 +39,15 @@ fi
 
 step "pytest"
 pytest "$@"
+
+# The estate's engine kind: the engine-facing e2e files again on the second engine (Docker 26,
+# containerd image store; scripts/docker-up.sh started it), with DOCKER_HOST pointing at it (the
+# lab's docker commands and the agent's docker.host follow it). Only for the whole suite.
+if (($# == 0)); then
+  step "pytest on the second engine (Docker 26, containerd image store)"
+  DOCKER_HOST=unix:///run/monky-docker26/docker.sock pytest -m docker \
+    tests/e2e/test_tick_docker.py tests/e2e/test_lifecycle.py tests/e2e/test_bake_engine.py \
+    tests/e2e/test_rollback.py tests/e2e/test_repin.py tests/e2e/test_prune.py \
+    tests/e2e/test_jobs.py tests/e2e/test_drift.py \
+    tests/integration/box/test_preflight.py tests/integration/box/test_verify_docker.py
+fi

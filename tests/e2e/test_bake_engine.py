@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from monky_deployd_testkit import engines
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab, Run
 
@@ -193,3 +194,31 @@ def test_a_rollbacks_own_recreation_does_not_fail_the_revision_it_restores(lab: 
     promoted_after(lab, 25, committed)
     assert (held(lab) or {}).get("revision") != "r1"
     assert json.loads((lab.state_dir / "applied.json").read_text())["revision"] == "r1"
+
+
+@pytest.mark.parametrize("restart", ["unless-stopped", "no"])
+def test_an_engine_restart_inside_the_bake_is_drift_not_the_revisions_fault(
+    tmp_path: Path,
+    registry: Registry,
+    web_image: str,
+    monkeypatch: pytest.MonkeyPatch,
+    restart: str,
+) -> None:
+    """The second engine (Docker 26, containerd store: the suite's own) is stopped and started
+    inside the bake, as an engine upgrade or a reboot does: it stops every container and
+    forgets its events. `unless-stopped`: the engine starts web again (StartedAt moved,
+    RestartCount reset); `no`: web stays exited (137), the engine cannot tell why. Before:
+    BAKE_FAILED ("web is restarted" / "exited (137)"), never promoted."""
+    engines.second_available()
+    monkeypatch.setenv("DOCKER_HOST", engines.SECOND_SOCK)  # the lab and the agent follow it
+    with Lab(tmp_path, registry, web_image, db_password=SECRET) as lab:
+        configure(lab, 20)
+        lab.estate.tenancy.set_desired("r1", bundle(lab, restart=restart))
+        ok(lab.tick(), "applied")
+        committed = time.time()
+        engines.restart_second()
+        run = lab.tick()
+        ok(run, "noop" if restart == "unless-stopped" else "applied")  # "no": restored
+        assert run.events("bake.drift"), run.stdout
+        promoted_after(lab, 20, committed)
+        assert held(lab) is None

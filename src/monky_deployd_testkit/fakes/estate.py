@@ -161,6 +161,8 @@ class Estate(Generic[B]):
             # no metrics textfile unless a test asks: never into the machine's node-exporter dir
             "metrics": {"textfile_dir": None},
         }
+        if os.environ.get("DOCKER_HOST"):  # the suite's second engine (engines.py): the agent too
+            cfg["docker"] = {"host": os.environ["DOCKER_HOST"]}
         cfg.update(overrides)
         return cfg
 

@@ -1,0 +1,77 @@
+"""The suite's two Docker engines (``scripts/docker-up.sh`` starts both).
+
+- ``docker20``: Debian 12's Docker 20.10 with the classic image store, on the default socket:
+  every Docker test runs on it.
+- ``docker26``: Docker 26 with the containerd image store (the estate's kind: Docker 29 keeps
+  images there too; image IDs are manifest digests), on ``SECOND_SOCK`` with its own data-root
+  and containerd. ``scripts/test.sh`` runs the engine-facing e2e files (apply, verify, bake,
+  rollback, restore, repin, image GC, pre-flight, jobs, drift) a second time with
+  ``DOCKER_HOST`` pointing at it: the lab's docker commands inherit it and the agent's
+  ``docker.host`` follows it (``Estate.config``). It is the suite's own: ``restart_second`` stops
+  and starts it (an engine upgrade, a reboot), which a test may do; the first engine, never.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from monky_deployd_testkit.dockerlab import DockerUnavailable
+
+ROOT = Path("/opt/monky-docker26")  # Debian 13's binaries, unpacked (docker-up.sh)
+RUN_DIR = Path("/run/monky-docker26")
+SECOND_SOCK = f"unix://{RUN_DIR}/docker.sock"
+LOG = Path("/var/log/monky-test-dockerd26.log")
+
+
+def second_available() -> None:
+    """Raise ``DockerUnavailable`` (the test fails, never skips) unless the second engine
+    answers with the containerd image store."""
+    proc = subprocess.run(
+        ("docker", "info", "--format", "{{json .DriverStatus}}"),
+        env={**os.environ, "DOCKER_HOST": SECOND_SOCK},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if proc.returncode != 0 or "io.containerd.snapshotter" not in proc.stdout:
+        raise DockerUnavailable(
+            f"the second engine (Docker 26, containerd store) does not answer at {SECOND_SOCK}: "
+            f"{(proc.stderr or proc.stdout).strip()[-300:]}; start it with scripts/docker-up.sh"
+        )
+
+
+def restart_second(down_s: float = 0.0) -> None:
+    """Stop the second engine's dockerd (SIGTERM, as systemd and a shutdown do: it stops the
+    containers, and forgets its events), wait ``down_s``, start it again with the same command
+    line (``dockerd.argv``, written by docker-up.sh) and wait until it answers."""
+    pid = int((RUN_DIR / "dockerd.pid").read_text().strip())
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + 60
+    while time.monotonic() < end and Path(f"/proc/{pid}").exists():
+        time.sleep(0.2)
+    if Path(f"/proc/{pid}").exists():
+        raise DockerUnavailable(f"the second engine's dockerd ({pid}) did not stop within 60 s")
+    time.sleep(down_s)
+    argv = (RUN_DIR / "dockerd.argv").read_text().splitlines()
+    with LOG.open("ab") as log:
+        path = f"{ROOT}/usr/bin:{ROOT}/usr/sbin:{os.environ.get('PATH', '')}"
+        subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env={**os.environ, "PATH": path},
+        )
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        try:
+            second_available()
+            return
+        except DockerUnavailable:
+            time.sleep(0.5)
+    second_available()
