@@ -1,0 +1,133 @@
+"""What runs, judged from the engine's own facts (issue 26), pure parts: a job done for its config
+(``core.lifecycle``: done_jobs, undecided, ran_to_completion, jobs_to_skip), another apply's
+container or an orphan (``core.services``: foreign, orphans) and the plan that follows
+(``core.decide``: drift, never ``noop``). Property tests over generated containers, labels and
+engine event orders."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monky_deployd.core import lifecycle
+from monky_deployd.core.decide import AppliedFacts, Facts, Noop, Restore, decide
+from monky_deployd.core.services import EngineEvent, ServiceState, foreign, orphans
+
+MADE = st.sampled_from(("r1/d1", "r1/d2", "r2/d3", ""))
+STATES = st.sampled_from(("running", "exited"))
+
+
+@st.composite
+def containers(draw: st.DrawFn) -> tuple[ServiceState, ...]:
+    out = []
+    for n in range(draw(st.integers(0, 4))):
+        name = draw(st.sampled_from(("web", "migrate", "worker")))
+        state = draw(STATES)
+        code = draw(st.integers(0, 2)) if state == "exited" else None
+        out.append(ServiceState(name, state, "", "img", code, f"c{n}", draw(MADE)))
+    return tuple(out)
+
+
+@given(containers(), st.dictionaries(st.sampled_from(("web", "migrate")), MADE.filter(bool)))
+def test_a_job_is_done_only_when_every_container_of_it_exited_0_made_by_the_recorded_apply(
+    running: tuple[ServiceState, ...], done: dict[str, str]
+) -> None:
+    got = set(lifecycle.done_jobs(done, running))
+    for name in ("web", "migrate", "worker"):
+        mine = [c for c in running if c.name == name]
+        want = (
+            name in done
+            and bool(mine)
+            and all(
+                c.state == "exited" and c.exit_code == 0 and c.made_by == done[name] for c in mine
+            )
+        )
+        assert (name in got) == want
+    # an undecided container is an exited-0 one of a may-finish service done does not account for
+    for c in lifecycle.undecided(("migrate",), done, running):
+        assert c.name == "migrate" and c.exit_code == 0 and done.get("migrate") != c.made_by
+
+
+def ev(action: str, at: float, code: int | None = None) -> EngineEvent:
+    return EngineEvent("c1", action, at, code)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(("kill", "stop", "restart", "destroy")), st.floats(0, 100)),
+        max_size=3,
+    ),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_a_run_ran_to_completion_only_when_no_kill_precedes_its_exit_0(
+    outside: list[tuple[str, float]], code: int, reaches_back: bool
+) -> None:
+    events = [ev("start", 0.0)] if reaches_back else []
+    events += [ev(a, t) for a, t in outside]
+    events.append(ev("die", 101.0, code))
+    killed = any(a == "kill" for a, _ in outside)
+    got = lifecycle.ran_to_completion("c1", sorted(events, key=lambda e: e.at))
+    assert got == (reaches_back and code == 0 and not killed)
+    assert not lifecycle.ran_to_completion("other", events)
+
+
+@given(
+    containers(), st.dictionaries(st.sampled_from(("web", "migrate")), MADE.filter(bool)), st.data()
+)
+def test_an_up_leaves_out_a_job_only_when_its_config_is_the_one_that_ran(
+    running: tuple[ServiceState, ...], done: dict[str, str], data: st.DataObject
+) -> None:
+    wanted = data.draw(st.dictionaries(st.sampled_from(("web", "migrate")), MADE.filter(bool)))
+    skip = lifecycle.jobs_to_skip(done, wanted, running)
+    for name in skip:
+        assert wanted[name] == done[name]  # the same apply's labels: the same config
+        assert name in lifecycle.done_jobs(done, running)
+    for name in set(wanted) & set(done):
+        if wanted[name] != done[name]:
+            assert name not in skip  # a new config runs once
+
+
+@given(
+    containers(), st.dictionaries(st.sampled_from(("web", "migrate", "worker")), MADE.filter(bool))
+)
+def test_another_applys_container_is_foreign_and_the_exact_one_never(
+    running: tuple[ServiceState, ...], made_by: dict[str, str]
+) -> None:
+    got = dict(foreign(made_by, running))
+    for c in running:
+        want = made_by.get(c.name)
+        if want and c.made_by != want:
+            assert c.name in got
+    for name in got:
+        assert name in made_by
+        assert any(c.name == name and c.made_by != made_by[name] for c in running)
+    assert foreign({}, running) == ()  # a record without labels: no false drift
+    exact = tuple(
+        ServiceState(c.name, c.state, "", "img", c.exit_code, c.container_id, made_by[c.name])
+        for c in running
+        if c.name in made_by
+    )
+    assert foreign(made_by, exact) == ()
+
+
+def applied(made: dict[str, str]) -> AppliedFacts:
+    return AppliedFacts("r1", "shop", ("web",), (), made, ("web",))
+
+
+@given(MADE, st.booleans(), st.booleans())
+def test_the_plan_restores_what_another_apply_made_never_noop(
+    made: str, oneoff: bool, orphan: bool
+) -> None:
+    running = [ServiceState("web", "running", "", "img", None, "c1", made, oneoff)]
+    if orphan:
+        running.append(ServiceState("worker", "exited", "", "img", 1, "c2", "r2/d3"))
+    plan = decide(Facts(304, None, applied({"web": "r1/d1"}), tuple(running)))
+    drift = (made != "r1/d1" and not oneoff) or orphan
+    if drift:
+        assert isinstance(plan, Restore)
+        assert plan.foreign == (("web",) if made != "r1/d1" and not oneoff else ())
+        assert plan.orphans == (("worker",) if orphan else ())
+        assert orphans(("web",), running) == plan.orphans
+    else:
+        assert isinstance(plan, Noop)
