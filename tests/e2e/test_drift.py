@@ -73,3 +73,28 @@ def test_another_revisions_container_under_the_services_name_is_drift(lab: Lab) 
     assert lab.tick().summary["outcome"] == "noop"
     rc, view = status(lab)
     assert (rc, view["state"]) == (0, "ok"), view
+
+
+def test_a_pending_rollback_across_a_project_rename_takes_the_failed_project_down(
+    lab: Lab,
+) -> None:
+    """r2 renames the compose project and fails; a lock stops its rollback (pending). Before:
+    the next tick let through restored r1's project and left r2's running: both projects ran."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
+    assert lab.tick().rc == 0
+    renamed = lab.project + "b"
+    lab.extra_projects = (renamed,)
+    r2 = with_crashing_worker(lab)
+    r2["project"] = renamed
+    tenancy.set_desired("r2", r2)
+    run = hooked_tick(lab, "verify", "lock")
+    assert run.rc == 1 and "rollback to r1 is pending" in run.summary["message"], run.stdout
+    assert set(lab.containers(renamed)) == {"web"}  # r2's web runs in the renamed project
+    (lab.tmp / "locks" / "batch.lock").unlink()
+    done = lab.tick()  # tenancy still wants r2: the pending rollback is finished
+    assert done.rc == 0, done.stdout
+    assert any(e["project"] == renamed for e in done.events("rollback.down")), done.stdout
+    assert lab.containers(renamed) == {}  # the failed project is down
+    assert set(lab.labelled("r1")) == {"web"}
+    assert lab.container_env()["LOG_LEVEL"] == "info"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from monky_deployd.agent import context, prepare, reasons, recovery, steps
 from monky_deployd.agent.gate import Gated
 from monky_deployd.core import gates
-from monky_deployd.core.boxsteps import Ready, apply_steps, restore_steps
+from monky_deployd.core.boxsteps import Down, Ready, apply_steps, restore_steps
 from monky_deployd.core.decide import Apply, Restore
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 
@@ -63,7 +63,8 @@ class Act:
         try:
             steps.run(
                 self.ctx,
-                restore_steps(plan, pinned, only_missing=self.obs.interrupted is None),
+                self._failed_projects_down(plan)
+                + restore_steps(plan, pinned, only_missing=self.obs.interrupted is None),
                 self.phase,
                 gate="rollback" if plan.rollback_of is not None or plan.foreign else "restore",
             )
@@ -84,6 +85,26 @@ class Act:
             f"restored {', '.join(plan.missing)} of revision {plan.applied.revision} "
             "(no pull, verified)"
         )
+
+    def _failed_projects_down(self, plan: Restore) -> tuple[Down, ...]:
+        """A pending rollback whose failed revision runs under another compose project (a
+        project rename): that project's ``down`` first, found by the engine's labels (the
+        failed revision's containers), only a project this agent started (projects.json)."""
+        failed = plan.rollback_of
+        if failed is None:
+            return ()
+        from monky_deployd.adapters.box import docker_api
+
+        owned = self.ctx.state.read_projects()
+        found = docker_api.revision_projects(self.ctx.cfg.docker, failed)
+        others = sorted(p for p in found if p != plan.applied.project and p in owned)
+        for project in others:
+            log.warning(
+                f"revision {failed}'s containers run under project {project}, not "
+                f"{plan.applied.project}: taking {project} down before the rollback",
+                extra={"event": "rollback.down", "project": project, "revision": failed},
+            )
+        return tuple(Down(project, failed) for project in others)
 
     def apply(self, plan: Apply) -> None:
         """Every check first (nothing on the box changes), then the box steps; a failure rolls

@@ -93,6 +93,22 @@ def _made_by(labels: dict[str, Any]) -> str:
     return f"{rev}/{labels.get(DEPLOY_ID_LABEL) or ''}" if rev else ""
 
 
+def revision_projects(cfg: DockerCfg, revision: str) -> set[str]:
+    """The compose projects that have a container (any state) labelled with ``revision``
+    (``monky-deployd.revision``): where a revision's containers run, whatever the records say."""
+    filters = json.dumps({"label": [f"{REVISION_LABEL}={revision}"]})
+    rows = _get(
+        cfg, "/containers/json", {"all": "1", "filters": filters}, f"{revision}'s containers"
+    )
+    return {
+        str(labels.get(PROJECT_LABEL))
+        for r in (rows if isinstance(rows, list) else [])
+        if isinstance(r, dict)
+        and isinstance(labels := r.get("Labels"), dict)
+        and labels.get(PROJECT_LABEL)
+    }
+
+
 def project_working_dirs(cfg: DockerCfg, project: str) -> dict[str, str]:
     """container name -> the project directory compose recorded for it (its
     ``com.docker.compose.project.working_dir`` label; "" when it has none), for every container
