@@ -51,11 +51,13 @@ def parse_lines(stdout: str) -> list[dict[str, Any]]:
 
 
 def cli_env(home: Path) -> dict[str, str]:
-    """The CLI process's environment: PATH, HOME and, when the caller has one, PYTHONPATH (so a
-    worktree's tests run that worktree's code, not the package the venv installed)."""
+    """The CLI process's environment: PATH, HOME and, when the caller has them, PYTHONPATH (so a
+    worktree's tests run that worktree's code, not the package the venv installed) and
+    DOCKER_HOST (the suite's second engine)."""
     env = {"PATH": os.environ["PATH"], "HOME": str(home)}
-    if os.environ.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    for name in ("PYTHONPATH", "DOCKER_HOST"):  # DOCKER_HOST: a hook's docker commands, on the
+        if os.environ.get(name):  # suite's second engine (the agent reads docker.host only)
+            env[name] = os.environ[name]
     return env
 
 

@@ -78,12 +78,14 @@ def test_a_restore_pulls_a_pruned_image_back_by_its_digest(
     lab.estate.tenancy.set_desired("r1", lab.bundle())
     assert lab.tick().rc == 0
     lose_the_image(lab, image[1])
-    pulls = lab.pulls()
+    pulls, by_digest = lab.pulls(), lab.registry.request_count("/manifests/sha256:")
     run = lab.tick()
     assert run.rc == 0, run.stdout
     assert run.summary["outcome"] == "applied" and "restored web" in run.summary["message"]
-    assert run.events("repin.pull"), "pulled back by digest"
-    assert lab.pulls() == pulls + 1, "one manifest request: the digest"
+    assert len(run.events("repin.pull")) == 1, "pulled back by digest, once"
+    # only the digest's manifest was read (the containerd image store reads it more than once)
+    digest_reads = lab.registry.request_count("/manifests/sha256:") - by_digest
+    assert digest_reads >= 1 and lab.pulls() == pulls + digest_reads, "no tag was pulled"
     assert image_exists(image[1]), "the same image ID as the release pinned"
     assert set(lab.containers()) == {"web"}
     assert lab.tick().summary["outcome"] == "noop"
@@ -171,7 +173,8 @@ def test_a_rollback_pulls_the_pruned_lkg_image_back_by_its_digest(
         assert run.events("repin.pull"), "the LKG's image came back by digest"
         assert lab.estate.tenancy.reports[-1]["rollback"] == {"to_revision": "r1", "ok": True}
         assert image_exists(image[1])
-        assert registry.request_count(by_digest) == digest_reads + 1, "the LKG's, once"
+        assert len(run.events("repin.pull")) == 1, "the LKG's, once"
+        assert registry.request_count(by_digest) > digest_reads
         assert lab.pulls() > pulls
         assert json.loads((lab.state_dir / "held.json").read_text())["rollback_ok"] is True
     finally:

@@ -234,7 +234,8 @@ def docker_on_path(tmp_path: Path) -> dict[str, str]:
 @pytest.mark.docker
 def test_docker_info_from_the_real_daemon_is_what_the_cli_says() -> None:
     docker_available()
-    info = preflight.docker_info(DockerCfg(), runner.base_env())
+    here = DockerCfg(host=os.environ.get("DOCKER_HOST"))  # the suite's second engine too
+    info = preflight.docker_info(here, runner.base_env())
     cli = json.loads(
         subprocess.run(
             ["docker", "info", "--format", "{{json .}}"], capture_output=True, check=True
@@ -247,7 +248,7 @@ def test_docker_info_from_the_real_daemon_is_what_the_cli_says() -> None:
     for key in ("InsecureRegistryCIDRs", "IndexConfigs"):  # what registry.insecure reads
         assert api_reg[key] == cli_reg[key], key
     assert Path(str(info["DockerRootDir"])).is_dir()
-    got = preflight.run(info, DockerCfg(), DiskCfg(headroom_bytes=0), None)
+    got = preflight.run(info, here, DiskCfg(headroom_bytes=0), None)
     assert got and got[0].path == Path(str(info["DockerRootDir"]))
 
 

@@ -4,6 +4,7 @@ deadline is judged in a few real seconds, and the count of polls is exact."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -45,7 +46,10 @@ def start(project: str, busybox_image: str, *extra: str) -> None:
 
 
 def context(tmp_path: Path, clock: Clock, sleeps: list[float], **verify: float) -> Context:
-    cfg = config_mod.parse({"env": "env-vfy-01", "verify": verify}, "test")
+    raw: dict[str, object] = {"env": "env-vfy-01", "verify": verify}
+    if os.environ.get("DOCKER_HOST"):  # the suite's second engine (monky_deployd_testkit.engines)
+        raw["docker"] = {"host": os.environ["DOCKER_HOST"]}
+    cfg = config_mod.parse(raw, "test")
     state = StateDir(tmp_path / "state").ensure()
 
     def sleep(seconds: float) -> None:
