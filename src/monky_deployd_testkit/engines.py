@@ -45,6 +45,20 @@ def second_available() -> None:
         )
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a dockerd an earlier restart started is this process's child:
+    once it exits it is reaped here, not left a zombie that looks alive)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def restart_second(down_s: float = 0.0) -> None:
     """Stop the second engine's dockerd (SIGTERM, as systemd and a shutdown do: it stops the
     containers, and forgets its events), wait ``down_s``, start it again with the same command
@@ -52,9 +66,9 @@ def restart_second(down_s: float = 0.0) -> None:
     pid = int((RUN_DIR / "dockerd.pid").read_text().strip())
     os.kill(pid, signal.SIGTERM)
     end = time.monotonic() + 60
-    while time.monotonic() < end and Path(f"/proc/{pid}").exists():
+    while time.monotonic() < end and _alive(pid):
         time.sleep(0.2)
-    if Path(f"/proc/{pid}").exists():
+    if _alive(pid):
         raise DockerUnavailable(f"the second engine's dockerd ({pid}) did not stop within 60 s")
     time.sleep(down_s)
     argv = (RUN_DIR / "dockerd.argv").read_text().splitlines()
