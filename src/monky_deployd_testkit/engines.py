@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -48,10 +49,8 @@ def second_available() -> None:
 def _alive(pid: int) -> bool:
     """Whether ``pid`` still runs (a dockerd an earlier restart started is this process's child:
     once it exits it is reaped here, not left a zombie that looks alive)."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

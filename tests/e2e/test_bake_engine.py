@@ -78,20 +78,31 @@ def promoted_after(lab: Lab, bake_s: float, since: float) -> Run:
     return run
 
 
+def r1_baking(lab: Lab, bake_s: float) -> float:
+    """r0 applied and promoted (the previous last-known-good), then r1 committed: r1 bakes.
+    The commit's time."""
+    configure(lab, bake_s)
+    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+    ok(lab.tick(), "applied")
+    promoted_after(lab, bake_s, time.time())
+    lab.estate.tenancy.set_desired("r1", bundle(lab))
+    ok(lab.tick(), "applied")
+    return time.time()
+
+
 @pytest.mark.parametrize("first", [True, False], ids=["first-revision", "second-revision"])
 def test_a_container_removed_by_hand_inside_the_bake_is_restored_and_promoted(
     lab: Lab, first: bool
 ) -> None:
     """Before: BAKE_FAILED ("web is missing"), a rollback and a hold of the good revision; on a
     first revision "never promoted"."""
-    configure(lab, 12)
-    if not first:
-        lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+    if first:
+        configure(lab, 12)
+        lab.estate.tenancy.set_desired("r1", bundle(lab))
         ok(lab.tick(), "applied")
-        promoted_after(lab, 12, time.time())
-    lab.estate.tenancy.set_desired("r1", bundle(lab))
-    ok(lab.tick(), "applied")
-    committed = time.time()
+        committed = time.time()
+    else:
+        committed = r1_baking(lab, 12)
     docker("rm", "-f", lab.containers()["web"])
     run = lab.tick()
     ok(run, "applied")  # drift: restored, the revision is not at fault
@@ -108,13 +119,7 @@ def test_a_container_removed_by_hand_inside_the_bake_is_restored_and_promoted(
 
 def test_docker_restart_inside_the_bake_is_not_the_revisions_fault(lab: Lab) -> None:
     """Before: BAKE_FAILED ("web is restarted"), rolled back to r0, r1 held."""
-    configure(lab, 10)
-    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
-    ok(lab.tick(), "applied")
-    promoted_after(lab, 10, time.time())
-    lab.estate.tenancy.set_desired("r1", bundle(lab))
-    ok(lab.tick(), "applied")
-    committed = time.time()
+    committed = r1_baking(lab, 10)
     docker("restart", "-t", "1", lab.containers()["web"])
     run = lab.tick()
     ok(run, "noop")
@@ -175,13 +180,7 @@ def test_a_bake_failure_never_prints_the_baking_revisions_secret(lab: Lab) -> No
 def test_a_rollbacks_own_recreation_does_not_fail_the_revision_it_restores(lab: Lab) -> None:
     """r1 bakes; r2 fails verify and is rolled back to r1 (a new container of r1's config).
     Before: r1 "is missing", BAKE_FAILED, back to r0 and the good r1 held."""
-    configure(lab, 25)
-    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
-    ok(lab.tick(), "applied")
-    promoted_after(lab, 25, time.time())
-    lab.estate.tenancy.set_desired("r1", bundle(lab))
-    ok(lab.tick(), "applied")
-    committed = time.time()
+    committed = r1_baking(lab, 25)
     lab.estate.tenancy.set_desired("r2", bundle(lab, command=["sh", "-c", "exit 3"]))
     failed = lab.tick()
     assert failed.rc == 1, failed.stdout

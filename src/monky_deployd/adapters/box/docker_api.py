@@ -9,8 +9,12 @@ inspects each container
 verified release records its images' digests (``GET /images/{id}/json``). The ownership check
 also lists a project's volumes and networks (``GET /volumes``, ``GET /networks``); the disk
 pre-flight asks where pulls write (``GET /info``), the host facts the engine's version
-(``GET /version``). Everything that
-changes state still goes through ``docker compose`` (``compose.py``).
+(``GET /version``); the bake and a job's exit read the project's events (``GET /events``: who
+stopped a container). Everything that changes state still goes through ``docker compose``
+(``compose.py``).
+
+Over ~400 lines on purpose: every question the agent asks the engine, and the one way each
+answer is read (capped, within the deadline, its faults named), sit together.
 """
 
 from __future__ import annotations
@@ -161,13 +165,7 @@ def _project_rows(cfg: DockerCfg, project: str) -> tuple[list[dict[str, Any]], s
     resp, where = _fetch(
         cfg, "/containers/json", {"all": "1", "filters": filters}, f"project {project}'s containers"
     )
-    if resp.status_code != 200:
-        raise CommandError(
-            f"the Docker engine at {where} answered HTTP {resp.status_code} to a container list",
-            code=Code.DOCKER_UNAVAILABLE,
-            hint="`docker ps` as this user, and dockerd's log",
-            detail=resp.text[:500],
-        )
+    _answered(resp, where, "a container list")
     try:
         rows = resp.json()
     except (ValueError, RecursionError) as exc:
@@ -175,6 +173,17 @@ def _project_rows(cfg: DockerCfg, project: str) -> tuple[list[dict[str, Any]], s
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise _not_a_list(where)
     return rows, where
+
+
+def _answered(resp: httpx.Response, where: str, request: str) -> None:
+    """DOCKER_UNAVAILABLE unless the engine answered ``request`` with 200."""
+    if resp.status_code != 200:
+        raise CommandError(
+            f"the Docker engine at {where} answered HTTP {resp.status_code} to {request}",
+            code=Code.DOCKER_UNAVAILABLE,
+            hint="`docker ps` as this user, and dockerd's log",
+            detail=resp.text[:500],
+        )
 
 
 def _fetch(
@@ -393,13 +402,7 @@ def project_events(cfg: DockerCfg, project: str, since: float, until: float) -> 
     params = {"since": f"{max(0.0, since):.6f}", "until": f"{max(since, until):.6f}"}
     params["filters"] = filters
     resp, where = _fetch(cfg, "/events", params, f"project {project}'s events")
-    if resp.status_code != 200:
-        raise CommandError(
-            f"the Docker engine at {where} answered HTTP {resp.status_code} to GET /events",
-            code=Code.DOCKER_UNAVAILABLE,
-            hint="`docker events --since 10m` as this user, and dockerd's log",
-            detail=resp.text[:500],
-        )
+    _answered(resp, where, "GET /events")
     found: list[EngineEvent] = []
     decoder = json.JSONDecoder()
     text, at = resp.text, 0
