@@ -98,3 +98,29 @@ def test_a_pending_rollback_across_a_project_rename_takes_the_failed_project_dow
     assert lab.containers(renamed) == {}  # the failed project is down
     assert set(lab.labelled("r1")) == {"web"}
     assert lab.container_env()["LOG_LEVEL"] == "info"
+
+
+def test_a_down_across_a_project_rename_killed_is_finished_by_the_next_tick(lab: Lab) -> None:
+    """The same pending rollback, its tick SIGKILLed inside the failed project's ``down``: the
+    next tick takes what is left of that project down and restores r1 (one project left)."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
+    assert lab.tick().rc == 0
+    renamed = lab.project + "b"
+    lab.extra_projects = (renamed,)
+    r2 = with_crashing_worker(lab)
+    r2["project"] = renamed
+    tenancy.set_desired("r2", r2)
+    run = hooked_tick(lab, "verify", "lock")
+    assert run.rc == 1 and "rollback to r1 is pending" in run.summary["message"], run.stdout
+    (lab.tmp / "locks" / "batch.lock").unlink()
+    lab.kill_during("down", "r2")
+    done = lab.tick()
+    assert done.rc == 0, done.stdout
+    [plan] = done.events("plan.restore")  # the rollback is still pending: this tick finishes it
+    assert "rolling back to r1" in plan["message"], plan["message"]
+    assert lab.containers(renamed) == {}  # the failed project is down
+    assert set(lab.labelled("r1")) == {"web"}
+    assert lab.container_env()["LOG_LEVEL"] == "info"
+    assert lab.tick().summary["outcome"] == "held"  # tenancy still wants r2: it stays held
+    assert lab.containers(renamed) == {}

@@ -50,13 +50,22 @@ def foreign(
     """``(service, what made its container)`` for each container that another apply made than
     the one applied.json names for its service (``made_by``: service -> ``revision/deploy-id``,
     its labels): another revision's container under the service's name (a rollback a lock
-    stopped), or one made by hand. A service applied.json has no labels for is not judged."""
+    stopped), or one made by hand. A service applied.json has no labels for is not judged; one
+    whose entry names no deploy (``r1/``: an older record) is judged by its revision only."""
     out: dict[str, str] = {}
     for c in running:
         want = made_by.get(c.name) if not c.oneoff else None
-        if want and c.made_by != want and c.name not in out:
+        if want and not same_apply(want, c.made_by) and c.name not in out:
             out[c.name] = c.made_by or "no monky-deployd labels"
     return tuple(sorted(out.items()))
+
+
+def same_apply(want: str, made: str) -> bool:
+    """Whether a container's labels ``made`` (``revision/deploy-id``) are the apply ``want``
+    names; a ``want`` without a deploy-id compares the revision only (never a false drift)."""
+    if want.endswith("/"):
+        return made.split("/", 1)[0] == want[:-1]
+    return made == want
 
 
 def orphans(declared: Iterable[str], running: Iterable[ServiceState]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from monky_deployd.core import lifecycle
 from monky_deployd.core.decide import AppliedFacts, Facts, Noop, Restore, decide
-from monky_deployd.core.services import EngineEvent, ServiceState, foreign, orphans
+from monky_deployd.core.services import EngineEvent, ServiceState, foreign, orphans, same_apply
 
 MADE = st.sampled_from(("r1/d1", "r1/d2", "r2/d3", ""))
 STATES = st.sampled_from(("running", "exited"))
@@ -109,6 +109,25 @@ def test_another_applys_container_is_foreign_and_the_exact_one_never(
         if c.name in made_by
     )
     assert foreign(made_by, exact) == ()
+
+
+REVISIONS = st.sampled_from(("r1", "r2", "r10"))
+DEPLOYS = st.sampled_from(("", "d1", "d-2"))
+
+
+@given(REVISIONS, DEPLOYS, REVISIONS, DEPLOYS)
+def test_same_apply_exact_match_never_drift_other_revision_or_deploy_always(
+    want_rev: str, want_dep: str, rev: str, dep: str
+) -> None:
+    want, made = f"{want_rev}/{want_dep}", f"{rev}/{dep}"
+    assert same_apply(want, want)  # an exact match is never drift
+    if want_dep:  # a record naming the deploy: any other revision or deploy is drift
+        assert same_apply(want, made) == (rev == want_rev and dep == want_dep)
+    else:  # an older record without the deploy-id: the revision only, never a false drift
+        assert same_apply(want, made) == (rev == want_rev)
+    assert not same_apply(want, "")  # a container without monky-deployd labels
+    running = (ServiceState("web", "running", "", "img", None, "c1", made),)
+    assert (foreign({"web": want}, running) == ()) == same_apply(want, made)
 
 
 def applied(made: dict[str, str]) -> AppliedFacts:
