@@ -22,7 +22,7 @@ pytestmark = pytest.mark.docker
 TOP_KEYS = {
     "schema", "state", "exit_status", "reason", "now", "ledger", "revisions", "held", "last_tick",
     "last_success_at", "counters", "token", "leases_last_hour", "suspended", "locks", "locked",
-    "interrupted", "services", "health", "timer", "history", "windows", "waiting",
+    "interrupted", "services", "health", "timer", "history", "windows", "waiting", "set_aside",
 }  # fmt: skip
 
 
