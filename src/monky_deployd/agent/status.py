@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from typing import Any
 
@@ -241,28 +240,13 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
         },
         "waiting": None if waiting_rec is None else _waiting(cfg, waiting_rec),
         "interrupted": None if journal is None else dataclasses.asdict(journal),
-        "set_aside": set_aside(StateDir(cfg.state_dir)),
+        "set_aside": [{"name": a.path, "kind": a.kind, "at": _t(a.at)} for a in seen.set_aside],
+        "strays": [{"name": name, "why": why} for name, why in seen.strays],
         "services": svc,
         "health": fit.as_view(),
         "timer": {"next_run_at": next_timer_run()},
         "history": [_entry(e) for e in reversed(led.history)],  # newest first
     }
-
-
-def set_aside(state: StateDir) -> list[dict[str, Any]]:
-    """What ticks moved into ``aside/`` (a link, a FIFO, a directory ... at a record's path),
-    newest first: each entry's original name and when (its name's nanoseconds); nothing in it
-    is opened or followed."""
-    found: list[dict[str, Any]] = []
-    try:
-        names = sorted((e.name for e in os.scandir(state.aside_dir)), reverse=True)
-    except OSError:
-        return found
-    for name in names:
-        stamp, _, original = name.partition("-")
-        if stamp.isdigit() and original:
-            found.append({"name": original, "at": _t(int(stamp) / 1e9)})
-    return found
 
 
 def run(cfg: Config, *, as_json: bool) -> int:
