@@ -166,7 +166,7 @@ def test_a_link_among_the_state_dirs_entries_is_set_aside_and_the_tick_goes_on(
     assert rec.code != "STATE_LINK", rec.message
     assert shown["set_aside"][0]["name"] == entry  # status says what was set aside
     line = next(ln for ln in core_status.table(shown).splitlines() if ln.startswith("set aside"))
-    assert f"{entry} at " in line
+    assert f"{entry} (a symbolic link) at " in line
     assert not link.is_symlink() and any(p.is_symlink() for p in (root / "aside").iterdir())
     assert snapshot(out) == before
 
