@@ -25,10 +25,10 @@ aside the same way (``adapters.box.outbox``). ``aside/`` keeps the newest ``ASID
 which follows no link inside it). Nothing in ``aside/`` is ever read: ``listed`` gives each
 entry's path, kind (its ``lstat``) and time, for ``status``.
 
-What stays a refusal (STATE_LINK): ``state_dir`` itself a link that leads nowhere or into a loop
-(``state_dir`` may be a link an operator chose: the agent works in its target); an entry that
-could not be moved aside (then read as absent, and a write to it refused); a link that appears
-after the sweep, while the tick runs (``fsutil``: every write is O_NOFOLLOW).
+What stays a refusal (STATE_LINK): ``state_dir`` itself a link into a loop (``state_dir`` may be
+a link an operator chose: the agent works in its target); a link that could not be moved aside
+(``StateDir.refuse_links``; anything else that could not be moved is read as absent); a link
+that appears after the sweep, while the tick runs (``fsutil``: every write is O_NOFOLLOW).
 """
 
 from __future__ import annotations
