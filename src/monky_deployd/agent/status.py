@@ -1,12 +1,13 @@
 """``monky-deployd status``: what the box knows about itself, from local state only.
 
 Reads the state dir (the tick ledger, applied.json, held.json, token.json's bookkeeping, the
-suspend record, a killed tick's journal), the update-lock directory, the Engine API (the
-project's containers: read-only GETs on the local socket) and, where systemd runs,
-``systemctl list-timers`` for the timer's next start. No request to tenancy or OpenBao, no lock
-taken, nothing written: the state dir is byte-identical afterwards. An engine that does not
-answer is a line in the output, never a crash. ``core.status`` decides the exit status and
-shapes the table; ``view`` is the JSON (``--json``; schema version ``SCHEMA``, OPERATIONS.md).
+suspend record, a killed tick's journal, what is and was set aside: ``observe.recorded``), the
+update-lock directory, the Engine API (the project's containers: read-only GETs on the local
+socket) and, where systemd runs, ``systemctl list-timers`` for the timer's next start. No
+request to tenancy or OpenBao, no lock taken, nothing written: the state dir is byte-identical
+afterwards. An engine that does not answer is a line in the output, never a crash.
+``core.status`` decides the exit status and shapes the table; ``view`` is the JSON (``--json``;
+schema version ``SCHEMA``, OPERATIONS.md).
 """
 
 from __future__ import annotations
