@@ -124,10 +124,21 @@ TOML
     -H "$D26_SOCK" --containerd "$D26_RUN/containerd/containerd.sock" \
     --iptables=false --ip6tables=false --bridge=none >"$D26_RUN/dockerd.argv"
   export PATH="$D26_ROOT/usr/bin:$D26_ROOT/usr/sbin:$PATH"
-  if [[ ! -S "$D26_RUN/containerd/containerd.sock" ]]; then
+  # A socket file proves nothing: a machine stopped and started again (a CI machine made from a
+  # snapshot) keeps /run's files but none of the processes. Ask containerd itself.
+  c_sock="$D26_RUN/containerd/containerd.sock"
+  c_answers() { timeout 5 "$D26_ROOT/usr/bin/ctr" --address "$c_sock" version >/dev/null 2>&1; }
+  if ! c_answers; then
+    rm -f "$c_sock" "$c_sock.ttrpc" "$D26_RUN/containerd/debug.sock" "$D26_RUN/dockerd.pid"
     mapfile -t c_argv <"$D26_RUN/containerd.argv"
     nohup "${c_argv[@]}" >"${d26_log%.log}-containerd.log" 2>&1 &
-    for _ in $(seq 1 30); do [[ -S "$D26_RUN/containerd/containerd.sock" ]] && break; sleep 0.5; done
+    for _ in $(seq 1 60); do c_answers && break; sleep 0.5; done
+    if ! c_answers; then
+      echo "docker-up: FAILED: the second engine's containerd did not answer at $c_sock" \
+        "within 30 s; last log lines:" >&2
+      tail -n 30 "${d26_log%.log}-containerd.log" >&2 || true
+      exit 1
+    fi
   fi
   mapfile -t d_argv <"$D26_RUN/dockerd.argv"
   nohup "${d_argv[@]}" >"$d26_log" 2>&1 &

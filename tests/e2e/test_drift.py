@@ -75,11 +75,9 @@ def test_another_revisions_container_under_the_services_name_is_drift(lab: Lab) 
     assert (rc, view["state"]) == (0, "ok"), view
 
 
-def test_a_pending_rollback_across_a_project_rename_takes_the_failed_project_down(
-    lab: Lab,
-) -> None:
-    """r2 renames the compose project and fails; a lock stops its rollback (pending). Before:
-    the next tick let through restored r1's project and left r2's running: both projects ran."""
+def pending_across_a_rename(lab: Lab) -> str:
+    """r1 applied; r2 renames the compose project and fails verify; a lock taken during verify
+    leaves its rollback pending. The renamed project."""
     tenancy = lab.estate.tenancy
     tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
     assert lab.tick().rc == 0
@@ -90,6 +88,15 @@ def test_a_pending_rollback_across_a_project_rename_takes_the_failed_project_dow
     tenancy.set_desired("r2", r2)
     run = hooked_tick(lab, "verify", "lock")
     assert run.rc == 1 and "rollback to r1 is pending" in run.summary["message"], run.stdout
+    return renamed
+
+
+def test_a_pending_rollback_across_a_project_rename_takes_the_failed_project_down(
+    lab: Lab,
+) -> None:
+    """r2 renames the compose project and fails; a lock stops its rollback (pending). Before:
+    the next tick let through restored r1's project and left r2's running: both projects ran."""
+    renamed = pending_across_a_rename(lab)
     assert set(lab.containers(renamed)) == {"web"}  # r2's web runs in the renamed project
     (lab.tmp / "locks" / "batch.lock").unlink()
     done = lab.tick()  # tenancy still wants r2: the pending rollback is finished
@@ -103,16 +110,7 @@ def test_a_pending_rollback_across_a_project_rename_takes_the_failed_project_dow
 def test_a_down_across_a_project_rename_killed_is_finished_by_the_next_tick(lab: Lab) -> None:
     """The same pending rollback, its tick SIGKILLed inside the failed project's ``down``: the
     next tick takes what is left of that project down and restores r1 (one project left)."""
-    tenancy = lab.estate.tenancy
-    tenancy.set_desired("r1", lab.bundle(env_template=template("info")))
-    assert lab.tick().rc == 0
-    renamed = lab.project + "b"
-    lab.extra_projects = (renamed,)
-    r2 = with_crashing_worker(lab)
-    r2["project"] = renamed
-    tenancy.set_desired("r2", r2)
-    run = hooked_tick(lab, "verify", "lock")
-    assert run.rc == 1 and "rollback to r1 is pending" in run.summary["message"], run.stdout
+    renamed = pending_across_a_rename(lab)
     (lab.tmp / "locks" / "batch.lock").unlink()
     lab.kill_during("down", "r2")
     done = lab.tick()

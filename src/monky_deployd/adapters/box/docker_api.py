@@ -165,7 +165,7 @@ def _project_rows(cfg: DockerCfg, project: str) -> tuple[list[dict[str, Any]], s
     resp, where = _fetch(
         cfg, "/containers/json", {"all": "1", "filters": filters}, f"project {project}'s containers"
     )
-    _answered(resp, where, "a container list")
+    _answered(resp, where, "to a container list")
     try:
         rows = resp.json()
     except (ValueError, RecursionError) as exc:
@@ -175,11 +175,11 @@ def _project_rows(cfg: DockerCfg, project: str) -> tuple[list[dict[str, Any]], s
     return rows, where
 
 
-def _answered(resp: httpx.Response, where: str, request: str) -> None:
-    """DOCKER_UNAVAILABLE unless the engine answered ``request`` with 200."""
+def _answered(resp: httpx.Response, where: str, asked: str) -> None:
+    """DOCKER_UNAVAILABLE unless the engine answered 200 (``asked``: ``to GET /events``...)."""
     if resp.status_code != 200:
         raise CommandError(
-            f"the Docker engine at {where} answered HTTP {resp.status_code} to {request}",
+            f"the Docker engine at {where} answered HTTP {resp.status_code} {asked}",
             code=Code.DOCKER_UNAVAILABLE,
             hint="`docker ps` as this user, and dockerd's log",
             detail=resp.text[:500],
@@ -263,13 +263,7 @@ def _get(cfg: DockerCfg, path: str, params: dict[str, str] | None, what: str) ->
     resp, where = _fetch(cfg, path, params, what)
     if resp.status_code == 404:
         return None
-    if resp.status_code != 200:
-        raise CommandError(
-            f"the Docker engine at {where} answered HTTP {resp.status_code} when asked for {what}",
-            code=Code.DOCKER_UNAVAILABLE,
-            hint="`docker ps` as this user, and dockerd's log",
-            detail=resp.text[:500],
-        )
+    _answered(resp, where, f"when asked for {what}")
     try:
         return resp.json()
     except (ValueError, RecursionError) as exc:
@@ -402,7 +396,7 @@ def project_events(cfg: DockerCfg, project: str, since: float, until: float) -> 
     params = {"since": f"{max(0.0, since):.6f}", "until": f"{max(since, until):.6f}"}
     params["filters"] = filters
     resp, where = _fetch(cfg, "/events", params, f"project {project}'s events")
-    _answered(resp, where, "GET /events")
+    _answered(resp, where, "to GET /events")
     found: list[EngineEvent] = []
     decoder = json.JSONDecoder()
     text, at = resp.text, 0
