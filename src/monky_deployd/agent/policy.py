@@ -1,0 +1,139 @@
+"""The local policy performed (``core.policy`` judges): a new revision's effective configuration
+before anything changes (``check``, the tick's and ``plan``'s ``policy`` phase), and the
+running revision's under today's policy (``running``, for ``plan`` and ``doctor``: reported,
+never taken down).
+
+Imported only when a revision is prepared or by ``plan``/``doctor``: never on a no-op tick.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from monky_deployd.adapters.box import composeconfig
+from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
+from monky_deployd.config_policy import AllowCfg
+from monky_deployd.core import composefile, policy
+from monky_deployd.core.mask import NO_SECRETS, Masker
+
+# Reached by no bind mount whatever the allowances say: the engine's and containerd's sockets
+# and stores, the host's root and its system trees (the agent's own directories are added).
+ALWAYS_PROTECTED = (
+    "/",
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/boot",
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/docker",
+    "/run/containerd",
+    "/var/run/containerd",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+)
+
+
+def _allow(cfg: AllowCfg) -> policy.Allow:
+    return policy.Allow(
+        privileged=cfg.privileged,
+        host_namespaces=frozenset(cfg.host_namespaces),
+        cap_add=frozenset(cfg.cap_add),
+        devices=frozenset(policy.normpath(d) if d.startswith("/") else d for d in cfg.devices),
+        security_opt=frozenset(policy.security_opt(o) for o in cfg.security_opt),
+        sysctls=frozenset(cfg.sysctls),
+        cgroup_parent=frozenset(cfg.cgroup_parent),
+        bind_roots=tuple(os.path.realpath(r) for r in cfg.bind_roots),
+    )
+
+
+def protected(cfg: Config) -> tuple[str, ...]:
+    """The paths no bind mount may reach, as written and with their symlinks resolved: the
+    fixed ones, the docker socket configured, the agent's config dir, state dir, grant, the
+    Ziti identity's directory."""
+    paths = [
+        *ALWAYS_PROTECTED,
+        str(DEFAULT_CONFIG_PATH.parent),
+        str(cfg.state_dir.absolute()),
+        str(cfg.grant_file.absolute()),
+        str(cfg.grant_file.absolute().parent),
+        str(cfg.identity_path.absolute().parent),
+    ]
+    host = cfg.docker.host or ""
+    if host.startswith("unix://"):
+        paths.append(host.removeprefix("unix://"))
+    if cfg.docker.containerd_root is not None:
+        paths.append(str(cfg.docker.containerd_root))
+    found = {policy.normpath(p) for p in paths} | {os.path.realpath(p) for p in paths}
+    return tuple(sorted(found))
+
+
+def rules(cfg: Config) -> policy.Rules:
+    """config.yaml's ``policy`` as ``core.policy.Rules``."""
+    return policy.Rules(
+        allow=_allow(cfg.policy.allow),
+        services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
+        protected=protected(cfg),
+    )
+
+
+def judge(
+    cfg: Config,
+    docker_dir: Path,
+    project: str,
+    project_dir: Path,
+    release: tuple[str, str],
+    masker: Masker = NO_SECRETS,
+) -> list[policy.Violation]:
+    """Every violation of the policy by the release (its compose file and rendered .env) run
+    from ``project_dir``: its sources first (compose does not run when they reach outside
+    it), then compose's effective configuration."""
+    outside = policy.sources(composefile.load(release[0]))
+    if outside:
+        return outside
+    config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
+    resolved = {path: os.path.realpath(path) for _, _, path in policy.binds(config)}
+    return policy.judge(config, rules(cfg), resolved, str(project_dir))
+
+
+def check(
+    cfg: Config,
+    docker_dir: Path,
+    revision: str,
+    project: str,
+    project_dir: Path,
+    release: tuple[str, str],
+    masker: Masker,
+) -> None:
+    """Refuse (POLICY_*) a new revision the policy does not allow; nothing has changed yet."""
+    found = judge(cfg, docker_dir, project, project_dir, release, masker)
+    if found:
+        raise policy.refusal(revision, found)
+
+
+def running(
+    cfg: Config,
+    docker_dir: Path,
+    revisions_dir: Path,
+    revision: str,
+    project: str,
+    masker: Masker = NO_SECRETS,
+) -> list[policy.Violation] | None:
+    """What today's policy would refuse in the running revision (its staged files); None when
+    they are gone. Never acted on: a policy change does not take a revision down."""
+    from monky_deployd.adapters import fsread
+    from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE
+
+    project_dir = revisions_dir / revision
+    texts = []
+    for name in (COMPOSE_FILE, ENV_FILE):
+        try:
+            raw = fsread.read_entry(project_dir / name, cfg.max_bundle_bytes * 4)
+        except fsread.BadEntry:
+            return None
+        if raw is None:
+            return None
+        texts.append(raw.decode("utf-8", "replace"))
+    return judge(cfg, docker_dir, project, project_dir, (texts[0], texts[1]), masker)
