@@ -15,6 +15,8 @@ from monky_deployd.adapters.box import composeconfig
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
 from monky_deployd.config_policy import AllowCfg
 from monky_deployd.core import composefile, policy
+from monky_deployd.core.checks import Check
+from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.mask import NO_SECRETS, Masker
 
 # Reached by no bind mount whatever the allowances say: the engine's and containerd's sockets
@@ -136,4 +138,45 @@ def running(
         if raw is None:
             return None
         texts.append(raw.decode("utf-8", "replace"))
+    from monky_deployd.core import atrest  # what compose may echo of the .env: masked
+
+    masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
     return judge(cfg, docker_dir, project, project_dir, (texts[0], texts[1]), masker)
+
+
+def running_lines(cfg: Config, docker_dir: Path, revisions_dir: Path, masker: Masker) -> list[str]:
+    """``plan``'s and ``doctor``'s words on the applied revision under today's policy: one line
+    per violation (empty: none, or nothing applied)."""
+    from monky_deployd.adapters.box.state import StateDir
+
+    applied = StateDir(cfg.state_dir).read_applied()
+    if applied is None:
+        return []
+    try:
+        found = running(cfg, docker_dir, revisions_dir, applied.revision, applied.project, masker)
+    except DeployError as err:
+        return [f"the running revision {applied.revision} cannot be judged: {err.message}"]
+    if not found:
+        return []
+    head = (
+        f"the running revision {applied.revision} breaks this box's policy (it keeps running; "
+        "a new revision asking the same is refused):"
+    )
+    return [head, *(f"  {v.line()}" for v in found)]
+
+
+def doctor_check(cfg: Config, masker: Masker) -> Check:
+    """doctor's ``policy`` line: WARN naming the running services today's policy refuses."""
+    from monky_deployd.adapters.box.state import StateDir
+
+    state = StateDir(cfg.state_dir)
+    lines = running_lines(cfg, state.docker_dir, state.revisions_dir, masker)
+    if not lines:
+        return Check("policy", "OK", "the running revision (if any) is within this box's policy")
+    return Check(
+        "policy",
+        "WARN",
+        lines[0].rstrip(":") + ": " + "; ".join(ln.strip() for ln in lines[1:]),
+        "config.yaml's policy (the lines name the allowance), or the next bundle",
+        str(Code.POLICY_REFUSED),
+    )

@@ -2,7 +2,8 @@
 the Engine API), each inside its phase. Nothing on the box changes here; the tick and ``plan``
 run the very same checks (``plan`` with a phase that only logs).
 
-    bundle -> secrets -> render -> policy -> registry -> preflight (disk, project ownership) -> Ready
+    bundle -> secrets -> render -> policy -> registry -> preflight (disk, project ownership)
+    -> Ready
 """
 
 from __future__ import annotations
