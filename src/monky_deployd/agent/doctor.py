@@ -3,7 +3,7 @@ in the order a person debugs (OPERATIONS.md, "doctor").
 
     config -> grant -> identity -> controller -> tenancy-intercept, openbao-intercept
     -> tenancy -> openbao -> token -> checkin -> secrets -> registry
-    -> docker-socket -> disk -> compose -> timer -> run-host-dropin -> clock
+    -> docker-socket -> disk -> compose -> policy -> timer -> run-host-dropin -> clock
 
 Each check is a function of the run's context returning a ``core.checks.Check``; it runs
 isolated (a ``DeployError`` is its FAIL, the adapter's own sentence as the fact; anything else is

@@ -8,6 +8,7 @@ Imported only when a revision is prepared or by ``plan``/``doctor``: never on a 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -73,9 +74,13 @@ def protected(cfg: Config) -> tuple[str, ...]:
 
 
 def rules(cfg: Config) -> policy.Rules:
-    """config.yaml's ``policy`` as ``core.policy.Rules``."""
+    """config.yaml's ``policy`` as ``core.policy.Rules``; ``locks.dir`` is always a root."""
+    every = _allow(cfg.policy.allow)
+    # the update-lock directory is the agent's own interface for apps: always an allowed root
+    lock_root = os.path.realpath(cfg.locks.dir)
+    every = dataclasses.replace(every, bind_roots=(*every.bind_roots, lock_root))
     return policy.Rules(
-        allow=_allow(cfg.policy.allow),
+        allow=every,
         services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
         protected=protected(cfg),
     )
