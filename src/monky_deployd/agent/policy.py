@@ -54,14 +54,14 @@ def _allow(cfg: AllowCfg) -> policy.Allow:
 
 def protected(cfg: Config) -> tuple[str, ...]:
     """The paths no bind mount may reach, as written and with their symlinks resolved: the
-    fixed ones, the docker socket configured, the agent's config dir, state dir, grant, the
-    Ziti identity's directory."""
+    fixed ones, the docker socket configured, the agent's config dir (/etc/monky-deployd: a
+    config.yaml elsewhere is under /etc in practice), state dir, grant, the Ziti identity's
+    directory."""
     paths = [
         *ALWAYS_PROTECTED,
         str(DEFAULT_CONFIG_PATH.parent),
         str(cfg.state_dir.absolute()),
         str(cfg.grant_file.absolute()),
-        str(cfg.grant_file.absolute().parent),
         str(cfg.identity_path.absolute().parent),
     ]
     host = cfg.docker.host or ""
