@@ -253,6 +253,9 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
     for key in _sysctl_names(svc.get("sysctls")):
         if key not in SAFE_SYSCTLS and key not in may.sysctls:
             yield Violation(name, "sysctls", key, _scope_line(name, "sysctls", key))
+    for source in _names(svc.get("volumes_from")):
+        if source.startswith("container:"):  # another container's mounts, of any project
+            yield Violation(name, "volumes_from", source.rsplit(":ro", 1)[0].rsplit(":rw", 1)[0])
     parent = svc.get("cgroup_parent")
     if parent and str(parent) not in may.cgroup_parent:
         yield Violation(

@@ -301,3 +301,12 @@ def test_the_refusals_first_line_names_the_gravest_fault_and_each_has_its_line()
         "permits it)",
         "service web: cap_add NET_ADMIN (allow with policy.services.web.cap_add: [NET_ADMIN])",
     ]
+
+
+def test_volumes_from_another_container_is_refused_from_a_service_of_the_project_is_not() -> None:
+    svc = {"volumes_from": ["container:foo", "db:ro", "container:bar:ro"]}
+    found = judged(svc, Rules(allow=Allow(privileged=True, bind_roots=("/srv",))))
+    assert [(v.key, v.asks, v.allow_with) for v in found] == [
+        ("volumes_from", "container:bar", ""),
+        ("volumes_from", "container:foo", ""),
+    ]
