@@ -73,6 +73,22 @@ def protected(cfg: Config) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def resolve(path: str) -> str:
+    """``path`` with every symbolic link resolved, as the engine will follow them; a part that
+    does not exist yet is kept as written (the engine creates it). A link the agent cannot
+    follow (a directory it may not search, a loop) gives ``""``: not a path, so refused."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        parent, name = os.path.split(path.rstrip("/"))
+        if not name or parent == path:
+            return path
+        found = resolve(parent)
+        return os.path.join(found, name) if found else ""
+    except OSError:  # EACCES, ELOOP, ENOTDIR: what it leads to cannot be known here
+        return ""
+
+
 def rules(cfg: Config) -> policy.Rules:
     """config.yaml's ``policy`` as ``core.policy.Rules``; ``locks.dir`` is always a root."""
     every = _allow(cfg.policy.allow)
@@ -101,7 +117,7 @@ def judge(
     if outside:
         return outside
     config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
-    resolved = {path: os.path.realpath(path) for _, _, path in policy.binds(config)}
+    resolved = {path: resolve(path) for _, _, path in policy.binds(config)}
     return policy.judge(config, rules(cfg), resolved, str(project_dir))
 
 

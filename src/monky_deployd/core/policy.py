@@ -184,7 +184,8 @@ def binds(config: Mapping[str, object]) -> list[tuple[str, str, str]]:
 def _bind(rules: Rules, service: str, key: str, path: str, resolved: str) -> Violation | None:
     forms = {normpath(path), normpath(resolved)}
     if any(not f.startswith("/") for f in forms):
-        return Violation(service, key, f"{path} (not an absolute path)", code=Code.POLICY_REFUSED)
+        why = "not an absolute path, or one whose links this agent cannot follow"
+        return Violation(service, key, f"{path} ({why})")
     for form in sorted(forms):
         for guarded in rules.protected:  # the path itself, below it, or above it
             if (guarded != "/" and inside(form, guarded)) or inside(guarded, form):
