@@ -208,7 +208,10 @@ def _plan(args: argparse.Namespace, cfg: Config) -> int:
             found.as_json() if found is not None else {"schema": 1, "changes": None}
         )
         body["error"] = (
-            None if err is None else {"code": err.code, "message": err.message, "hint": err.hint}
+            None
+            if err is None
+            else {"code": err.code, "message": err.message, "hint": err.hint}
+            | ({"detail": err.detail} if err.detail else {})
         )
         print(json.dumps(body, indent=2))
     else:
@@ -216,6 +219,8 @@ def _plan(args: argparse.Namespace, cfg: Config) -> int:
             print(found.as_text(), end="")
         if err is not None:
             print(f"plan failed: {err}", file=sys.stderr)
+            for line in err.detail.splitlines():  # one line per fault (a policy's violations)
+                print(f"  {line}", file=sys.stderr)
     return status
 
 

@@ -2,7 +2,8 @@
 the Engine API), each inside its phase. Nothing on the box changes here; the tick and ``plan``
 run the very same checks (``plan`` with a phase that only logs).
 
-    bundle -> secrets -> render -> registry -> preflight (disk, project ownership) -> Ready
+    bundle -> secrets -> render -> policy -> registry -> preflight (disk, project ownership)
+    -> Ready
 """
 
 from __future__ import annotations
@@ -65,6 +66,15 @@ def check(
     with phase("render"):
         env_text = prepare.render_env(bundle.env_template, env)
         prepare.check_environment(bundle, env_text)
+    with phase("policy"):  # the box's own rule, on compose's reading of the release
+        from monky_deployd.agent import policy
+
+        project_dir = ctx.state.revisions_dir.absolute() / bundle.revision
+        release = (bundle.compose, env_text)
+        policy.check(
+            cfg, ctx.state.docker_dir, bundle.revision, bundle.project, project_dir, release,
+            ctx.masker,
+        )  # fmt: skip
     with phase("registry"):
         cred = prepare.credential(bundle, env)
         ctx.learn(prepare.secrets_of(env, cred))

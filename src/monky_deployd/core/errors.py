@@ -54,7 +54,7 @@ from typing import Literal
 Outcome = Literal["refused", "failed"]
 Family = Literal[
     "config", "state", "agent", "transport", "ziti", "identity", "tenancy", "token", "openbao",
-    "secrets", "bundle", "env", "registry", "disk", "docker", "verify", "hold", "wait",
+    "secrets", "bundle", "policy", "env", "registry", "disk", "docker", "verify", "hold", "wait",
 ]  # fmt: skip
 
 
@@ -138,6 +138,11 @@ class Code(StrEnum):
     BUNDLE_COMPOSE_TOO_COMPLEX = "BUNDLE_COMPOSE_TOO_COMPLEX"
     BUNDLE_INVALID = "BUNDLE_INVALID"
     BUNDLE_RELATIVE_BIND = "BUNDLE_RELATIVE_BIND"
+    # policy
+    POLICY_REFUSED = "POLICY_REFUSED"
+    POLICY_PROTECTED_PATH = "POLICY_PROTECTED_PATH"
+    POLICY_SOURCE = "POLICY_SOURCE"
+    POLICY_UNJUDGED = "POLICY_UNJUDGED"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -276,6 +281,11 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.BUNDLE_COMPOSE_TOO_COMPLEX: ("bundle", "refused"),
     Code.BUNDLE_INVALID: ("bundle", "refused"),
     Code.BUNDLE_RELATIVE_BIND: ("bundle", "refused"),
+    # policy
+    Code.POLICY_REFUSED: ("policy", "refused"),
+    Code.POLICY_PROTECTED_PATH: ("policy", "refused"),
+    Code.POLICY_SOURCE: ("policy", "refused"),
+    Code.POLICY_UNJUDGED: ("policy", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),
