@@ -136,8 +136,11 @@ class Code(StrEnum):
     SECRET_NOT_STRING = "SECRET_NOT_STRING"
     # bundle
     BUNDLE_COMPOSE_TOO_COMPLEX = "BUNDLE_COMPOSE_TOO_COMPLEX"
+    BUNDLE_EXPIRED = "BUNDLE_EXPIRED"
     BUNDLE_INVALID = "BUNDLE_INVALID"
     BUNDLE_RELATIVE_BIND = "BUNDLE_RELATIVE_BIND"
+    BUNDLE_REPLAYED = "BUNDLE_REPLAYED"
+    BUNDLE_UNTRUSTED = "BUNDLE_UNTRUSTED"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -274,8 +277,11 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.SECRET_NOT_STRING: ("secrets", "refused"),
     # bundle
     Code.BUNDLE_COMPOSE_TOO_COMPLEX: ("bundle", "refused"),
+    Code.BUNDLE_EXPIRED: ("bundle", "refused"),
     Code.BUNDLE_INVALID: ("bundle", "refused"),
     Code.BUNDLE_RELATIVE_BIND: ("bundle", "refused"),
+    Code.BUNDLE_REPLAYED: ("bundle", "refused"),
+    Code.BUNDLE_UNTRUSTED: ("bundle", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),
