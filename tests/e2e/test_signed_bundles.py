@@ -34,9 +34,7 @@ EARLIER = "2020-01-01T00:00:00Z"
 
 
 def public_b64(key: Ed25519PrivateKey) -> str:
-    raw = key.public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return base64.b64encode(raw).decode()
 
 
@@ -50,9 +48,7 @@ def signed(
 
 
 @pytest.fixture
-def lab(
-    tmp_path: Path, registry: Registry, web_image: str, real_bao: RealBao
-) -> Iterator[Lab]:
+def lab(tmp_path: Path, registry: Registry, web_image: str, real_bao: RealBao) -> Iterator[Lab]:
     with Lab(tmp_path, registry, web_image, real=real_bao, db_password="signed-pw") as lab:
         lab.write_config(trust={"keys": [public_b64(RELEASE_KEY)], "threshold": 1})
         yield lab
@@ -106,9 +102,7 @@ def test_a_signed_bundle_applies_and_untrusted_old_or_expired_ones_change_nothin
     refused(lab, real_bao, "r3", changed, "BUNDLE_UNTRUSTED")
     refused(lab, real_bao, "r4", lab.bundle(), "BUNDLE_UNTRUSTED")  # unsigned
     refused(lab, real_bao, "r5", signed(two, "r5", 1, RELEASE_KEY), "BUNDLE_REPLAYED")
-    refused(
-        lab, real_bao, "r6", signed(two, "r6", 4, RELEASE_KEY, EARLIER), "BUNDLE_EXPIRED"
-    )
+    refused(lab, real_bao, "r6", signed(two, "r6", 4, RELEASE_KEY, EARLIER), "BUNDLE_EXPIRED")
 
     # signed by the release key, a newer release: applied, the floor rises
     tenancy.set_desired("r7", signed(two, "r7", 4, RELEASE_KEY))
