@@ -36,6 +36,7 @@ from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.trustcfg import TrustCfg
 
 KEYID_RE = re.compile(r"^[0-9a-f]{64}$")
+RFC3339_RE = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII)
 SIG_BYTES = 64
 RELEASES_KEPT = 16  # trust.json keeps the newest releases' versions and expiries (status)
 HINT = (
@@ -161,7 +162,7 @@ def release(revision: str, bundle: Mapping[str, Any]) -> Release | None:
 
 def parse_time(text: str) -> float | None:
     """An RFC 3339 time (with ``Z`` or an offset) as seconds since the epoch, else None."""
-    if not re.fullmatch(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", text):
+    if not RFC3339_RE.fullmatch(text):
         return None
     try:
         return datetime.fromisoformat(text.upper().replace("Z", "+00:00")).timestamp()

@@ -314,3 +314,14 @@ def test_trust_settings_refuse_what_could_never_apply() -> None:
     with pytest.raises(ValueError, match="base64"):
         TrustCfg(keys=["not base64!"])
     assert TrustCfg().unsigned_ok and not TrustCfg(keys=[B64[0]]).unsigned_ok
+
+
+@settings(max_examples=60, deadline=None)
+@given(garbage=JSON | st.fixed_dictionaries({"version": JSON, "expires": JSON | st.text()}))
+def test_any_release_value_is_read_or_refused_as_malformed(garbage: Any) -> None:
+    try:
+        got = trust.release(REV, {"release": garbage})
+    except DeployError as err:
+        assert err.code is Code.BUNDLE_INVALID and "at 'release" in err.message
+    else:
+        assert garbage is None or (got is not None and got.version >= 1)
