@@ -90,6 +90,15 @@ def test_sign_with_the_key_on_stdin_then_verify_round_trip(tmp_path: Path) -> No
     )
     assert two.returncode == 0 and b"signed by 2 trusted key(s)" in two.stdout
 
+    # the box's own settings: config.yaml's trust (threshold 2 of the two keys)
+    cfg = tmp_path / "config.yaml"
+    keys = [public, other_public.stdout.decode().split()[0]]
+    cfg.write_text(json.dumps({"env": "env-dev-08", "trust": {"keys": keys, "threshold": 2}}))
+    boxed = verify("--config", str(cfg))
+    assert boxed.returncode == 0 and b"threshold 2" in boxed.stdout, boxed.stdout
+    cfg.write_text(json.dumps({"env": "env-dev-08", "trust": {"keys": keys, "treshold": 2}}))
+    assert verify("--config", str(cfg)).returncode == 3  # config.yaml invalid
+
 
 def test_sign_refuses_key_and_bundle_both_on_stdin_and_a_bundle_without_release(
     tmp_path: Path,
