@@ -3,9 +3,13 @@ process, against the loopback fakes, no Docker), ``status`` and ``lock list`` en
 a named refusal: no traceback, no hang, bounded memory, no secret in any output, and once the
 planted entries are gone the next tick converges.
 
-Every entry type (FIFO, directory, symbolic link to a secret file, socket, empty, huge (a sparse
-file of 1 GiB), garbage, non-UTF-8, JSON with out-of-range numbers) at every record path, as a lock
-file (under hostile names too) and as an outbox entry (and in place of the outbox itself). The
+Every entry type (FIFO, directory, symbolic link (to a secret file, a FIFO, a directory, itself,
+nowhere), socket, empty, huge (a sparse file of 1 GiB), garbage, non-UTF-8, JSON with out-of-range
+numbers) at every record path (``docker/config.json`` and a revision's files too), as a lock file
+(under hostile names too) and as an outbox entry (and in place of the outbox itself). When every
+planted entry is of a wrong type (not a regular file, or over its cap), the tick ends as it would
+with none planted (issue 26: a link refused every tick with STATE_LINK) and each link's target is
+untouched. The
 example count is this file's own (``EXAMPLES``: each example runs two ticks): 40 in CI, 10 with
 MONKY_FUZZ=quick, 1,500 with MONKY_FUZZ=deep. ``TRIED`` counts the planted entries and examples.
 """
@@ -28,7 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from monky_deployd import cli
@@ -49,16 +53,17 @@ TRIED = {"examples": 0, "entries": 0}
 RECORDS = [
     "applied.json", "token.json", "host.json", "held.json", "suspend.json", "journal.json",
     "hash.key", "projects.json", "ledger.json", "waiting.json", "bake.json", "lock", "docker",
-    "revisions", "outbox",
+    "revisions", "outbox", ".token.room", "docker/config.json", "revisions/r1",
+    "revisions/r1/.env", "revisions/r1/compose.yaml", "revisions/r1/release.json",
 ]  # fmt: skip
 LOCK_NAMES = [
     b"app.lock", b"x\x1b]0;pwned\x07\x1b[2J.lock", b"\xff\xfe.lock", b"a" * 100 + b".lock",
     b"line\nbreak.lock", "sep\u2028arator".encode() + b".lock",
 ]  # fmt: skip
 OUTBOX_NAMES = ["000000000000001-t1.json", "999999999999999-t9.json", "junk.json", "x.tmp"]
-KINDS = [
-    "fifo", "dir", "symlink", "socket", "empty", "huge", "garbage", "non_utf8", "numbers",
-]  # fmt: skip
+LINKS = ["symlink", "link_to_fifo", "link_to_dir", "link_loop", "link_dangling"]
+WRONG = ["fifo", "dir", "socket", *LINKS]  # not a file: set aside (state dir), ignored (locks)
+KINDS = [*WRONG, "empty", "huge", "garbage", "non_utf8", "numbers"]
 
 places = (
     st.tuples(st.just("record"), st.sampled_from(RECORDS))
@@ -103,6 +108,10 @@ def plant(base: Path, where: tuple[str, Any], kind: str, payload: bytes, secret:
         return  # the outbox itself was planted as something else: nothing goes inside
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = os.path.join(os.fsencode(directory), entry)
+    try:  # a revision's file: its directories (unless they were planted as something else)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    except OSError:
+        return
     with contextlib.suppress(FileNotFoundError):  # replace what is there (a file, a dir)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
@@ -113,8 +122,19 @@ def plant(base: Path, where: tuple[str, Any], kind: str, payload: bytes, secret:
     elif kind == "dir":
         os.mkdir(path)
         Path(os.fsdecode(path), "inner.json").write_text("{}")
-    elif kind == "symlink":
-        os.symlink(secret, path)
+    elif kind in LINKS:
+        fifo, inside = secret.parent / "fifo", secret.parent / "dir"
+        if not os.path.lexists(fifo):
+            os.mkfifo(fifo)
+            inside.mkdir()
+        target = {
+            "symlink": secret,
+            "link_to_fifo": fifo,
+            "link_to_dir": inside,
+            "link_loop": Path(os.fsdecode(os.path.basename(path))),
+            "link_dangling": secret.parent / "nowhere",
+        }[kind]
+        os.symlink(target, path)
     elif kind == "socket":
         sock = socket.socket(socket.AF_UNIX)
         here = os.getcwd()
@@ -176,6 +196,9 @@ def lock_list(config_path: Path) -> tuple[int, str]:
     return rc, out.getvalue()
 
 
+@example(planted=[(("record", "revisions/r1/.env"), "symlink", b"")], desired=True)
+@example(planted=[(("record", "docker/config.json"), "link_loop", b"")], desired=False)
+@example(planted=[(("record", "held.json"), "symlink", b"")], desired=True)
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -211,7 +234,17 @@ def test_nothing_planted_in_the_state_or_lock_dir_leaks_hangs_or_wedges(
         signal.alarm(int(cfg.tick_deadline_s) + 30)
 
         rec = run_tick(cfg, clock=estate.clock.now, wire=estate.wire())
-        assert rec.code != "INTERNAL", (planted, rec.message)
+        assert rec.code not in ("INTERNAL", "STATE_LINK"), (planted, rec.message)
+        if all(
+            kind in WRONG or (kind, where[0]) == ("huge", "record") for where, kind, _ in planted
+        ):
+            # each set aside (the state dir's) or ignored (a lock's): as if none were there
+            want = ("refused", "BUNDLE_INVALID") if desired else ("idle", "OK")
+            assert (rec.outcome, rec.code) == want, (planted, rec.message)
+        for (place, name), kind, _ in planted:
+            if place == "record" and kind in LINKS:  # moved aside, unfollowed
+                assert not os.path.islink(base / "state" / name), (planted, name)
+        assert secret.read_text() == f'DB_PASSWORD="{SECRET}"\n{SECRET}\n'
         body = status.view(cfg, engine=False)
         shown = json.dumps(body) + core_status.table(body)
         rc, listed = lock_list(config_path)

@@ -68,7 +68,7 @@ def _free(path: str) -> int | None:
 
 
 def snapshot(cfg: Config, state: StateDir, led: ledger.Ledger, now: float) -> Snapshot:
-    seen = observe.recorded(cfg, state, now, led)
+    seen = observe.recorded(cfg, state, now, led, entries=False)
     applied, held = seen.local.record, seen.local.held
     disk = tuple((p, free) for p in led.pull_filesystems if (free := _free(p)) is not None)
     windows, waiting = cfg.windows, seen.local.waiting

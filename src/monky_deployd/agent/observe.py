@@ -11,8 +11,9 @@
                                  hold dropped, an expired suspend removed, each lock and the
                                  killed tick named in the journal
     recorded(cfg, state, now)    what the state and lock dirs say (the tick ledger, the records,
-                                 the locks, token.json's bookkeeping): ``status``'s and the
-                                 metrics' one typed view
+                                 the locks, token.json's bookkeeping, what was set aside and
+                                 what the next tick sets aside): ``status``'s and the metrics'
+                                 one typed view
 
 ``observe`` writes nothing: the tick calls ``settle`` after it, ``plan`` and ``status`` never
 do (they leave the state dir byte-identical).
@@ -24,7 +25,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from monky_deployd.adapters.box import docker_api, locks
+from monky_deployd.adapters.box import aside, docker_api, locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent.locklog import log_locks
 from monky_deployd.config import Config
@@ -303,6 +304,10 @@ class Recorded:
     stale_locks: tuple[gates.Lock, ...]
     token: TokenState | None  # token.json (None: absent or unreadable)
     interrupted: Journal | None
+    # what ticks moved into aside/ (newest first), and what the next tick moves there: each
+    # path under the state dir and why (a symbolic link, a FIFO ...); empty unless asked
+    set_aside: tuple[aside.Aside, ...] = ()
+    strays: tuple[tuple[str, str], ...] = ()
 
     @property
     def last_known_good(self) -> str | None:
@@ -322,8 +327,11 @@ class Recorded:
         return s if s is not None and s.active(self.now) else None
 
 
-def recorded(cfg: Config, state: StateDir, now: float, led: Ledger | None = None) -> Recorded:
-    """The recorded view; ``led``: the ledger the caller holds (it was just written)."""
+def recorded(
+    cfg: Config, state: StateDir, now: float, led: Ledger | None = None, *, entries: bool = True
+) -> Recorded:
+    """The recorded view; ``led``: the ledger the caller holds (it was just written);
+    ``entries``: also what was and what will be set aside (``status``; the metrics skip it)."""
     problem: str | None = None
     if led is None:
         led, problem = state.read_ledger()
@@ -350,4 +358,8 @@ def recorded(cfg: Config, state: StateDir, now: float, led: Ledger | None = None
         stale,
         token,
         state.read_journal(),
+        tuple(state.set_aside()) if entries else (),
+        tuple((str(p.relative_to(state.root)), why) for p, why in state.strays())
+        if entries
+        else (),
     )

@@ -1,19 +1,19 @@
 """``monky-deployd status``: what the box knows about itself, from local state only.
 
 Reads the state dir (the tick ledger, applied.json, held.json, token.json's bookkeeping, the
-suspend record, a killed tick's journal), the update-lock directory, the Engine API (the
-project's containers: read-only GETs on the local socket) and, where systemd runs,
-``systemctl list-timers`` for the timer's next start. No request to tenancy or OpenBao, no lock
-taken, nothing written: the state dir is byte-identical afterwards. An engine that does not
-answer is a line in the output, never a crash. ``core.status`` decides the exit status and
-shapes the table; ``view`` is the JSON (``--json``; schema version ``SCHEMA``, OPERATIONS.md).
+suspend record, a killed tick's journal, what is and was set aside: ``observe.recorded``), the
+update-lock directory, the Engine API (the project's containers: read-only GETs on the local
+socket) and, where systemd runs, ``systemctl list-timers`` for the timer's next start. No
+request to tenancy or OpenBao, no lock taken, nothing written: the state dir is byte-identical
+afterwards. An engine that does not answer is a line in the output, never a crash.
+``core.status`` decides the exit status and shapes the table; ``view`` is the JSON (``--json``;
+schema version ``SCHEMA``, OPERATIONS.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from typing import Any
 
@@ -242,28 +242,13 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
         "waiting": None if waiting_rec is None else _waiting(cfg, waiting_rec),
         "trust": trust.running(StateDir(cfg.state_dir), running, now),  # signed bundles
         "interrupted": None if journal is None else dataclasses.asdict(journal),
-        "set_aside": set_aside(StateDir(cfg.state_dir)),
+        "set_aside": [{"name": a.path, "kind": a.kind, "at": _t(a.at)} for a in seen.set_aside],
+        "strays": [{"name": name, "why": why} for name, why in seen.strays],
         "services": svc,
         "health": fit.as_view(),
         "timer": {"next_run_at": next_timer_run()},
         "history": [_entry(e) for e in reversed(led.history)],  # newest first
     }
-
-
-def set_aside(state: StateDir) -> list[dict[str, Any]]:
-    """What ticks moved into ``aside/`` (a link, a FIFO, a directory ... at a record's path),
-    newest first: each entry's original name and when (its name's nanoseconds); nothing in it
-    is opened or followed."""
-    found: list[dict[str, Any]] = []
-    try:
-        names = sorted((e.name for e in os.scandir(state.aside_dir)), reverse=True)
-    except OSError:
-        return found
-    for name in names:
-        stamp, _, original = name.partition("-")
-        if stamp.isdigit() and original:
-            found.append({"name": original, "at": _t(int(stamp) / 1e9)})
-    return found
 
 
 def run(cfg: Config, *, as_json: bool) -> int:

@@ -236,11 +236,17 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
     if len(view["locks"]) > LOCKS_SHOWN:
         names += f" and {len(view['locks']) - LOCKS_SHOWN} more (monky-deployd lock list)"
     out.append(("update locks", names or "none"))
+    strays = view.get("strays") or []
+    if strays:  # what the next tick moves away: a link, a FIFO ... where the agent reads
+        said = "; ".join(f"{s['name']} is {s['why']}" for s in strays[:LOCKS_SHOWN])
+        more = f" and {len(strays) - LOCKS_SHOWN} more" if len(strays) > LOCKS_SHOWN else ""
+        out.append(("not a record", f"{said}{more}: read as absent, the next tick sets it aside"))
     aside = view.get("set_aside") or []
-    if aside:  # what a tick found at a record's path and moved away (newest first)
+    if aside:  # what a tick found where the agent reads and moved away (newest first)
         first = aside[0]
         more = f" and {len(aside) - 1} more" if len(aside) > 1 else ""
-        out.append(("set aside", f"{first['name']} at {first['at']}{more} (state dir's aside/)"))
+        what = f"{first['name']} ({first['kind']})" if first.get("kind") else first["name"]
+        out.append(("set aside", f"{what} at {first['at']}{more} (state dir's aside/)"))
     if view["interrupted"]:
         cut = view["interrupted"]
         out.append(("interrupted", f"tick {cut['tick_id']} in {cut['phase']} of {cut['revision']}"))

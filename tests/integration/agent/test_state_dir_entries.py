@@ -196,3 +196,47 @@ def test_a_planted_suspend_with_a_time_past_the_calendar_never_crashes(
     assert "Traceback" not in out and "9999-12-31T23:59:59Z" in out
     _, out = run_cli("status", "--json", "--config", str(path))
     assert json.loads(out)["suspended"]["until"] == "9999-12-31T23:59:59Z"
+
+
+def test_status_says_what_is_not_a_record_and_what_was_set_aside_a_link_as_a_fifo(
+    estate: Estate[Any], tmp_path: Path
+) -> None:
+    """Issue 26: before a tick, status read a link (or a FIFO) at held.json as no hold and said
+    nothing; after it, aside/'s entries were names without what they were. Now a link and a
+    FIFO are said the same way, before the tick (``strays``) and after it (``set_aside``)."""
+    cfg, path = setup(estate, tmp_path)
+    shadow = tmp_path / "shadow"
+    shadow.write_text("root:$6$precious\n")
+    state = tmp_path / "state"
+    (state / "held.json").symlink_to(shadow)
+    os.mkfifo(state / "bake.json")
+    (state / "revisions" / "r1").mkdir(parents=True)
+    (state / "revisions" / "r1" / ".env").symlink_to(shadow)
+
+    _, out = run_cli("status", "--json", "--config", str(path))
+    before = json.loads(out)
+    assert sorted((s["name"], s["why"]) for s in before["strays"]) == [
+        ("bake.json", "a FIFO"),
+        ("held.json", "a symbolic link"),
+        ("revisions/r1", "a revision holding a symbolic link (.env)"),
+    ]
+    assert before["held"] is None and before["set_aside"] == []
+    _, table = run_cli("status", "--config", str(path))
+    line = next(ln for ln in table.splitlines() if ln.startswith("not a record"))
+    assert "held.json is a symbolic link" in line and "bake.json is a FIFO" in line
+    assert (state / "held.json").is_symlink(), "status moves nothing"
+
+    assert tick(estate, cfg).code == "OK"
+    _, out = run_cli("status", "--json", "--config", str(path))
+    after = json.loads(out)
+    assert after["strays"] == []
+    assert sorted((a["name"], a["kind"]) for a in after["set_aside"]) == [
+        ("bake.json", "a FIFO"),
+        ("held.json", "a symbolic link"),
+        ("revisions/r1", "a directory"),
+    ]
+    _, table = run_cli("status", "--config", str(path))
+    line = next(ln for ln in table.splitlines() if ln.startswith("set aside"))
+    assert " and 2 more (state dir's aside/)" in line
+    assert shadow.read_text() == "root:$6$precious\n"
+    assert "precious" not in out + table

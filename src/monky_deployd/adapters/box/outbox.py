@@ -55,11 +55,7 @@ def entries(directory: Path, aside_dir: Path) -> list[Path]:
     for name in found:
         path = directory / name
         seq = _seq(name)
-        why = (
-            "not a report the agent kept"
-            if seq is None
-            else aside.judge(path, ENTRY_CAP, links=True)
-        )
+        why = "not a report the agent kept" if seq is None else aside.judge(path, ENTRY_CAP)
         if why is None and seq is not None:
             kept.append((seq, path))
         elif not name.startswith("."):  # a write in progress (atomic_write's temporary)
@@ -98,7 +94,7 @@ def read(path: Path) -> bytes:
 def drop(path: Path, aside_dir: Path) -> None:
     """Remove an entry (delivered, refused for good or not a report); one that is not a
     regular file (replaced meanwhile) is set aside instead, never followed."""
-    why = aside.judge(path, ENTRY_CAP, links=True)
+    why = aside.judge(path, ENTRY_CAP)
     if why is not None and not why.startswith("larger"):
         aside.set_aside(path, aside_dir, why)
         return

@@ -25,8 +25,10 @@ Layout::
 ``fsutil.atomic_write`` and read with ``fsread.read_entry``: no link followed, no FIFO waited
 on, regular files only, at most the record's cap (``CAPS``) read. A record that cannot be read
 counts as absent (the token record's reason is the token keeper's to judge). ``ensure``
-refuses a state dir whose entries are symbolic links (STATE_LINK, naming the path), then sets
-aside any other entry the agent never writes there (``set_aside_strays``).
+sets aside whatever the agent never wrote where it reads or writes (``set_aside_strays``,
+``aside.strays``: a symbolic link is one kind of entry among the FIFO, the directory, the
+socket ...), then refuses a link still there (STATE_LINK, naming the path: one that could not
+be moved).
 ``reserve_token_room`` proves the token record can be written (TOKEN_UNSTORABLE otherwise).
 
 Over ~400 lines on purpose: ``StateDir`` owns every path of the layout above; each record's
@@ -138,8 +140,8 @@ class StateDir(Revisions):
 
     def ensure(self) -> StateDir:
         ensure_private_dir(self.root, follow_link=True)
-        self.set_aside_strays()  # a link at a record's path too: set aside, never followed
-        self.refuse_links()
+        self.set_aside_strays()  # a link too: set aside, never followed
+        self.refuse_links()  # one that could not be set aside
         ensure_private_dir(self.docker_dir)
         ensure_private_dir(self.revisions_dir)
         return self
@@ -183,24 +185,24 @@ class StateDir(Revisions):
         except fsread.BadEntry:
             return None
 
+    def _swept(self) -> dict[str, int]:
+        return {**CAPS, self.token_room.name: CAPS["token.json"]}
+
     def set_aside_strays(self) -> list[Path]:
-        """Set aside (``aside.sweep``) each record path or directory of the state dir holding
-        something the agent never writes there: a FIFO, a socket, a device, a directory at a
-        record's path, a file at a directory's, a record over its cap. The paths set aside."""
-        files = [(self.root / name, cap) for name, cap in CAPS.items()]
-        dirs = [self.docker_dir, self.revisions_dir, self.outbox_dir]
-        try:  # any other link among the state dir's own entries (the lock, hash.key ...)
-            links = [
-                (Path(e.path), 0)
-                for e in os.scandir(self.root)
-                if e.is_symlink()
-                and e.name not in CAPS
-                and Path(e.path) not in dirs
-                and e.name != self.aside_dir.name
-            ]
-        except OSError:
-            links = []
-        return aside.sweep(files + links, dirs, self.aside_dir)
+        """Set aside (``aside.sweep``) whatever the state dir holds where the agent reads or
+        writes that it never wrote there: a symbolic link, a FIFO, a socket, a device, a
+        directory at a record's path, a record over its cap, a revision holding a link ... (the
+        list is ``aside.strays``'). The paths set aside."""
+        return aside.sweep(self.root, self._swept(), self.aside_dir)
+
+    def strays(self) -> list[tuple[Path, str]]:
+        """What the next tick sets aside, each with why (``status``: nothing moved, nothing
+        opened)."""
+        return aside.strays(self.root, self._swept())
+
+    def set_aside(self) -> list[aside.Aside]:
+        """What ticks set aside (``aside/``), newest first."""
+        return aside.listed(self.aside_dir)
 
     # -- applied record ----------------------------------------------------------------------
 
