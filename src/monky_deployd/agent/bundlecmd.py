@@ -140,7 +140,10 @@ def _sign(args: argparse.Namespace) -> int:
         raise Usage(f"the bundle cannot be canonicalized (RFC 8785): {exc}") from None
     mine = keyid(public)
     sig = base64.b64encode(signatures.sign(key, message)).decode()
-    others = [s for s in bundle.get("signatures", []) if s.get("keyid") != mine]
+    present = bundle.get("signatures", [])
+    if not isinstance(present, list) or not all(isinstance(s, dict) for s in present):
+        raise Usage("the bundle's signatures are not a list of {keyid, sig} objects")
+    others = [s for s in present if s.get("keyid") != mine]
     bundle["signatures"] = [*others, {"keyid": mine, "sig": sig}]
     print(json.dumps(bundle, indent=2, ensure_ascii=False))
     return EXIT_OK
