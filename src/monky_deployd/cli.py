@@ -9,6 +9,8 @@
     suspend [--reason R] [--for D]      stop applies (check-ins continue) until resume / D
     resume
     lock list | take NAME | release NAME   the update-lock directory (locks.dir)
+    bundle sign | verify | public-key   signed bundles for the release pipeline
+                                        (agent/bundlecmd.py; the key from a file or stdin)
 
 Exit codes (documented in OPERATIONS.md):
 
@@ -37,7 +39,7 @@ import time
 from pathlib import Path
 
 from monky_deployd import __version__
-from monky_deployd.agent import logs
+from monky_deployd.agent import bundlecmd, logs
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config, load
 from monky_deployd.core import gates
 from monky_deployd.core.errors import (
@@ -148,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     lock.add_argument("name", nargs="?", default="operator", help="the lock's name")
     lock.add_argument("--reason", default="", help="why (take)")
     lock.add_argument("--ttl", help="ignore the lock after 90s, 30m, 2h, 1d (take)")
+    bundlecmd.add_parser(sub)  # sign / verify / public-key (signed bundles, contract v1.3)
     return parser
 
 
@@ -226,6 +229,8 @@ def _plan(args: argparse.Namespace, cfg: Config) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits 2 on usage errors
+    if args.command == "bundle":  # the release pipeline's: no config.yaml, no tick
+        return bundlecmd.main(args)
     if args.command == "doctor":  # loads config.yaml itself: its first check
         from monky_deployd.agent import doctor
 

@@ -23,7 +23,7 @@ TOP_KEYS = {
     "schema", "state", "exit_status", "reason", "now", "ledger", "revisions", "held", "last_tick",
     "last_success_at", "counters", "token", "leases_last_hour", "suspended", "locks", "locked",
     "interrupted", "services", "health", "timer", "history", "windows", "waiting", "set_aside",
-    "strays",
+    "strays", "trust",
 }  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from monky_deployd.adapters.box import docker_api, runner
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import observe
+from monky_deployd.agent import observe, trust
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule, status
 from monky_deployd.core.errors import DeployError
@@ -240,6 +240,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             "opens_at": _t(win.opens_at if not win.open else schedule.next_open(windows, now)),
         },
         "waiting": None if waiting_rec is None else _waiting(cfg, waiting_rec),
+        "trust": trust.running(StateDir(cfg.state_dir), running, now),  # signed bundles
         "interrupted": None if journal is None else dataclasses.asdict(journal),
         "set_aside": [{"name": a.path, "kind": a.kind, "at": _t(a.at)} for a in seen.set_aside],
         "strays": [{"name": name, "why": why} for name, why in seen.strays],

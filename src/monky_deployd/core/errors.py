@@ -136,8 +136,11 @@ class Code(StrEnum):
     SECRET_NOT_STRING = "SECRET_NOT_STRING"
     # bundle
     BUNDLE_COMPOSE_TOO_COMPLEX = "BUNDLE_COMPOSE_TOO_COMPLEX"
+    BUNDLE_EXPIRED = "BUNDLE_EXPIRED"
     BUNDLE_INVALID = "BUNDLE_INVALID"
     BUNDLE_RELATIVE_BIND = "BUNDLE_RELATIVE_BIND"
+    BUNDLE_REPLAYED = "BUNDLE_REPLAYED"
+    BUNDLE_UNTRUSTED = "BUNDLE_UNTRUSTED"
     # policy
     POLICY_REFUSED = "POLICY_REFUSED"
     POLICY_PROTECTED_PATH = "POLICY_PROTECTED_PATH"
@@ -279,8 +282,11 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.SECRET_NOT_STRING: ("secrets", "refused"),
     # bundle
     Code.BUNDLE_COMPOSE_TOO_COMPLEX: ("bundle", "refused"),
+    Code.BUNDLE_EXPIRED: ("bundle", "refused"),
     Code.BUNDLE_INVALID: ("bundle", "refused"),
     Code.BUNDLE_RELATIVE_BIND: ("bundle", "refused"),
+    Code.BUNDLE_REPLAYED: ("bundle", "refused"),
+    Code.BUNDLE_UNTRUSTED: ("bundle", "refused"),
     # policy
     Code.POLICY_REFUSED: ("policy", "refused"),
     Code.POLICY_PROTECTED_PATH: ("policy", "refused"),

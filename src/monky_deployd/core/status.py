@@ -149,6 +149,14 @@ def _when(view: dict[str, Any], key: str) -> str:
     return "-" if value is None else str(value)
 
 
+def _signatures(t: dict[str, Any]) -> str:
+    high = f"highest release applied {t['highest_version']} ({t['highest_revision']})"
+    if t["running_version"] is None:
+        return f"running revision not verified; {high}"
+    state = "signatures EXPIRED at" if t["running_expired"] else "signed, valid until"
+    return f"running release {t['running_version']}: {state} {t['running_expires']}; {high}"
+
+
 def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, text) pairs for the terminal, from ``agent.status``'s JSON view."""
     out: list[tuple[str, str]] = [
@@ -165,8 +173,13 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
         what = "stalled" if held["stalled"] else "held"
         nxt = f", next attempt {held['next_attempt_at']}" if held["next_attempt_at"] else ""
         out.append(("held", f"{held['revision']} {what}: {held['code']} x{held['attempts']}{nxt}"))
+        if held.get("message"):  # why it is not applied (a refused signature, a failure)
+            out.append(("", held["message"]))
     else:
         out.append(("held", "-"))
+    signed = view.get("trust")
+    if signed:  # signed bundles (contract v1.3): the running release and its expiry
+        out.append(("signatures", _signatures(signed)))
     last = view["last_tick"]
     if last:
         out.append(
