@@ -278,7 +278,9 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("docker-socket", ("config",), doctor_box.check_socket),
     ("disk", ("docker-socket",), doctor_box.check_disk),  # `docker info` says where pulls write
     ("compose", ("docker-socket",), doctor_box.check_compose),
+    ("state-dir", ("config",), doctor_box.check_state_dir),
     ("timer", (), doctor_box.check_timer),  # needs no config
+    ("last-tick", (), doctor_box.check_last_tick),  # the unit's, whoever runs doctor
     ("run-host-dropin", ("config",), doctor_box.check_dropin),
     ("clock", ("tenancy",), check_clock),
 )
