@@ -133,8 +133,8 @@ def poisoned_error(state_dir: Path) -> DeployError | None:
         f"{', '.join(owners)}, not {user} (the unit's user), which cannot replace them: "
         f"{shown}{more}",
         code=Code.STATE_UNWRITABLE,
-        hint=f"`chown -R {user}:{group} {state_dir}` (a command run as another user, e.g. "
-        "root before monky-deployd switched to its user by itself, left them)",
+        hint=f"`chown -R {user}:{group} {state_dir}` (a command run as root by an older "
+        "version left them)",
     )
 
 
