@@ -3,7 +3,7 @@ this box. PURE: the caller gives the file's owner, group and mode, and the user'
 
 The fix never adds the user to group ``root`` (gid 0: it would open every root-group file), and
 never says "add to group X" when the user already is in X or when X's bits give nothing
-without a ``chmod`` too. Applied as written (tests/unit/core/test_access_real.py runs each one
+without a ``chmod`` too. Applied as written (tests/integration/box/test_access_real.py runs each one
 against real files and a real user), it grants the access.
 """
 
