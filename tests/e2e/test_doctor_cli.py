@@ -28,7 +28,7 @@ def test_a_missing_config_is_the_first_line_and_exit_2(tmp_path: Path) -> None:
     assert len(lines) == len(doctor.CHECKS)
     assert lines[0].startswith(f"FAIL config: {missing}") and " Check: " in lines[0]
     # the timer and the unit's last tick need no config: they are asked all the same
-    skipped = [ln for ln in lines[1:] if not ln.split(" ")[1] in ("timer:", "last-tick:")]
+    skipped = [ln for ln in lines[1:] if ln.split(" ")[1] not in ("timer:", "last-tick:")]
     assert len(skipped) == len(lines) - 3
     assert all(ln.endswith("needs config (FAIL above).") for ln in skipped)
     assert "\033[" not in proc.stdout and "Traceback" not in proc.stderr

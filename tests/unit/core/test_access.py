@@ -15,7 +15,7 @@ OWNERS = {0: "root", 990: "monky-deployd", 1000: "alice"}
 
 
 def apply(fix: str, who: access.Who, f: access.Target) -> tuple[access.Who, access.Target]:
-    """What the fix's commands do to the ids and the mode (the arithmetic of chmod/chgrp/usermod)."""
+    """What the fix's commands do to the ids and the mode (chmod, chgrp, usermod)."""
     for step in fix.strip("`").split(" && "):
         verb, *args = step.split()
         if verb == "chmod":
