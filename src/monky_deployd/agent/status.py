@@ -135,7 +135,7 @@ def timer_view() -> dict[str, Any]:
     check = unit.timer_check("timer", units)
     out["state"] = f"{units.timer.file_state or 'not enabled'}, {units.timer.active or '?'}"
     if check.status != "OK":
-        out["stopped"] = f"{check.fact} ({check.hint})"
+        out["stopped"] = f"{check.fact}; {check.hint}"
     else:
         out["next_run_at"] = next_timer_run()
     svc = units.service

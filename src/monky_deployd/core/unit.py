@@ -125,7 +125,7 @@ def timer_check(name: str, units: Units) -> Check:
         f"{TIMER} is {timer.file_state} but {timer.active or 'not active'}"
         f"{f' ({timer.result})' if timer.result not in ('', 'success') else ''}: "
         "nothing starts the agent's ticks",
-        f"`systemctl start {TIMER}` (or {fix})",
+        f"`systemctl start {TIMER}`",
     )
 
 
