@@ -135,7 +135,7 @@ def service_check(name: str, units: Units, when: str) -> Check:
         svc = units.service
         ended = f" at {when}" if when else ""
         fact = (
-            f"{SERVICE}'s last tick succeeded{ended}"
+            f"{SERVICE} is not failed (its last run ended{ended})"
             if svc.exited_at
             else f"{SERVICE} has not run a tick since boot"
         )
