@@ -58,6 +58,7 @@ from monky_deployd.core.records import Suspended
 from monky_deployd.core.report import TickRecord, rfc3339
 
 log = logging.getLogger("monky_deployd")
+WRITERS = ("apply", "suspend", "resume")  # the commands that write the state dir
 
 
 def exit_code(rec: TickRecord) -> int:
@@ -262,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     if args.command == "plan":
         return _plan(args, cfg)
+    if args.command in WRITERS:  # root acts as the state dir's owner: no root-owned file left
+        from monky_deployd.adapters.box import owner
+
+        if (user := owner.become_owner(cfg.state_dir)) is not None and args.command == "apply":
+            log.info(f"running as {user} (the owner of {cfg.state_dir}), not root")
     if args.command != "apply":
         try:
             if args.command == "status":

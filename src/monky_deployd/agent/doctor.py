@@ -285,7 +285,9 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("disk", ("docker-socket",), doctor_box.check_disk),  # `docker info` says where pulls write
     ("compose", ("docker-socket",), doctor_box.check_compose),
     ("policy", ("compose",), lambda run: _policy(run)),
+    ("state-dir", ("config",), doctor_box.check_state_dir),
     ("timer", (), doctor_box.check_timer),  # needs no config
+    ("last-tick", (), doctor_box.check_last_tick),  # the unit's, whoever runs doctor
     ("run-host-dropin", ("config",), doctor_box.check_dropin),
     ("clock", ("tenancy",), check_clock),
 )

@@ -110,7 +110,9 @@ def run_tick(
                         )
                     _Tick(cfg, state, rec, clock, wire, options, out, held_open).run()
         except (DeployError, TickDeadline) as exc:
-            recovery.fail(rec, fault_of(exc))
+            from monky_deployd.adapters.box import owner  # names a poisoned state dir
+
+            recovery.fail(rec, owner.explain(cfg.state_dir, fault_of(exc)))
         except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
             log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
             recovery.fail(
