@@ -137,16 +137,18 @@ class JournalHandler(logging.Handler):
         if self.sock is not None:
             data = encode(record_fields(record, self.priority(record.levelno)))
             try:
-                try:
-                    self.sock.sendto(data, self.path)
-                except OSError as exc:
-                    if exc.errno not in (errno.EMSGSIZE, errno.ENOBUFS):  # too large for a datagram
-                        raise
-                    _send_memfd(self.sock, data, self.path)
+                self.sock.sendto(data, self.path)
                 return
-            except OSError:
-                self.sock.close()
-                self.sock = None
+            except OSError as exc:
+                if exc.errno not in (errno.EMSGSIZE, errno.ENOBUFS):  # no journald: the stream
+                    self.sock.close()
+                    self.sock = None
+            if self.sock is not None:  # too large for a datagram
+                try:
+                    _send_memfd(self.sock, data, self.path)
+                    return
+                except OSError:
+                    pass  # this record to the stream; the next tries the socket again
         self.fallback.handle(record)
 
     def close(self) -> None:
