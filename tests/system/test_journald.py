@@ -11,13 +11,16 @@ container, the real .deb): journald's own conventions (issue 27).
    (``_SYSTEMD_UNIT``), the summary too (sent just before the process exits), at priority 6.
 3. OpenBao and tenancy both down: the unit fails; ``journalctl -u monky-deployd -p err`` shows
    the agent's sentence first, code first, naming both services, then systemd's own lines; and
-   ``journalctl -u monky-deployd MONKY_CODE=OPENBAO_UNREACHABLE`` lists the fault and the summary.
+   ``journalctl -u monky-deployd MONKY_CODE=OPENBAO_UNREACHABLE`` lists the fault and the summary;
+4. the names systemd gives exit statuses 1-7 (``status=5/NOTINSTALLED``: LSB's words) are the
+   ones OPERATIONS.md's table explains.
 About 30 s with the .deb built (the session builds it once for the system tier).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.fakes.estate import Estate
-from tests.system.debian import SystemdBox
+from tests.system.debian import REPO, SystemdBox
 
 pytestmark = pytest.mark.docker
 
@@ -178,3 +181,38 @@ def test_the_journal_holds_sentences_and_fields(
         shown = box.check(f"journalctl -u {UNIT} -p err --no-pager -n {len(errs)}")
         print(shown)  # what an operator reads at 02:00 (the report quotes it)
         assert '{"ts"' not in shown and "OPENBAO_UNREACHABLE: cannot reach OpenBao" in shown
+        exited = box.check(f"journalctl -u {UNIT} -o cat --no-pager | grep 'Main process exited'")
+        assert exited.splitlines()[-1].endswith("status=1/FAILURE")
+
+        # 4. The names systemd gives exit statuses 1-7 are the ones OPERATIONS.md explains.
+        assert systemd_names(box) == documented_names()
+
+
+def documented_names() -> dict[int, str]:
+    """OPERATIONS.md's table: exit -> what systemd shows."""
+    text = (REPO / "OPERATIONS.md").read_text()
+    rows = re.findall(r"^\| (\d) \| `(\d)/([A-Z]+)` \|", text, re.MULTILINE)
+    assert rows, "OPERATIONS.md has no table of systemd's names"
+    assert all(a == b for a, b, _ in rows)
+    return {int(n): name for n, _, name in rows}
+
+
+def systemd_names(box: SystemdBox) -> dict[int, str]:
+    """What systemd 252 logs for a service that exits 1..7."""
+    codes = range(1, 8)
+    box.check(
+        "".join(
+            f"printf '[Service]\\nType=oneshot\\nExecStart=/bin/sh -c \"exit {n}\"\\n' "
+            f"> /run/systemd/system/monky-exit-{n}.service\n"
+            for n in codes
+        )
+        + "systemctl daemon-reload"
+    )
+    found = {}
+    for n in codes:
+        box.sh(f"systemctl start monky-exit-{n}.service", check=False)
+        line = box.check(f"journalctl -u monky-exit-{n} -o cat | grep 'Main process exited'")
+        status = re.search(r"status=(\d+)/(\S+)", line)
+        assert status is not None, line
+        found[int(status[1])] = status[2]
+    return found
