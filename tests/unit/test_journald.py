@@ -178,6 +178,16 @@ def test_secrets_are_masked_in_every_field(journal: Journal, secret: str) -> Non
     assert b"***" in entry["MONKY_ARGV"] and b"***" in entry["MONKY_NESTED"]
 
 
+def test_a_traceback_is_in_the_message(journal: Journal) -> None:
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
+    (entry,) = journal.entries()
+    assert entry["MESSAGE"].startswith(b"unexpected exception\nTraceback (most recent call last):")
+    assert entry["MESSAGE"].endswith(b"RuntimeError: boom")
+
+
 def test_an_entry_larger_than_a_datagram_travels_in_a_memfd(journal: Journal) -> None:
     big = "x" * 400_000 + "\nthe end"
     log.warning("a long one", extra={"event": "test.big", "detail": big})

@@ -55,8 +55,12 @@ def record_fields(record: logging.LogRecord, priority: int) -> list[tuple[str, s
     """The entry of one record (already masked): MESSAGE, PRIORITY, SYSLOG_IDENTIFIER, the
     standard CODE_* fields and one ``MONKY_*`` field per extra attribute that is not None."""
     message = record.getMessage()
+    if record.exc_info and not record.exc_text:  # (the masking filter formats it when it masks)
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
     if record.exc_text:
         message += "\n" + record.exc_text
+    if record.stack_info:
+        message += "\n" + record.stack_info
     out = [
         ("MESSAGE", message),
         ("PRIORITY", str(priority)),
