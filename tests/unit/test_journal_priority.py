@@ -105,9 +105,15 @@ def test_the_cli_prefixes_its_error_lines_on_the_journal(tmp_path: Path, fmt: st
     protocol, and with no journald socket here (no systemd) the same sentences as text lines
     (tests/unit/test_journald.py and tests/system/test_journald.py cover the socket)."""
     out_path = tmp_path / "stdout"
-    argv = (*CLI, "apply", "--once", "--config", str(tmp_path / "missing.yaml"))
-    if fmt == "json":
-        argv += ("--log-format", "json")
+    argv = (
+        *CLI,
+        "apply",
+        "--once",
+        "--config",
+        str(tmp_path / "missing.yaml"),
+        "--log-format",
+        fmt,
+    )
     with out_path.open("w") as out:
         env = {**cli_env(tmp_path), "JOURNAL_STREAM": _stream_id(out)}
         proc = subprocess.run(

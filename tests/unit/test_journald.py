@@ -50,7 +50,7 @@ class Journal:
         self.sock.setblocking(False)
 
     def entries(self) -> list[dict[str, bytes]]:
-        out = []
+        out: list[dict[str, bytes]] = []
         while True:
             try:
                 data, anc, _, _ = self.sock.recvmsg(1 << 20, socket.CMSG_SPACE(4))
