@@ -101,10 +101,11 @@ def _parser() -> argparse.ArgumentParser:
     _config_arg(apply)
     apply.add_argument(
         "--log-format",
-        choices=("auto", "json", "text"),
+        choices=logs.FORMATS,
         default="auto",
-        help="json lines (default when stdout is not a terminal) or text; on the journal "
-        "(JOURNAL_STREAM) each line starts with its syslog priority <N>",
+        help="journal: journald's native fields (the default when stdout is the journal); "
+        "json: JSON lines for log shippers (the default when stdout is neither the journal "
+        "nor a terminal); text: short lines (the default on a terminal)",
     )
     apply.add_argument("--debug", action="store_true", help="also log debug lines")
     apply.add_argument(
