@@ -9,6 +9,8 @@
     suspend [--reason R] [--for D]      stop applies (check-ins continue) until resume / D
     resume
     lock list | take NAME | release NAME   the update-lock directory (locks.dir)
+    bundle sign | verify | public-key   signed bundles for the release pipeline
+                                        (agent/bundlecmd.py; the key from a file or stdin)
 
 Exit codes (documented in OPERATIONS.md):
 
@@ -37,7 +39,7 @@ import time
 from pathlib import Path
 
 from monky_deployd import __version__
-from monky_deployd.agent import logs
+from monky_deployd.agent import bundlecmd, logs
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config, load
 from monky_deployd.core import gates
 from monky_deployd.core.errors import (
@@ -56,6 +58,7 @@ from monky_deployd.core.records import Suspended
 from monky_deployd.core.report import TickRecord, rfc3339
 
 log = logging.getLogger("monky_deployd")
+WRITERS = ("apply", "suspend", "resume")  # the commands that write the state dir
 
 
 def exit_code(rec: TickRecord) -> int:
@@ -98,10 +101,11 @@ def _parser() -> argparse.ArgumentParser:
     _config_arg(apply)
     apply.add_argument(
         "--log-format",
-        choices=("auto", "json", "text"),
+        choices=logs.FORMATS,
         default="auto",
-        help="json lines (default when stdout is not a terminal) or text; on the journal "
-        "(JOURNAL_STREAM) each line starts with its syslog priority <N>",
+        help="journal: journald's native fields (the default when stdout is the journal); "
+        "json: JSON lines for log shippers (the default when stdout is neither the journal "
+        "nor a terminal); text: short lines (the default on a terminal)",
     )
     apply.add_argument("--debug", action="store_true", help="also log debug lines")
     apply.add_argument(
@@ -148,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     lock.add_argument("name", nargs="?", default="operator", help="the lock's name")
     lock.add_argument("--reason", default="", help="why (take)")
     lock.add_argument("--ttl", help="ignore the lock after 90s, 30m, 2h, 1d (take)")
+    bundlecmd.add_parser(sub)  # sign / verify / public-key (signed bundles, contract v1.3)
     return parser
 
 
@@ -208,7 +213,10 @@ def _plan(args: argparse.Namespace, cfg: Config) -> int:
             found.as_json() if found is not None else {"schema": 1, "changes": None}
         )
         body["error"] = (
-            None if err is None else {"code": err.code, "message": err.message, "hint": err.hint}
+            None
+            if err is None
+            else {"code": err.code, "message": err.message, "hint": err.hint}
+            | ({"detail": err.detail} if err.detail else {})
         )
         print(json.dumps(body, indent=2))
     else:
@@ -216,11 +224,15 @@ def _plan(args: argparse.Namespace, cfg: Config) -> int:
             print(found.as_text(), end="")
         if err is not None:
             print(f"plan failed: {err}", file=sys.stderr)
+            for line in err.detail.splitlines():  # one line per fault (a policy's violations)
+                print(f"  {line}", file=sys.stderr)
     return status
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits 2 on usage errors
+    if args.command == "bundle":  # the release pipeline's: no config.yaml, no tick
+        return bundlecmd.main(args)
     if args.command == "doctor":  # loads config.yaml itself: its first check
         from monky_deployd.agent import doctor
 
@@ -252,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     if args.command == "plan":
         return _plan(args, cfg)
+    if args.command in WRITERS:  # root acts as the state dir's owner: no root-owned file left
+        from monky_deployd.adapters.box import owner
+
+        if (user := owner.become_owner(cfg.state_dir)) is not None and args.command == "apply":
+            log.info(f"running as {user} (the owner of {cfg.state_dir}), not root")
     if args.command != "apply":
         try:
             if args.command == "status":

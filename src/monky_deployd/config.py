@@ -25,8 +25,10 @@ from pydantic import (
     model_validator,
 )
 
+from monky_deployd.config_policy import PolicyCfg
 from monky_deployd.core import composefile, schedule
 from monky_deployd.core.errors import Code, ConfigError
+from monky_deployd.core.trustcfg import TrustCfg
 
 DEFAULT_CONFIG_PATH = Path("/etc/monky-deployd/config.yaml")
 TENANCY_INTERCEPT_PORT = 443  # the Ziti intercept; the pod's own listener port never goes here
@@ -183,6 +185,8 @@ class Config(_Strict):
     backoff: BackoffCfg = BackoffCfg()
     locks: LocksCfg = LocksCfg()
     metrics: MetricsCfg = MetricsCfg()
+    policy: PolicyCfg = PolicyCfg()  # what a bundle may ask of the box (config_policy.py)
+    trust: TrustCfg = TrustCfg()  # signed bundles (contract v1.3): core/trustcfg.py
     lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
     # The whole tick, overall: past it the tick ends with TICK_DEADLINE where it is, and
     # every request and child gets at most the time left. 25 min covers a full pull (900 s),

@@ -106,6 +106,8 @@ class Lab:
         # and no bake: a test that stops a container after an apply tests drift (the restore);
         # tests/e2e/test_lifecycle.py sets verify.bake_s itself
         cfg["verify"] = {"stable_s": 2, "deadline_s": 30, "poll_s": 0.25, "bake_s": 0}
+        # the lab's own files may be bind-mounted (the local policy refuses other host paths)
+        cfg["policy"] = {"allow": {"bind_roots": [str(self.tmp)]}}
         cfg.update(overrides)
         self.config_path.write_text(yaml.safe_dump(cfg))
 

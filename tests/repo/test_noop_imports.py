@@ -42,6 +42,9 @@ FORBIDDEN_OWN = {
     "monky_deployd.core.prepare",
     "monky_deployd.core.prune",
     "monky_deployd.core.pullerrors",
+    "monky_deployd.core.policy",
+    "monky_deployd.agent.policy",
+    "monky_deployd.adapters.box.composeconfig",
 }
 
 

@@ -17,7 +17,8 @@ In order, in one container (about 4 minutes: the cadence is the real 60 s):
 4. a ``systemctl daemon-reload`` right after that tick starts no extra tick (systemd 252 re-armed
    ``OnActiveSec=`` on every reload);
 5. the next tick fails (tenancy answers 500): the unit is failed, ``journalctl -u monky-deployd
-   -p err`` shows the agent's line naming the fault first (its lines carry their syslog priority);
+   -p err`` shows the agent's sentence naming the fault first (each entry at its priority, the
+   code and the other side's words in ``MONKY_CODE`` and ``MONKY_DETAIL``);
 6. an upgrade (a second build of the .deb, dpkg -i over the first; its postinst reloads systemd):
    the timer keeps firing after the failure, the next tick runs the new code (its User-Agent) and
    no-ops on the applied revision (no pull); every tick started >= 60 s after the previous ended;
@@ -27,7 +28,8 @@ In order, in one container (about 4 minutes: the cadence is the real 60 s):
    application running (docs/packaging.md).
 
 Ticks are counted from the journal: systemd's own "Starting"/"Finished"/"Failed to start" entries
-(by catalogue id) and the agent's ``tick.summary`` lines.
+(by catalogue id) and the agent's ``tick.summary`` entries (``MONKY_EVENT``; tests/system/
+test_journald.py checks the entries themselves).
 """
 
 from __future__ import annotations
@@ -99,24 +101,36 @@ def ticks(box: SystemdBox, since_us: int = 0) -> list[Tick]:
     return out
 
 
+LEVELS = {2: "CRITICAL", 3: "ERROR", 4: "WARNING", 6: "INFO", 7: "DEBUG"}
+
+
+def agent_line(e: dict[str, Any]) -> dict[str, Any]:
+    """A journal entry of the agent as its fields (``MONKY_CODE`` -> ``code``), ``message``,
+    ``level`` and the priority journald stored it at."""
+    line: dict[str, Any] = {k[6:].lower(): v for k, v in e.items() if k.startswith("MONKY_")}
+    prio = int(e["PRIORITY"])
+    return {**line, "message": e.get("MESSAGE"), "level": LEVELS.get(prio), "_priority": prio}
+
+
 def agent_lines(box: SystemdBox, since_us: int = 0) -> list[dict[str, Any]]:
-    """The agent's JSON lines since ``since_us``, with the priority journald stored each at."""
-    lines = []
-    for e in box.journal(UNIT):
-        msg = e.get("MESSAGE")
-        ours = e.get("SYSLOG_IDENTIFIER") == "monky-deployd" and _us(e) >= since_us
-        if ours and isinstance(msg, str) and msg[:1] == "{":
-            lines.append({**json.loads(msg), "_priority": int(e["PRIORITY"])})
-    return lines
+    """The agent's entries since ``since_us`` (journald's native fields, agent/journald.py)."""
+    return [
+        agent_line(e)
+        for e in box.journal(UNIT)
+        if e.get("SYSLOG_IDENTIFIER") == "monky-deployd"
+        and "MONKY_EVENT" in e
+        and _us(e) >= since_us
+    ]
 
 
 def summaries(box: SystemdBox, since_us: int = 0) -> list[dict[str, Any]]:
     return [ln for ln in agent_lines(box, since_us) if ln["event"] == "tick.summary"]
 
 
-def err_lines(box: SystemdBox, since_us: int) -> list[str]:
-    """What ``journalctl -u monky-deployd -p err`` shows from ``since_us`` on, in order."""
-    return [str(e.get("MESSAGE")) for e in box.journal(UNIT, "-p", "err") if _us(e) >= since_us]
+def err_lines(box: SystemdBox, since_us: int) -> list[dict[str, Any]]:
+    """What ``journalctl -u monky-deployd -p err`` shows from ``since_us`` on, in order (the
+    entries: MESSAGE, and the agent's MONKY_* fields)."""
+    return [e for e in box.journal(UNIT, "-p", "err") if _us(e) >= since_us]
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> None:
@@ -231,11 +245,12 @@ def a_ziti_fault_names_itself_first(box: SystemdBox, lab: Lab) -> int:
     since = now_us(box)
     assert box.sh(f"systemctl start {UNIT}", check=False).returncode != 0
     errs = err_lines(box, since)
-    first = json.loads(errs[0])  # the agent's JSON line, not the SDK's "ERROR ziti-sdk:..."
-    assert first["code"] == "ZITI_CONTROLLER_UNREACHABLE", errs
+    first = agent_line(errs[0])  # the agent's sentence, not the SDK's "ERROR ziti-sdk:..."
+    assert first.get("code") == "ZITI_CONTROLLER_UNREACHABLE", errs
+    assert first["message"].startswith("ZITI_CONTROLLER_UNREACHABLE: ")
     assert "ziti-sdk" in first["detail"] and "CONTROLLER_UNAVAILABLE" in first["detail"]
     every = [str(e.get("MESSAGE")) for e in box.journal(UNIT) if _us(e) >= since]
-    assert not any("ziti-sdk" in m for m in every[: every.index(errs[0])])
+    assert not any("ziti-sdk" in m for m in every[: every.index(first["message"])])
     box.check(f"rm {identity}; systemctl reset-failed {UNIT}")
     configure(box, lab)
     end = ticks(box, since)[0].end_us
@@ -303,11 +318,12 @@ def test_the_package_under_real_systemd(pkg_image: str, built_deb: Path, lab: La
         assert second[1]["outcome"] == "failed"
         assert box.sh(f"systemctl is-failed {UNIT}", check=False).stdout.strip() == "failed"
         errs = err_lines(box, failing_us)
-        fault = json.loads(errs[0])  # the agent's line, before systemd's "Failed to start"
+        fault = agent_line(errs[0])  # the agent's line, before systemd's "Failed to start"
         assert fault["event"] == "tick.error" and fault["code"] == second[1]["code"]
         assert fault["code"] == "TENANCY_UNAVAILABLE" and "HTTP 500" in fault["message"]
+        assert fault["message"].startswith("TENANCY_UNAVAILABLE: ")  # prose, code first
         assert fault["detail"] == "deploy database unavailable"  # tenancy's own words
-        assert any("Failed to start" in ln for ln in errs[1:])
+        assert any("Failed to start" in str(e.get("MESSAGE")) for e in errs[1:])
         prios = {(ln["level"], ln["_priority"]) for ln in agent_lines(box, enabled_us)}
         assert prios <= {("INFO", 6), ("WARNING", 4), ("ERROR", 3), ("DEBUG", 7)}
         assert ("ERROR", 3) in prios and ("INFO", 6) in prios

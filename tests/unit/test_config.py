@@ -118,3 +118,26 @@ def test_any_window_text_loads_or_is_one_named_line(text: str) -> None:
         assert len(err.message.splitlines()) == 2
     else:
         assert len(cfg.windows) == 1
+
+
+KEY_A = "W2P//Jh+GuN0XRZ/8YNWJeqq98wn1V/wAnhutKXEogA="  # a raw Ed25519 public key, base64
+
+
+def test_trust_defaults_accept_unsigned_and_keys_load(tmp_path: Path) -> None:
+    assert load(write(tmp_path, "env: env-dev-08\n")).trust.unsigned_ok  # nobody signs yet
+    cfg = load(write(tmp_path, f"env: env-dev-08\ntrust: {{keys: ['{KEY_A}'], threshold: 1}}\n"))
+    assert len(cfg.trust.trusted) == 1 and not cfg.trust.unsigned_ok  # a key: signed only
+
+
+def test_each_bad_trust_setting_is_one_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "env: env-dev-08\ntrust: {keys: ['abc', '" + KEY_A + "'], treshold: 2}\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    lines = info.value.message.splitlines()
+    assert any(ln.startswith("at 'trust.keys.0':") and "base64" in ln for ln in lines)
+    assert "at 'trust.treshold': unknown key" in lines
+    with pytest.raises(ConfigError) as info:
+        load(write(tmp_path, f"env: env-dev-08\ntrust: {{keys: ['{KEY_A}'], threshold: 2}}\n"))
+    assert "no bundle could ever be applied" in info.value.message

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.agent import logs
-from monky_deployd_testkit.lab import CLI
+from monky_deployd.agent import journald, logs
+from monky_deployd_testkit.lab import CLI, cli_env
 
 LEVELS = {
     logging.DEBUG: 7,
@@ -98,30 +98,44 @@ def test_every_level_maps_to_a_syslog_priority(levelno: int) -> None:
     assert prio == expected
 
 
-def test_the_cli_prefixes_its_error_lines_on_the_journal(tmp_path: Path) -> None:
-    """The real CLI with a missing config: the fault line is stored at priority 3 (err)."""
+@pytest.mark.parametrize("fmt", ["auto", "json"])
+def test_the_cli_prefixes_its_error_lines_on_the_journal(tmp_path: Path, fmt: str) -> None:
+    """The real CLI with a missing config: the fault line is stored at priority 3 (err). With
+    ``--log-format json`` the lines are JSON for a shipper; ``auto`` is the journal's native
+    protocol, and with no journald socket here (no systemd) the same sentences as text lines
+    (tests/unit/test_journald.py and tests/system/test_journald.py cover the socket)."""
     out_path = tmp_path / "stdout"
+    argv = (
+        *CLI,
+        "apply",
+        "--once",
+        "--config",
+        str(tmp_path / "missing.yaml"),
+        "--log-format",
+        fmt,
+    )
     with out_path.open("w") as out:
-        env = {"PATH": os.environ["PATH"], "JOURNAL_STREAM": _stream_id(out)}
+        env = {**cli_env(tmp_path), "JOURNAL_STREAM": _stream_id(out)}
         proc = subprocess.run(
-            (*CLI, "apply", "--once", "--config", str(tmp_path / "missing.yaml")),
-            stdout=out,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            check=False,
+            argv, stdout=out, stderr=subprocess.PIPE, text=True, env=env, check=False
         )
     assert proc.returncode == 3, proc.stderr
     lines = out_path.read_text().splitlines()
-    assert lines and all(ln.startswith("<3>{") for ln in lines), lines
-    first = json.loads(lines[0][3:])
-    assert first["code"] == "CONFIG_MISSING" and first["level"] == "ERROR"
+    if fmt == "json":
+        assert lines and all(ln.startswith("<3>{") for ln in lines), lines
+        first = json.loads(lines[0][3:])
+        assert first["code"] == "CONFIG_MISSING" and first["level"] == "ERROR"
+    elif Path(journald.SOCKET).exists():  # a machine with journald: the lines went there
+        assert lines == []
+    else:
+        assert lines and all(ln.startswith("<3>ERROR ") for ln in lines), lines
+        assert lines[0].startswith("<3>ERROR   [config] CONFIG_MISSING: ")
     # The same run on a pipe: plain JSON lines.
     piped = subprocess.run(
         (*CLI, "apply", "--once", "--config", str(tmp_path / "missing.yaml")),
         capture_output=True,
         text=True,
-        env={"PATH": os.environ["PATH"], "JOURNAL_STREAM": "1:1"},
+        env={**cli_env(tmp_path), "JOURNAL_STREAM": "1:1"},
         check=False,
     )
     assert piped.stdout and all(ln.startswith("{") for ln in piped.stdout.splitlines())

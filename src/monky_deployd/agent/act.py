@@ -143,6 +143,9 @@ class Act:
             )
             log.warning(self.rec.message, extra={"event": "apply.locked", "phase": "plan"})
             raise Skipped
+        from monky_deployd.agent import trust  # committed: the release floor rises
+
+        trust.record(state, plan.revision, checked.trust)
         running = sum(1 for s in self.rec.services if s["state"] == "running")
         self.rec.outcome, self.rec.applied = "applied", plan.revision
         self.rec.message = f"applied {plan.revision}: {running} services running (verified)"

@@ -77,11 +77,11 @@ class Context:
     def secrets_at_rest(self, revision: str) -> tuple[str, ...]:
         """The values of the revision's ``.env`` and the registry credential of the docker
         config: what compose may echo when it runs that revision."""
-        from monky_deployd.adapters.box import docker_config
+        from monky_deployd.adapters.box.aside import CONFIG_NAME
         from monky_deployd.core import atrest
 
         env = _read(self.state.revision_dir(revision) / ENV_FILE)
-        cfg = _read(self.state.docker_dir / docker_config.CONFIG_NAME)
+        cfg = _read(self.state.docker_dir / CONFIG_NAME)
         return atrest.secrets_in_env_file(env.decode("utf-8", errors="replace")) + (
             mask.secrets_in_docker_config(cfg)
         )

@@ -3,7 +3,7 @@ in the order a person debugs (OPERATIONS.md, "doctor").
 
     config -> grant -> identity -> controller -> tenancy-intercept, openbao-intercept
     -> tenancy -> openbao -> token -> checkin -> secrets -> registry
-    -> docker-socket -> disk -> compose -> timer -> run-host-dropin -> clock
+    -> docker-socket -> disk -> compose -> policy -> timer -> run-host-dropin -> clock
 
 Each check is a function of the run's context returning a ``core.checks.Check``; it runs
 isolated (a ``DeployError`` is its FAIL, the adapter's own sentence as the fact; anything else is
@@ -250,6 +250,12 @@ def check_secrets(run: Run) -> Check:
     )
 
 
+def _policy(run: Run) -> Check:
+    from monky_deployd.agent import policy  # the running revision under today's policy
+
+    return policy.doctor_check(run.config, mask.NO_SECRETS.extend(run.secrets))
+
+
 def check_clock(run: Run) -> Check:
     assert run.probe is not None and run.tenancy is not None
     remote = None
@@ -278,7 +284,10 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("docker-socket", ("config",), doctor_box.check_socket),
     ("disk", ("docker-socket",), doctor_box.check_disk),  # `docker info` says where pulls write
     ("compose", ("docker-socket",), doctor_box.check_compose),
+    ("policy", ("compose",), lambda run: _policy(run)),
+    ("state-dir", ("config",), doctor_box.check_state_dir),
     ("timer", (), doctor_box.check_timer),  # needs no config
+    ("last-tick", (), doctor_box.check_last_tick),  # the unit's, whoever runs doctor
     ("run-host-dropin", ("config",), doctor_box.check_dropin),
     ("clock", ("tenancy",), check_clock),
 )

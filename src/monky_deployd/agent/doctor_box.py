@@ -10,14 +10,17 @@ import pwd
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from monky_deployd.adapters.box import docker_api, preflight, runner
+from monky_deployd.adapters import accounts
+from monky_deployd.adapters.box import docker_api, owner, preflight, runner
+from monky_deployd.adapters.box import unit as unit_adapter
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import user_name
 from monky_deployd.adapters.net.registry import Registry
-from monky_deployd.core import checks, registry_cred
+from monky_deployd.core import checks, registry_cred, unit
 from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.report import rfc3339
 
 if TYPE_CHECKING:
     from monky_deployd.agent.doctor import Run
@@ -84,8 +87,9 @@ def closed_to_agent(name: str, path: Path, code: str, what: str) -> Check | None
     return Check(
         name,
         "FAIL",
-        f"{path} is {describe(path)}: root reads it, but {user} (the unit's user) cannot",
-        f"owner and mode of {path}: {what}",
+        f"{path} is {describe(path)}: root reads it, but {user} (the unit's user) cannot "
+        f"({accounts.why_not(user, path) or 'closed to it'})",
+        f"{accounts.fix_for(user, path) or 'its owner and mode'} (the package sets {what})",
         code,
     )
 
@@ -141,16 +145,14 @@ def check_socket(run: Run) -> Check:
     if where.startswith("/") and user != user_name(os.geteuid()):
         via = reader_of(Path(where), want=6)
         if via is None:
-            try:
-                group = grp.getgrgid(Path(where).stat().st_gid).gr_name
-            except KeyError:
-                group = "docker"
+            sock = Path(where)
             return Check(
                 "docker-socket",
                 "FAIL",
                 f"{fact} for {user_name(os.geteuid())}, but {user} cannot use it: the socket "
-                f"is {describe(Path(where))} and {user} is not in its group",
-                f"`usermod -aG {group} {user}` (install.sh does it)",
+                f"is {describe(sock)} ({accounts.why_not(user, sock, 6) or 'closed to it'})",
+                f"{accounts.fix_for(user, sock, 6) or 'the socket group'} (install.sh adds "
+                f"{user} to the docker group)",
                 str(Code.DOCKER_UNAVAILABLE),
             )
     return Check("docker-socket", "OK", f"{fact} for {user}")
@@ -168,6 +170,9 @@ def check_compose(run: Run) -> Check:
 
 
 def check_timer(run: Run) -> Check:
+    units = unit_adapter.read()
+    if units is not None:  # systemd runs: the timer's own state (enabled, waiting or not)
+        return unit.timer_check("timer", units)
     try:
         result = runner.run(
             ("systemctl", "is-enabled", TIMER_UNIT),
@@ -186,6 +191,26 @@ def check_timer(run: Run) -> Check:
         )
     words = f"{result.stdout}\n{result.stderr}".strip()
     return checks.timer_check("timer", TIMER_UNIT, result.returncode, words)
+
+
+def check_last_tick(run: Run) -> Check:
+    """The unit's last tick as systemd saw it (a failed one fails doctor, whoever runs it)."""
+    units = unit_adapter.read()
+    if units is None:
+        return Check("last-tick", "OK", "systemd does not run here: no unit to ask")
+    when = rfc3339(units.service.exited_at, "seconds") if units.service.exited_at else ""
+    return unit.service_check("last-tick", units, when)
+
+
+def check_state_dir(run: Run) -> Check:
+    """Entries in the state dir the service user does not own (a command run as root)."""
+    state_dir = run.config.state_dir
+    poisoned = owner.poisoned_error(state_dir)
+    if poisoned is not None:
+        return checks.from_error("state-dir", poisoned)
+    return Check(
+        "state-dir", "OK", f"{state_dir}: every entry belongs to {owner.owner_name(state_dir)}"
+    )
 
 
 def check_dropin(run: Run) -> Check:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from monky_deployd.adapters import accounts
 from monky_deployd.adapters.net import identity, transport
 from monky_deployd.agent import doctor_box
 from monky_deployd.core import checks
@@ -36,8 +37,8 @@ def check_identity(run: Run) -> Check:
             return Check(
                 "identity",
                 "FAIL",
-                f"{fact}, but {user} cannot read it ({doctor_box.describe(ident.path)}, "
-                f"{user} is neither its owner nor in its group)",
+                f"{fact}, but {user} cannot read it ({doctor_box.describe(ident.path)}: "
+                f"{accounts.why_not(user, ident.path) or 'closed to it'})",
                 identity.group_hint(ident.path),
                 str(Code.IDENTITY_UNREADABLE),
             )

@@ -1,18 +1,27 @@
-"""Logging: JSON lines on stdout for journald, or plain text on a terminal.
+"""Logging: the journal's native fields under systemd, JSON lines for shippers, short text on
+a terminal.
 
 Every record carries ``event``, ``tick_id`` and ``phase`` (set by ``context``); failures carry
 ``code``. Callers log with ``log.info("sentence", extra={"event": "...", ...})``.
 
-When stdout IS the journal (systemd sets ``JOURNAL_STREAM=<dev>:<ino>`` to the stream it hands
-the service; ``stdout_is_journal`` compares it with stdout's ``fstat``), each line starts with
-its syslog priority ``<N>`` (ERROR 3, WARNING 4, INFO 6, DEBUG 7): journald strips the prefix and
-stores the line at that priority (``SyslogLevelPrefix=`` is on by default), so
-``journalctl -u monky-deployd -p err`` shows the fault. Without the prefix every line would be
-stored at priority 6. A terminal, a pipe or a file gets the plain lines.
+The formats (``--log-format``; ``auto`` picks one):
+
+- ``journal`` (auto when stdout IS the journal: systemd sets ``JOURNAL_STREAM=<dev>:<ino>`` to
+  the stream it hands the service, ``stdout_is_journal`` compares it with stdout's ``fstat``):
+  each record is one journal entry in the native protocol (``agent.journald``): MESSAGE is the
+  sentence, PRIORITY the level (ERROR 3, WARNING 4, INFO 6, DEBUG 7), the fields
+  ``MONKY_CODE``, ``MONKY_REVISION``, ``MONKY_TICK``, ``MONKY_PHASE``, ... So
+  ``journalctl -u monky-deployd -p err`` reads as prose and ``MONKY_CODE=BAKE_FAILED`` filters.
+  Without a journald socket it falls back to the text lines below, ``<N>``-prefixed.
+- ``json`` (auto when stdout is neither the journal nor a terminal): one JSON object per line,
+  for log shippers; on the journal each line starts with its syslog priority ``<N>`` (journald
+  strips it and stores the line at that priority; ``SyslogLevelPrefix=`` is on by default).
+- ``text`` (auto on a terminal): one short line per record; on the journal without the time
+  (journald has its own) and ``<N>``-prefixed.
 
 Every record that reaches the handler, the agent's and third-party loggers' alike, passes the
 tick's ``Masker`` (``set_masker``; ``core.mask``): its message, every extra field (nested values
-too) and any traceback text are masked before a formatter sees them.
+too) and any traceback text are masked before a formatter (or a journal field) sees them.
 """
 
 from __future__ import annotations
@@ -119,9 +128,10 @@ class _TextFormatter(logging.Formatter):
     (``code``, ``hint``, ``outcome`` are usually in the sentence), None values left out. The
     level is coloured when ``colour`` (a terminal without NO_COLOR)."""
 
-    def __init__(self, colour: bool = False) -> None:
+    def __init__(self, colour: bool = False, clock: bool = True) -> None:
         super().__init__()
         self.colour = colour
+        self.clock = clock  # the time first (not on the journal: journald has its own)
 
     def format(self, record: logging.LogRecord) -> str:
         from monky_deployd.core.checks import one_line  # text only: off the journal's path
@@ -136,7 +146,9 @@ class _TextFormatter(logging.Formatter):
         level = f"{record.levelname:<7}"
         if self.colour:
             level = f"{_COLOURS.get(record.levelno, '')}{level}{_RESET}"
-        head = f"{self.formatTime(record, '%H:%M:%S')} {level} [{record.phase}]"  # type: ignore[attr-defined]
+        head = f"{level} [{record.phase}]"  # type: ignore[attr-defined]
+        if self.clock:
+            head = f"{self.formatTime(record, '%H:%M:%S')} {head}"
         text = f"{head} {message}" + (f"  ({tail})" if tail else "")
         if record.exc_text:
             text += "\n" + record.exc_text
@@ -195,26 +207,27 @@ class _JournalPrefix(logging.Formatter):
         return "\n".join(prefix + line for line in self.inner.format(record).split("\n"))
 
 
+FORMATS = ("auto", "journal", "json", "text")
+
+
 def setup(
     fmt: str = "auto",
     level: int = logging.INFO,
     *,
     stream: IO[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    journal_socket: str | None = None,
 ) -> None:
-    """Configure the root logger once: ``fmt`` is json, text or auto (text on a terminal).
+    """Configure the root logger once: ``fmt`` is one of ``FORMATS`` (module docstring).
 
-    ``stream`` is stdout unless a test passes another; on the journal (``stdout_is_journal``)
-    every line carries its ``<N>`` syslog priority prefix.
+    ``stream`` is stdout unless a test passes another; ``journal_socket`` is journald's native
+    socket (``agent.journald.SOCKET``) unless a test passes another.
     """
     out = sys.stdout if stream is None else stream
     env = os.environ if environ is None else environ
     journal = stdout_is_journal(out, env)
     if fmt == "auto":
-        fmt = "text" if out.isatty() else "json"
-    handler = logging.StreamHandler(out)
-    handler.addFilter(_ContextFilter())
-    handler.addFilter(_MaskFilter())
+        fmt = "journal" if journal else "text" if out.isatty() else "json"
     formatter: logging.Formatter
     if fmt == "json":
         formatter = JsonFormatter(
@@ -223,10 +236,22 @@ def setup(
             datefmt="%Y-%m-%dT%H:%M:%S%z",
         )
     else:
-        formatter = _TextFormatter(colour=use_colour(out, env) and not journal)
-    if journal:
+        on_journal = journal or fmt == "journal"
+        formatter = _TextFormatter(
+            colour=use_colour(out, env) and not on_journal, clock=not on_journal
+        )
+    if journal or fmt == "journal":
         formatter = _JournalPrefix(formatter)
+    handler: logging.Handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
+    if fmt == "journal":
+        from monky_deployd.agent import journald
+
+        handler = journald.JournalHandler(
+            journal_socket or journald.SOCKET, handler, syslog_priority
+        )
+    handler.addFilter(_ContextFilter())
+    handler.addFilter(_MaskFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -142,6 +142,15 @@ class _Dry:
             token=kind,
         )
         out.notes.extend(pace.plan_notes(plan, obs.windows, obs.now))
+        if applied is not None:  # a policy change never takes it down: plan says so
+            from monky_deployd.agent import policy
+
+            self.ctx.learn(self.ctx.secrets_at_rest(applied.revision))
+            out.notes.extend(
+                policy.running_lines(
+                    self.cfg, self.state.docker_dir, self.state.revisions_dir, self.ctx.masker
+                )
+            )
         if isinstance(plan, Idle | Noop):
             return out
         if isinstance(plan, Restore):

@@ -2,7 +2,8 @@
 the Engine API), each inside its phase. Nothing on the box changes here; the tick and ``plan``
 run the very same checks (``plan`` with a phase that only logs).
 
-    bundle -> secrets -> render -> registry -> preflight (disk, project ownership) -> Ready
+    bundle (its signatures first: ``agent.trust``) -> secrets -> render -> policy -> registry
+    -> preflight (disk, project ownership) -> Ready
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from monky_deployd.core.boxsteps import Ready
     from monky_deployd.core.bundle import Bundle, ManifestEntry
     from monky_deployd.core.decide import Apply
+    from monky_deployd.core.trust import Verdict
 
 Phase = Callable[[str], AbstractContextManager[None]]
 
@@ -32,6 +34,7 @@ class Checked:
     """What the checks read on the way (``core.reasons``' fingerprint needs the values)."""
 
     secrets: dict[str, object] = field(default_factory=dict)  # manifest name -> KV value
+    trust: Verdict | None = None  # the signatures' verdict (contract v1.3, ``agent.trust``)
 
 
 def check_owned(ctx: context.Context, project: str) -> None:
@@ -56,6 +59,9 @@ def check(
 
     cfg = ctx.cfg
     with phase("bundle"):
+        from monky_deployd.agent import trust  # signed bundles: before anything is read
+
+        out.trust = trust.check(ctx, plan.revision, dict(plan.bundle))
         bundle = prepare.check_bundle(plan.revision, plan.bundle)
     with phase("secrets"):
         reads = read_secrets(bao, token, bundle)
@@ -65,6 +71,15 @@ def check(
     with phase("render"):
         env_text = prepare.render_env(bundle.env_template, env)
         prepare.check_environment(bundle, env_text)
+    with phase("policy"):  # the box's own rule, on compose's reading of the release
+        from monky_deployd.agent import policy
+
+        project_dir = ctx.state.revisions_dir.absolute() / bundle.revision
+        release = (bundle.compose, env_text)
+        policy.check(
+            cfg, ctx.state.docker_dir, bundle.revision, bundle.project, project_dir, release,
+            ctx.masker,
+        )  # fmt: skip
     with phase("registry"):
         cred = prepare.credential(bundle, env)
         ctx.learn(prepare.secrets_of(env, cred))

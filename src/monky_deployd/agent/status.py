@@ -19,9 +19,9 @@ from typing import Any
 
 from monky_deployd.adapters.box import docker_api, runner
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import observe
+from monky_deployd.agent import observe, trust
 from monky_deployd.config import Config
-from monky_deployd.core import ledger, schedule, status
+from monky_deployd.core import ledger, schedule, status, unit
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.held import Stalled
 from monky_deployd.core.records import Applied
@@ -116,6 +116,35 @@ def next_timer_run() -> str | None:
     return None
 
 
+def timer_view() -> dict[str, Any]:
+    """The units as systemd sees them (``core.unit``): the next start, a timer that is not
+    waiting (``stopped``: the sentence), a last tick that failed (its sentence); all empty
+    where systemd does not run. Whoever runs status, these are the unit's facts."""
+    from monky_deployd.adapters.box import unit as unit_adapter
+
+    units = unit_adapter.read()
+    out: dict[str, Any] = {
+        "next_run_at": None,
+        "state": None,
+        "stopped": None,
+        "last_tick_failed": None,
+        "last_tick_at": None,
+    }
+    if units is None:
+        return out
+    check = unit.timer_check("timer", units)
+    out["state"] = f"{units.timer.file_state or 'not enabled'}, {units.timer.active or '?'}"
+    if check.status != "OK":
+        out["stopped"] = f"{check.fact}; {check.hint}"
+    else:
+        out["next_run_at"] = next_timer_run()
+    svc = units.service
+    out["last_tick_at"] = svc.exited_at
+    if unit.last_tick_failed(units):
+        out["last_tick_failed"] = unit.failed_reason(units, _t(svc.exited_at) or "")
+    return out
+
+
 def _waiting(cfg: Config, seen: schedule.Seen) -> dict[str, Any]:
     """waiting.json: a new revision's first sight, this box's rollout place, when it applies."""
     return {
@@ -146,6 +175,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
 
     fit = health.of(StateDir(cfg.state_dir), applied, svc, now)
     flat = json.loads(held.to_json()) if held is not None else {}  # held.json's flat fields
+    timer = timer_view()
     verdict = status.verdict(
         status.StatusFacts(
             now=now,
@@ -159,6 +189,9 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             services=fit.states,
             no_healthcheck=fit.no_healthcheck,
             baking=fit.baking,
+            unit_failed=timer["last_tick_failed"] or "",
+            unit_failed_at=timer["last_tick_at"],
+            timer_stopped=timer["stopped"] or "",
         )
     )
     tok = token.token if token is not None else None
@@ -240,12 +273,13 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             "opens_at": _t(win.opens_at if not win.open else schedule.next_open(windows, now)),
         },
         "waiting": None if waiting_rec is None else _waiting(cfg, waiting_rec),
+        "trust": trust.running(StateDir(cfg.state_dir), running, now),  # signed bundles
         "interrupted": None if journal is None else dataclasses.asdict(journal),
         "set_aside": [{"name": a.path, "kind": a.kind, "at": _t(a.at)} for a in seen.set_aside],
         "strays": [{"name": name, "why": why} for name, why in seen.strays],
         "services": svc,
         "health": fit.as_view(),
-        "timer": {"next_run_at": next_timer_run()},
+        "timer": {k: v for k, v in timer.items() if k != "last_tick_at"},
         "history": [_entry(e) for e in reversed(led.history)],  # newest first
     }
 

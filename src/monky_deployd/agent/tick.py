@@ -46,7 +46,7 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import context, logs, observe, pace, publish, recovery
+from monky_deployd.agent import context, logs, observe, outage, pace, publish, recovery
 from monky_deployd.agent.token import HeldToken, TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask
@@ -110,7 +110,9 @@ def run_tick(
                         )
                     _Tick(cfg, state, rec, clock, wire, options, out, held_open).run()
         except (DeployError, TickDeadline) as exc:
-            recovery.fail(rec, fault_of(exc))
+            from monky_deployd.adapters.box import owner  # names a poisoned state dir
+
+            recovery.fail(rec, owner.explain(cfg.state_dir, fault_of(exc)))
         except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
             log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
             recovery.fail(
@@ -171,7 +173,7 @@ class _Tick:
         self.ctx.learn(self._tokens_at_rest())  # before any request or child: the log filter too
         with self.phase("token"):
             keeper = TokenKeeper(cfg, bao, tenancy, self.clock, state=self.state)
-            token = keeper.acquire()
+            token = outage.acquire(keeper, tenancy)  # OpenBao down: tenancy too?
         self.ctx.learn((*self._tokens_at_rest(), token.token))
         local = observe.read_local(self.state)
         self.rec.applied = local.record.revision if local.record else None

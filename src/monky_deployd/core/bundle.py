@@ -37,6 +37,8 @@ KNOWN_KEYS = {
     "disk_need_bytes",
     "on_failure",
     "rollout",
+    "release",  # contract v1.3: core.trust reads them, before this validation
+    "signatures",
 }
 ON_FAILURE = ("rollback", "retry")  # "rollback" when absent (core.recovery)
 REGISTRY_AUTH = "registry-auth"

@@ -54,7 +54,7 @@ from typing import Literal
 Outcome = Literal["refused", "failed"]
 Family = Literal[
     "config", "state", "agent", "transport", "ziti", "identity", "tenancy", "token", "openbao",
-    "secrets", "bundle", "env", "registry", "disk", "docker", "verify", "hold", "wait",
+    "secrets", "bundle", "policy", "env", "registry", "disk", "docker", "verify", "hold", "wait",
 ]  # fmt: skip
 
 
@@ -136,8 +136,16 @@ class Code(StrEnum):
     SECRET_NOT_STRING = "SECRET_NOT_STRING"
     # bundle
     BUNDLE_COMPOSE_TOO_COMPLEX = "BUNDLE_COMPOSE_TOO_COMPLEX"
+    BUNDLE_EXPIRED = "BUNDLE_EXPIRED"
     BUNDLE_INVALID = "BUNDLE_INVALID"
     BUNDLE_RELATIVE_BIND = "BUNDLE_RELATIVE_BIND"
+    BUNDLE_REPLAYED = "BUNDLE_REPLAYED"
+    BUNDLE_UNTRUSTED = "BUNDLE_UNTRUSTED"
+    # policy
+    POLICY_REFUSED = "POLICY_REFUSED"
+    POLICY_PROTECTED_PATH = "POLICY_PROTECTED_PATH"
+    POLICY_SOURCE = "POLICY_SOURCE"
+    POLICY_UNJUDGED = "POLICY_UNJUDGED"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -274,8 +282,16 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.SECRET_NOT_STRING: ("secrets", "refused"),
     # bundle
     Code.BUNDLE_COMPOSE_TOO_COMPLEX: ("bundle", "refused"),
+    Code.BUNDLE_EXPIRED: ("bundle", "refused"),
     Code.BUNDLE_INVALID: ("bundle", "refused"),
     Code.BUNDLE_RELATIVE_BIND: ("bundle", "refused"),
+    Code.BUNDLE_REPLAYED: ("bundle", "refused"),
+    Code.BUNDLE_UNTRUSTED: ("bundle", "refused"),
+    # policy
+    Code.POLICY_REFUSED: ("policy", "refused"),
+    Code.POLICY_PROTECTED_PATH: ("policy", "refused"),
+    Code.POLICY_SOURCE: ("policy", "refused"),
+    Code.POLICY_UNJUDGED: ("policy", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),

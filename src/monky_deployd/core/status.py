@@ -4,6 +4,9 @@
 held records, a suspend, the update locks, the clock) into one state and its exit status, the
 first that applies, in this order (OPERATIONS.md, "Status"):
 
+    failed       1  systemd says the unit's last tick failed, and the ledger does not record it
+                    (a tick that could not write its state dir): whoever runs status
+    stale        10 the timer is installed but not waiting (stopped, failed, disabled)
     no_tick      8  no tick is recorded (a fresh box, or the ledger was lost)
     stale        10 the last recorded tick ended more than STALE_AFTER_S ago (the timer stopped?)
     clock_suspect 12 the last recorded tick ended in the future (``core.clock``): the clock
@@ -64,6 +67,9 @@ class StatusFacts:
     services: tuple[tuple[str, str], ...] = ()
     no_healthcheck: tuple[str, ...] = ()  # running services without a healthcheck
     baking: str = ""  # "revision r2 bakes until ..." while the last commit bakes
+    unit_failed: str = ""  # systemd's word that the unit's last tick failed (core.unit)
+    unit_failed_at: float | None = None  # when that tick ended
+    timer_stopped: str = ""  # the timer is installed but not waiting: no tick comes
 
 
 def _services_note(f: StatusFacts) -> str:
@@ -86,8 +92,24 @@ def _v(state: str, reason: str) -> Verdict:
     return Verdict(state, EXIT_STATUS[state], reason)
 
 
+def _ledger_has_it(f: StatusFacts) -> bool:
+    """The ledger's last tick is the unit's failed one (it names the fault better): a failure
+    that ended no earlier than the unit's last tick (1 s: systemd's stamp is whole seconds)."""
+    last = f.last
+    ended = f.unit_failed_at
+    return (
+        last is not None
+        and last.outcome in FAILURE
+        and (ended is None or last.finished_at >= ended - 1)
+    )
+
+
 def verdict(f: StatusFacts) -> Verdict:
     last = f.last
+    if f.unit_failed and not _ledger_has_it(f):
+        return _v("failed", f.unit_failed)
+    if f.timer_stopped:
+        return _v("stale", f.timer_stopped)
     if last is None:
         return _v("no_tick", "no tick is recorded yet (a fresh box, or the tick ledger was lost)")
     age = f.now - last.finished_at
@@ -149,6 +171,14 @@ def _when(view: dict[str, Any], key: str) -> str:
     return "-" if value is None else str(value)
 
 
+def _signatures(t: dict[str, Any]) -> str:
+    high = f"highest release applied {t['highest_version']} ({t['highest_revision']})"
+    if t["running_version"] is None:
+        return f"running revision not verified; {high}"
+    state = "signatures EXPIRED at" if t["running_expired"] else "signed, valid until"
+    return f"running release {t['running_version']}: {state} {t['running_expires']}; {high}"
+
+
 def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, text) pairs for the terminal, from ``agent.status``'s JSON view."""
     out: list[tuple[str, str]] = [
@@ -165,8 +195,13 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
         what = "stalled" if held["stalled"] else "held"
         nxt = f", next attempt {held['next_attempt_at']}" if held["next_attempt_at"] else ""
         out.append(("held", f"{held['revision']} {what}: {held['code']} x{held['attempts']}{nxt}"))
+        if held.get("message"):  # why it is not applied (a refused signature, a failure)
+            out.append(("", held["message"]))
     else:
         out.append(("held", "-"))
+    signed = view.get("trust")
+    if signed:  # signed bundles (contract v1.3): the running release and its expiry
+        out.append(("signatures", _signatures(signed)))
     last = view["last_tick"]
     if last:
         out.append(
@@ -245,8 +280,14 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(
             (f"  {c['service']}", f"{c['state']}{health} since {c['since'] or '-'} {digest}")
         )
-    timer = view["timer"]["next_run_at"]
-    out.append(("next tick", timer or "- (no systemd timer here)"))
+    timer = view["timer"]
+    if timer.get("stopped"):
+        out.append(("next tick", f"none: {timer['stopped']}"))
+    else:
+        where = "no systemd timer here" if timer.get("state") is None else timer["state"]
+        out.append(("next tick", timer["next_run_at"] or f"- ({where})"))
+    if timer.get("last_tick_failed"):
+        out.append(("unit", timer["last_tick_failed"]))
     for h in view["history"]:
         times = f" x{h['repeats']}" if h["repeats"] > 1 else ""
         rb = f" -> rolled back to {h['rollback_to']}" if h["rollback_to"] else ""

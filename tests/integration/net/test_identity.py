@@ -478,8 +478,8 @@ def test_unreadable_names_user_owner_mode_and_group_then_membership_fixes_it(
         f"the file is {OWNER}:{OWNER} mode 0640 and {AGENT} is not in group {OWNER}"
         in (refused["message"])
     )
-    assert f"usermod -aG {OWNER} {AGENT}" in refused["hint"]
-    assert f"setfacl -d -m u:{AGENT}:r {identity_dir}" in refused["hint"]
+    assert refused["hint"].startswith(f"`usermod -aG {OWNER} {AGENT}`")  # a fix that works here
+    assert len(refused["hint"]) < 160
 
     _sh("gpasswd", "-a", AGENT, OWNER)  # the R1 fix
     assert _as_agent(path) == {"code": "OK", "subject": "CN=env-dev-08"}

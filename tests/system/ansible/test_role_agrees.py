@@ -158,3 +158,18 @@ def test_role_defaults_agree_with_the_code() -> None:
     )
     text = (ROLE / "defaults" / "main.yml").read_text()
     assert f'monky_deployd_base_url: "{GITEA_BASE}"' in text, "the documented gitea alternative"
+
+
+def test_role_writes_the_trust_settings_the_agent_loads(tmp_path: Path) -> None:
+    """Signed bundles (contract v1.3): the role's keys, threshold and accept_unsigned reach
+    config.yaml's ``trust`` as the agent reads them (two keys: a rotation)."""
+    keys = ["W2P//Jh+GuN0XRZ/8YNWJeqq98wn1V/wAnhutKXEogA=", "A" * 43 + "="]
+    extra = {
+        "monky_deployd_deb_arch": "amd64",
+        "monky_deployd_trust_keys": keys,
+        "monky_deployd_trust_accept_unsigned": True,
+    }
+    role_cfg, _ = _role_render(tmp_path, extra)
+    trust = parse(role_cfg, "role config.yaml").trust
+    assert trust.keys == keys and trust.threshold == 1 and trust.unsigned_ok
+    assert len(trust.trusted) == 2

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from monky_deployd.adapters.box import revisions as rev
-from monky_deployd.adapters.box.docker_config import CONFIG_NAME
 from monky_deployd.adapters.fsread import kind_of, too_large
 from monky_deployd.adapters.fsutil import ensure_private_dir
 from monky_deployd.core.errors import DeployError
@@ -53,7 +52,8 @@ __all__ = ["ASIDE_MAX", "Aside", "judge", "listed", "set_aside", "strays", "swee
 
 ASIDE_MAX = 20
 DIRS = ("docker", "revisions", "outbox")  # the state dir's own directories
-LOGIN = (CONFIG_NAME, 64 * 1024 * 1024)  # docker/'s one file (fsutil.read_if_exists's cap)
+CONFIG_NAME = "config.json"  # docker/'s one file, the registry login (docker_config writes it)
+LOGIN = (CONFIG_NAME, 64 * 1024 * 1024)  # and fsutil.read_if_exists's cap for it
 REVISION_FILES = (rev.COMPOSE_FILE, rev.ENV_FILE, rev.LABELS_FILE, rev.PINS_FILE, rev.RELEASE_FILE)
 
 log = logging.getLogger("monky_deployd")

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 from monky_deployd.adapters import fsutil
+from monky_deployd.adapters.box.aside import CONFIG_NAME
 from monky_deployd.core.registry_cred import Credential, render_docker_config
 
-CONFIG_NAME = "config.json"
 CONFIG_MODE = 0o600
 DIR_MODE = 0o700
 

@@ -63,8 +63,10 @@ def run(
     masker: Masker = NO_SECRETS,
     check: bool = True,
     code: Code = Code.COMMAND_FAILED,
+    pass_fds: tuple[int, ...] = (),
 ) -> Result:
-    """Run ``argv`` and return its result; raise ``CommandError`` (with stderr tail) on failure."""
+    """Run ``argv`` and return its result; raise ``CommandError`` (with stderr tail) on failure.
+    ``pass_fds``: descriptors the child inherits (a file it reads as ``/dev/fd/N``)."""
     shown = masker(" ".join(argv))
     try:  # a child gets at most the tick's time left
         limit = deadline.clamp(timeout)
@@ -85,6 +87,7 @@ def run(
             timeout=limit,
             check=False,
             preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+            pass_fds=pass_fds,
         )
     except FileNotFoundError as exc:
         raise CommandError(

@@ -12,6 +12,7 @@ Layout::
     <state_dir>/journal.json         the box step running now; left behind by a killed tick
     <state_dir>/bake.json            the last commit while it bakes (core.bake)
     <state_dir>/waiting.json         a new revision's first sight and its wait (core.schedule)
+    <state_dir>/trust.json           the highest signed release applied (core.trust: v1.3)
     <state_dir>/hash.key             the key of applied.json's per-key hashes (core.reasons)
     <state_dir>/ledger.json          the tick ledger (core.ledger), rewritten after every tick
     <state_dir>/outbox/              reports tenancy did not take, by sequence (``outbox``)
@@ -43,6 +44,7 @@ import os
 import stat
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from monky_deployd.adapters import fsread
 from monky_deployd.adapters.box import aside, outbox, statelock
@@ -79,6 +81,9 @@ from monky_deployd.core.records import (
 )
 from monky_deployd.core.schedule import Seen, seen_from_json, seen_to_json
 
+if TYPE_CHECKING:
+    from monky_deployd.core.trust import Floor
+
 __all__ = [
     "COMPOSE_FILE",
     "ENV_FILE",
@@ -104,6 +109,7 @@ CAPS = {  # every record at the top of the state dir, with the most bytes it may
     "bake.json": 64 * 1024 * 1024 + RECORD_CAP,  # the previous LKG's applied.json inside
     "hash.key": HASH_KEY_BYTES,
     "projects.json": RECORD_CAP,
+    "trust.json": RECORD_CAP,
     "ledger.json": LEDGER_MAX,
 }
 
@@ -129,6 +135,7 @@ class StateDir(Revisions):
         self.projects_file = root / "projects.json"
         self.ledger_file = root / "ledger.json"
         self.waiting_file = root / "waiting.json"
+        self.trust_file = root / "trust.json"
         self.aside_dir = root / "aside"
 
     def ensure(self) -> StateDir:
@@ -436,3 +443,21 @@ class StateDir(Revisions):
 
     def clear_suspend(self) -> None:
         self._remove(self.suspend_file)
+
+    # -- trust (core.trust: the highest signed release applied, v1.3) ------------------------
+
+    def read_trust(self) -> Floor | None:
+        """The trust record; None when there is none or it is unreadable (no floor then: the
+        next verified apply writes it again)."""
+        from monky_deployd.core.trust import Floor  # only an apply and status read it
+
+        raw = self._record_or_none(self.trust_file)
+        if raw is None:
+            return None
+        try:
+            return Floor.from_json(raw)
+        except ValueError:
+            return None
+
+    def write_trust(self, floor: Floor) -> None:
+        atomic_write(self.trust_file, floor.to_json(), 0o600)

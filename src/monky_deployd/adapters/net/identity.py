@@ -176,19 +176,16 @@ def group_hint(path: Path) -> str:
 
 
 def _group_hint(path: Path) -> str:
-    try:
-        group = _group_name(path.stat().st_gid)
-    except OSError:
-        group = "ziti"
+    from monky_deployd.adapters import accounts
+
     user = user_name(os.geteuid())
     user = AGENT_USER if user in ("root", f"uid {os.geteuid()}") else user
-    directory = path.parent
+    fix = accounts.fix_for(user, path)
+    if fix is None:  # the file cannot be looked at: a directory on the way is closed
+        return f"that {user} can search every directory on the way to {path}"
     return (
-        f"add {user} to the group {group} (`usermod -aG {group} {user}`): the durable fix, "
-        "because ziti-edge-tunnel rewrites the identity as a new file that keeps its group and "
-        f"mode 0640 but drops per-file ACLs; keep a default ACL on {directory} "
-        f"(`setfacl -d -m u:{user}:r {directory}`) so new files carry the grant; "
-        "install.sh and the package postinst set both up"
+        f"{fix} (group and mode survive ziti-edge-tunnel's rewrite of the file; "
+        "a per-file ACL does not)"
     )
 
 

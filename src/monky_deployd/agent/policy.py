@@ -1,0 +1,203 @@
+"""The local policy performed (``core.policy`` judges): a new revision's effective configuration
+before anything changes (``check``, the tick's and ``plan``'s ``policy`` phase), and the
+running revision's under today's policy (``running``, for ``plan`` and ``doctor``: reported,
+never taken down).
+
+Imported only when a revision is prepared or by ``plan``/``doctor``: never on a no-op tick.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from monky_deployd.adapters.box import composeconfig
+from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
+from monky_deployd.config_policy import AllowCfg
+from monky_deployd.core import composefile, policy
+from monky_deployd.core.checks import Check
+from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.mask import NO_SECRETS, Masker
+
+# Reached by no bind mount whatever the allowances say: the engine's and containerd's sockets
+# and stores, the host's root and its system trees (the agent's own directories are added).
+ALWAYS_PROTECTED = (
+    "/",
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/boot",
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/docker",
+    "/run/containerd",
+    "/var/run/containerd",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+)
+
+
+def _allow(cfg: AllowCfg) -> policy.Allow:
+    return policy.Allow(
+        privileged=cfg.privileged,
+        host_namespaces=frozenset(cfg.host_namespaces),
+        cap_add=frozenset(cfg.cap_add),
+        devices=frozenset(policy.normpath(d) if d.startswith("/") else d for d in cfg.devices),
+        security_opt=frozenset(policy.security_opt(o) for o in cfg.security_opt),
+        sysctls=frozenset(cfg.sysctls),
+        cgroup_parent=frozenset(cfg.cgroup_parent),
+        bind_roots=tuple(os.path.realpath(r) for r in cfg.bind_roots),
+    )
+
+
+def protected(cfg: Config) -> tuple[str, ...]:
+    """The paths no bind mount may reach, as written and with their symlinks resolved: the
+    fixed ones, the docker socket configured, the agent's config dir (/etc/monky-deployd: a
+    config.yaml elsewhere is under /etc in practice), state dir, grant, the Ziti identity's
+    directory."""
+    paths = [
+        *ALWAYS_PROTECTED,
+        str(DEFAULT_CONFIG_PATH.parent),
+        str(cfg.state_dir.absolute()),
+        str(cfg.grant_file.absolute()),
+        str(cfg.identity_path.absolute().parent),
+    ]
+    host = cfg.docker.host or ""
+    if host.startswith("unix://"):
+        paths.append(host.removeprefix("unix://"))
+    if cfg.docker.containerd_root is not None:
+        paths.append(str(cfg.docker.containerd_root))
+    found = {policy.normpath(p) for p in paths} | {os.path.realpath(p) for p in paths}
+    return tuple(sorted(found))
+
+
+def resolve(path: str) -> str:
+    """``path`` with every symbolic link resolved, as the engine will follow them; a part that
+    does not exist yet is kept as written (the engine creates it). A link the agent cannot
+    follow (a directory it may not search, a loop) gives ``""``: not a path, so refused."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        parent, name = os.path.split(path.rstrip("/"))
+        if not name or parent == path:
+            return path
+        found = resolve(parent)
+        return os.path.join(found, name) if found else ""
+    except OSError:  # EACCES, ELOOP, ENOTDIR: what it leads to cannot be known here
+        return ""
+
+
+def rules(cfg: Config) -> policy.Rules:
+    """config.yaml's ``policy`` as ``core.policy.Rules``; ``locks.dir`` is always a root."""
+    every = _allow(cfg.policy.allow)
+    # the update-lock directory is the agent's own interface for apps: always an allowed root
+    lock_root = os.path.realpath(cfg.locks.dir)
+    every = dataclasses.replace(every, bind_roots=(*every.bind_roots, lock_root))
+    return policy.Rules(
+        allow=every,
+        services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
+        protected=protected(cfg),
+    )
+
+
+def judge(
+    cfg: Config,
+    docker_dir: Path,
+    project: str,
+    project_dir: Path,
+    release: tuple[str, str],
+    masker: Masker = NO_SECRETS,
+) -> list[policy.Violation]:
+    """Every violation of the policy by the release (its compose file and rendered .env) run
+    from ``project_dir``: its sources first (compose does not run when they reach outside
+    it), then compose's effective configuration."""
+    outside = policy.sources(composefile.load(release[0]))
+    if outside:
+        return outside
+    config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
+    resolved = {path: resolve(path) for _, _, path in policy.binds(config)}
+    return policy.judge(config, rules(cfg), resolved, str(project_dir))
+
+
+def check(
+    cfg: Config,
+    docker_dir: Path,
+    revision: str,
+    project: str,
+    project_dir: Path,
+    release: tuple[str, str],
+    masker: Masker,
+) -> None:
+    """Refuse (POLICY_*) a new revision the policy does not allow; nothing has changed yet."""
+    found = judge(cfg, docker_dir, project, project_dir, release, masker)
+    if found:
+        raise policy.refusal(revision, found)
+
+
+def running(
+    cfg: Config,
+    docker_dir: Path,
+    revisions_dir: Path,
+    revision: str,
+    project: str,
+    masker: Masker = NO_SECRETS,
+) -> list[policy.Violation] | None:
+    """What today's policy would refuse in the running revision (its staged files); None when
+    they are gone. Never acted on: a policy change does not take a revision down."""
+    from monky_deployd.adapters import fsread
+    from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE
+
+    project_dir = revisions_dir / revision
+    texts = []
+    for name in (COMPOSE_FILE, ENV_FILE):
+        try:
+            raw = fsread.read_entry(project_dir / name, cfg.max_bundle_bytes * 4)
+        except fsread.BadEntry:
+            return None
+        if raw is None:
+            return None
+        texts.append(raw.decode("utf-8", "replace"))
+    from monky_deployd.core import atrest  # what compose may echo of the .env: masked
+
+    masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
+    return judge(cfg, docker_dir, project, project_dir, (texts[0], texts[1]), masker)
+
+
+def running_lines(cfg: Config, docker_dir: Path, revisions_dir: Path, masker: Masker) -> list[str]:
+    """``plan``'s and ``doctor``'s words on the applied revision under today's policy: one line
+    per violation (empty: none, or nothing applied)."""
+    from monky_deployd.adapters.box.state import StateDir
+
+    applied = StateDir(cfg.state_dir).read_applied()
+    if applied is None:
+        return []
+    try:
+        found = running(cfg, docker_dir, revisions_dir, applied.revision, applied.project, masker)
+    except DeployError as err:
+        return [f"the running revision {applied.revision} cannot be judged: {err.message}"]
+    if not found:
+        return []
+    head = (
+        f"the running revision {applied.revision} breaks this box's policy (it keeps running; "
+        "a new revision asking the same is refused):"
+    )
+    return [head, *(f"  {v.line()}" for v in found)]
+
+
+def doctor_check(cfg: Config, masker: Masker) -> Check:
+    """doctor's ``policy`` line: WARN naming the running services today's policy refuses."""
+    from monky_deployd.adapters.box.state import StateDir
+
+    state = StateDir(cfg.state_dir)
+    lines = running_lines(cfg, state.docker_dir, state.revisions_dir, masker)
+    if not lines:
+        return Check("policy", "OK", "the running revision (if any) is within this box's policy")
+    return Check(
+        "policy",
+        "WARN",
+        lines[0].rstrip(":") + ": " + "; ".join(ln.strip() for ln in lines[1:]),
+        "config.yaml's policy (the lines name the allowance), or the next bundle",
+        str(Code.POLICY_REFUSED),
+    )

@@ -1,0 +1,66 @@
+"""config.yaml's ``policy:``: what a bundle's services may ask of this box beyond Pod Security
+"baseline" (``core.policy`` judges; OPERATIONS.md, "Local policy", has the table).
+
+Every allowance is opt-in and narrow: one capability, one device, one path root, under
+``allow`` (every service) or ``services.<name>`` (that compose service only). Nothing here
+loosens the paths no bind mount may reach (the engine's sockets, ``/``, ``/etc``, the agent's
+own directories).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+Namespace = Literal["pid", "ipc", "uts", "userns", "network", "cgroup"]
+
+
+def _capability(name: str) -> str:
+    upper = name.strip().upper()
+    upper = upper[4:] if upper.startswith("CAP_") else upper
+    if not upper.replace("_", "").isalnum():
+        raise ValueError(f"{name!r} is not a capability name (like NET_ADMIN)")
+    return upper
+
+
+def _absolute(path: Path) -> Path:
+    if not path.is_absolute():
+        raise ValueError(f"{str(path)!r} is not an absolute path")
+    if str(path) == "/" or "\0" in str(path):
+        raise ValueError("must name a directory below /, not / itself")
+    return path
+
+
+def _text(text: str) -> str:
+    if not text.strip() or "\0" in text:
+        raise ValueError("must be a non-empty text")
+    return text.strip()
+
+
+Items = Annotated[list[Annotated[str, AfterValidator(_text)]], Field(max_length=256)]
+
+
+class AllowCfg(BaseModel):
+    """The allowances of one scope; every list empty and every flag false by default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    privileged: bool = False
+    host_namespaces: Annotated[list[Namespace], Field(max_length=6)] = []
+    cap_add: Annotated[list[Annotated[str, AfterValidator(_capability)]], Field(max_length=64)] = []
+    devices: Items = []  # host device paths (/dev/net/tun) or device_cgroup_rules
+    security_opt: Items = []  # as written, ':' read as '=' (apparmor=unconfined)
+    sysctls: Items = []  # names beyond baseline's safe set
+    cgroup_parent: Items = []
+    bind_roots: Annotated[
+        list[Annotated[Path, AfterValidator(_absolute)]], Field(max_length=256)
+    ] = []
+
+
+class PolicyCfg(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allow: AllowCfg = AllowCfg()  # every service of every bundle
+    services: Annotated[dict[str, AllowCfg], Field(max_length=256)] = {}  # by compose name

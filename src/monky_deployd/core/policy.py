@@ -1,0 +1,338 @@
+"""The box's local policy: what a bundle's services may ask of the box. Pure: no I/O.
+
+The default is Kubernetes Pod Security "baseline" adapted to compose: no ``privileged``, no host
+namespace (``pid``/``ipc``/``uts``/``userns_mode``/``network_mode``/``cgroup``: host), no
+capability beyond baseline's default set, no ``devices``, no unconfined or disabled
+``security_opt``, only baseline's safe ``sysctls``, no ``cgroup_parent``, no bind mount (a
+secret's or config's ``file``, a local volume's ``device`` too) outside the allowed roots. Each
+allowance (``Allow``) is opt-in and narrow, for every service or for one. Some paths are refused
+whatever the allowances say (``Rules.protected``: the engine's sockets, ``/``, ``/etc``, ...).
+
+``judge`` reads the *effective* configuration, the JSON of ``docker compose config --format
+json`` over the rendered release (``agent.policy`` runs it); ``sources`` reads the compose file's
+own YAML for what compose would fetch while resolving it (``include``, ``extends.file``,
+``label_file``), so it runs first. Each returns one ``Violation`` per fault; ``refusal`` makes
+them one ``DeployError`` whose first line names the first fault.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from monky_deployd.core.errors import Code, DeployError
+
+SOURCE = Code.POLICY_SOURCE
+# Pod Security baseline: the capabilities a container may add (the runtime's default set).
+BASELINE_CAPS = frozenset(
+    {
+        *("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD"),
+        *("NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"),
+    }
+)
+# Pod Security baseline: the "safe" sysctls (namespaced, isolated from the host and other pods).
+SAFE_SYSCTLS = frozenset(
+    {
+        *("kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range"),
+        *("net.ipv4.ip_unprivileged_port_start", "net.ipv4.tcp_syncookies"),
+        *("net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports"),
+        *("net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout"),
+        *("net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"),
+    }
+)
+# a service's key whose value "host" shares that host namespace -> the namespace's name
+HOST_NAMESPACE_KEYS = {
+    "pid": "pid",
+    "ipc": "ipc",
+    "uts": "uts",
+    "userns_mode": "userns",
+    "network_mode": "network",
+    "cgroup": "cgroup",
+}
+HOST_NAMESPACES = tuple(HOST_NAMESPACE_KEYS.values())
+# security_opt values that turn a confinement off (after ``:`` became ``=``)
+UNCONFINED_OPTS = frozenset(
+    {"apparmor=unconfined", "seccomp=unconfined", "label=disable", "systempaths=unconfined"}
+)
+
+
+@dataclass(frozen=True)
+class Allow:
+    """The allowances of one scope (every service, or one service): each opt-in and narrow."""
+
+    privileged: bool = False
+    host_namespaces: frozenset[str] = frozenset()  # pid ipc uts userns network cgroup
+    cap_add: frozenset[str] = frozenset()  # capability names, upper case, no CAP_
+    devices: frozenset[str] = frozenset()  # host device paths (or a device_cgroup_rule)
+    security_opt: frozenset[str] = frozenset()  # an option as written, ':' read as '='
+    sysctls: frozenset[str] = frozenset()  # sysctl names beyond SAFE_SYSCTLS
+    cgroup_parent: frozenset[str] = frozenset()
+    bind_roots: tuple[str, ...] = ()  # absolute host directories (and what is below them)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The policy: ``allow`` for every service, ``services`` for one by name, and the paths no
+    bind mount may reach (``protected``: normalized absolute paths, symlinks resolved too)."""
+
+    allow: Allow = Allow()
+    services: Mapping[str, Allow] = field(default_factory=dict)
+    protected: tuple[str, ...] = ()
+
+    def allows(self, service: str) -> Allow:
+        """What ``service`` may ask: ``allow`` with its own allowances added."""
+        own = self.services.get(service)
+        if own is None:
+            return self.allow
+        every = self.allow
+        return Allow(
+            every.privileged or own.privileged,
+            every.host_namespaces | own.host_namespaces,
+            every.cap_add | own.cap_add,
+            every.devices | own.devices,
+            every.security_opt | own.security_opt,
+            every.sysctls | own.sysctls,
+            every.cgroup_parent | own.cgroup_parent,
+            every.bind_roots + own.bind_roots,
+        )
+
+
+@dataclass(frozen=True, order=True)
+class Violation:
+    """One fault: the service (or ``compose``), the key, what it asks and the config line that
+    would allow it (empty when nothing may)."""
+
+    service: str
+    key: str
+    asks: str
+    allow_with: str = ""
+    code: Code = Code.POLICY_REFUSED
+
+    def line(self) -> str:
+        where = f"service {self.service}" if self.service else "the compose file"
+        fix = f"allow with {self.allow_with}" if self.allow_with else "no allowance permits it"
+        return f"{where}: {self.key} {self.asks} ({fix})"
+
+
+def normpath(path: str) -> str:
+    """``path`` lexically normalized: ``..``, ``.``, doubled and trailing slashes."""
+    norm = posixpath.normpath(path)
+    return "/" if norm == "//" else norm
+
+
+def inside(path: str, root: str) -> bool:
+    """``path`` is ``root`` or below it (both normalized absolute paths)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _scope_line(service: str, key: str, value: str) -> str:
+    return f"policy.services.{service}.{key}: [{value}]"
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _names(value: object) -> list[str]:
+    return [str(v) for v in _list(value)]
+
+
+def capability(name: str) -> str:
+    """A capability as compose passes it to the engine: upper case, no ``CAP_`` prefix."""
+    upper = name.strip().upper()
+    return upper[4:] if upper.startswith("CAP_") else upper
+
+
+def security_opt(text: str) -> str:
+    """A ``security_opt`` as the engine reads it: ``apparmor:x`` is ``apparmor=x``."""
+    key, sep, value = text.strip().partition("=")
+    if not sep:
+        key, sep, value = text.strip().partition(":")
+    return f"{key.lower()}={value}" if sep else key.lower()
+
+
+def binds(config: Mapping[str, object]) -> list[tuple[str, str, str]]:
+    """Every host path the effective configuration mounts: ``(service, key, path)`` (service
+    ``""`` for a top-level local volume whose ``driver_opts.device`` is a bind)."""
+    found: list[tuple[str, str, str]] = []
+    services = config.get("services")
+    for name, svc in services.items() if isinstance(services, dict) else ():
+        if not isinstance(svc, dict):
+            continue
+        for vol in _list(svc.get("volumes")):
+            if isinstance(vol, dict) and vol.get("type") == "bind":
+                found.append((str(name), "volumes", str(vol.get("source", ""))))
+        for kind in ("secrets", "configs"):
+            top = config.get(kind)
+            top = top if isinstance(top, dict) else {}
+            for ref in _list(svc.get(kind)):
+                source = ref.get("source") if isinstance(ref, dict) else ref
+                spec = top.get(source)
+                if isinstance(spec, dict) and isinstance(spec.get("file"), str):
+                    found.append((str(name), kind, spec["file"]))
+    volumes = config.get("volumes")
+    for name, spec in volumes.items() if isinstance(volumes, dict) else ():
+        opts = spec.get("driver_opts") if isinstance(spec, dict) else None
+        if not isinstance(opts, dict) or not isinstance(device := opts.get("device"), str):
+            continue
+        if {"bind", "rbind"} & {o.strip() for o in str(opts.get("o", "")).split(",")}:
+            found.append(("", f"volumes.{name}.driver_opts.device", device))
+    return found
+
+
+def _bind(rules: Rules, service: str, key: str, path: str, resolved: str) -> Violation | None:
+    forms = {normpath(path), normpath(resolved)}
+    if any(not f.startswith("/") for f in forms):
+        why = "not an absolute path, or one whose links this agent cannot follow"
+        return Violation(service, key, f"{path} ({why})")
+    for form in sorted(forms):
+        for guarded in rules.protected:  # the path itself, below it, or above it
+            if (guarded != "/" and inside(form, guarded)) or inside(guarded, form):
+                shown = path if form == normpath(path) else f"{path} (-> {form})"
+                return Violation(
+                    service, key, f"{shown} reaches {guarded}", code=Code.POLICY_PROTECTED_PATH
+                )
+    roots = [normpath(r) for r in rules.allows(service).bind_roots]
+    if all(any(inside(f, r) for r in roots) for f in forms):
+        return None
+    shown = path if normpath(resolved) == normpath(path) else f"{path} (-> {normpath(resolved)})"
+    parent = posixpath.dirname(normpath(resolved)) or "/"
+    line = (
+        _scope_line(service, "bind_roots", parent)
+        if service
+        else f"policy.allow.bind_roots: [{parent}]"
+    )
+    return Violation(service, key, f"{shown} is outside the allowed roots", line)
+
+
+def judge(
+    config: Mapping[str, object],
+    rules: Rules,
+    resolved: Mapping[str, str] | None = None,
+    release_dir: str = "/",
+) -> list[Violation]:
+    """Every violation of ``rules`` in ``config`` (compose's effective configuration as JSON),
+    sorted; ``resolved`` maps a bind mount's host path to its real path (symlinks followed);
+    ``release_dir`` is the project directory (its ``.env`` is the one ``env_file`` allowed)."""
+    seen = resolved or {}
+    found: list[Violation] = []
+    services = config.get("services")
+    for name, svc in sorted(services.items()) if isinstance(services, dict) else ():
+        if isinstance(svc, dict):
+            found.extend(_service(str(name), svc, rules))
+            found.extend(_env_files(str(name), svc, normpath(release_dir + "/.env")))
+    for service, key, path in binds(config):
+        hit = _bind(rules, service, key, path, seen.get(path, path))
+        if hit is not None:
+            found.append(hit)
+    return sorted(set(found))
+
+
+def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
+    may = rules.allows(name)
+    if svc.get("privileged") is True and not may.privileged:
+        yield Violation(name, "privileged", "true", f"policy.services.{name}.privileged: true")
+    for key, ns in HOST_NAMESPACE_KEYS.items():
+        if str(svc.get(key, "")).lower() == "host" and ns not in may.host_namespaces:
+            yield Violation(name, key, "host", _scope_line(name, "host_namespaces", ns))
+    for raw in _names(svc.get("cap_add")):
+        cap = capability(raw)
+        if cap not in BASELINE_CAPS and cap not in may.cap_add:
+            yield Violation(name, "cap_add", cap, _scope_line(name, "cap_add", cap))
+    for dev in _list(svc.get("devices")):
+        src = str(dev.get("source", "")) if isinstance(dev, dict) else str(dev).split(":")[0]
+        if normpath(src) not in may.devices:
+            yield Violation(name, "devices", src, _scope_line(name, "devices", normpath(src)))
+    for rule in _names(svc.get("device_cgroup_rules")):
+        if rule not in may.devices:
+            yield Violation(name, "device_cgroup_rules", rule, _scope_line(name, "devices", rule))
+    for raw in _names(svc.get("security_opt")):
+        opt = security_opt(raw)
+        if _unsafe_opt(opt) and opt not in may.security_opt:
+            yield Violation(name, "security_opt", raw, _scope_line(name, "security_opt", opt))
+    for key in _sysctl_names(svc.get("sysctls")):
+        if key not in SAFE_SYSCTLS and key not in may.sysctls:
+            yield Violation(name, "sysctls", key, _scope_line(name, "sysctls", key))
+    for source in _names(svc.get("volumes_from")):
+        if source.startswith("container:"):  # another container's mounts, of any project
+            yield Violation(name, "volumes_from", source.rsplit(":ro", 1)[0].rsplit(":rw", 1)[0])
+    parent = svc.get("cgroup_parent")
+    if parent and str(parent) not in may.cgroup_parent:
+        yield Violation(
+            name, "cgroup_parent", str(parent), _scope_line(name, "cgroup_parent", str(parent))
+        )
+
+
+def _env_files(name: str, svc: Mapping[str, object], dotenv: str) -> Iterable[Violation]:
+    """``env_file`` (compose reads it into the container's environment): the release's .env
+    only."""
+    for env_file in _list(svc.get("env_file")):
+        path = str(env_file.get("path") if isinstance(env_file, dict) else env_file)
+        if normpath(path) != dotenv:
+            yield Violation(name, "env_file", f"{path} is not the release's .env", code=SOURCE)
+
+
+def _unsafe_opt(opt: str) -> bool:
+    """An option baseline refuses: a confinement turned off, a profile from a host file
+    (seccomp=<path>), an SELinux user or role. ``no-new-privileges``, an AppArmor profile by
+    name and an SELinux level or type are allowed."""
+    key, _, value = opt.partition("=")
+    if opt in UNCONFINED_OPTS:
+        return True
+    if key == "no-new-privileges":
+        return False
+    if key == "apparmor":
+        return not value
+    if key == "label":
+        return not value.startswith(("level:", "type:"))
+    return True
+
+
+def _sysctl_names(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return sorted(str(k) for k in value)
+    return sorted(str(v).partition("=")[0].strip() for v in _names(value))
+
+
+def sources(doc: object) -> list[Violation]:
+    """What compose would read from outside the release while resolving the compose file (its
+    own YAML, before compose runs): ``include``, ``extends`` of another file, ``label_file``.
+    The release is one compose file and its ``.env``: any other file, local or remote, is
+    outside it."""
+    if not isinstance(doc, dict):
+        return []
+    found: list[Violation] = []
+    if doc.get("include"):
+        found.append(Violation("", "include", "names files outside the release", code=SOURCE))
+    services = doc.get("services")
+    for name, svc in sorted(services.items()) if isinstance(services, dict) else ():
+        if not isinstance(svc, dict):
+            continue
+        ext = svc.get("extends")
+        if isinstance(ext, dict) and ext.get("file"):
+            found.append(Violation(str(name), "extends.file", str(ext["file"]), code=SOURCE))
+        if svc.get("label_file"):
+            found.append(Violation(str(name), "label_file", "reads a host file", code=SOURCE))
+    return found
+
+
+# the order a refusal's code is chosen in: what nothing may allow first
+_GRAVITY = (Code.POLICY_PROTECTED_PATH, Code.POLICY_SOURCE, Code.POLICY_REFUSED)
+
+
+def refusal(revision: str, violations: list[Violation]) -> DeployError:
+    """The one error for ``violations`` (not empty): the gravest code, its faults first, one
+    line per violation."""
+    ordered = sorted(violations, key=lambda v: (_GRAVITY.index(v.code), v))
+    code = ordered[0].code
+    first = ordered[0].line()
+    more = f" (and {len(ordered) - 1} more)" if len(ordered) > 1 else ""
+    return DeployError(
+        f"revision {revision} is refused by this box's policy: {first}{more}; nothing was "
+        "changed, the running revision keeps running",
+        code=code,
+        hint="each line below names the service, the key and the config.yaml line that would "
+        'allow it (OPERATIONS.md, "Local policy"); or change the bundle',
+        detail="\n".join(v.line() for v in ordered),
+    )

@@ -1,0 +1,154 @@
+"""A root shell on a box whose state dir belongs to the service user (issue 27): the real CLI
+as a subprocess run by root, a real system user created for the test, real files.
+
+- ``apply --once``, ``suspend`` and ``resume`` typed as root leave no entry in the state dir the
+  service user does not own (the command became that user before touching anything);
+- a state dir a root ``apply`` poisoned before that (root-owned ``docker/``, ``token.json``) is
+  named entry by entry with the ``chown`` to run, by the tick and by ``doctor``.
+
+The CLI runs under the system's /usr/bin/python3 with the venv's packages on PYTHONPATH: after
+the switch the process reads its lazily imported modules as the service user, as on a box.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from monky_deployd_testkit.fakes.estate import Estate
+
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not SYSTEM_PYTHON.exists(), reason="needs root and /usr/bin/python3"
+)
+
+
+@pytest.fixture(scope="module")
+def service_user() -> Iterator[pwd.struct_passwd]:
+    name = f"mdrt{uuid.uuid4().hex[:8]}"
+    subprocess.run(
+        ("useradd", "--system", "--user-group", "--no-create-home", "--shell", "/bin/false", name),
+        check=True,
+    )
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(("userdel", name), check=False)
+        subprocess.run(("groupdel", name), check=False, capture_output=True)
+
+
+@pytest.fixture
+def box(service_user: pwd.struct_passwd) -> Iterator[tuple[Path, Path, Estate[Any]]]:
+    """(config path, state dir, estate): the state dir and grant owned by the service user, in
+    a directory every user may traverse (pytest's tmp_path is root's 0700)."""
+    top = Path(tempfile.mkdtemp(prefix="monky-root-"))
+    top.chmod(0o755)
+    estate: Estate[Any] = Estate(env="env-root-01").start()
+    try:
+        state = top / "state"
+        state.mkdir(mode=0o700)
+        os.chown(state, service_user.pw_uid, service_user.pw_gid)
+        grant = estate.write_grant(top / "grant.jwt")
+        os.chown(grant, service_user.pw_uid, service_user.pw_gid)
+        cfg = estate.config(state_dir=state, grant_file=grant)
+        cfg["locks"] = {"dir": str(top / "locks")}
+        config = top / "config.yaml"
+        config.write_text(yaml.safe_dump(cfg))
+        config.chmod(0o644)
+        yield config, state, estate
+    finally:
+        estate.stop()
+        subprocess.run(("rm", "-rf", str(top)), check=False)
+
+
+def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join((str(SRC), sysconfig.get_paths()["purelib"]))
+    env = {"PATH": os.environ["PATH"], "HOME": "/root", "PYTHONPATH": path}
+    return subprocess.run(
+        (str(SYSTEM_PYTHON), "-m", "monky_deployd.cli", *args, "--config", str(config)),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def not_owned(state: Path, uid: int) -> list[str]:
+    out = [] if state.lstat().st_uid == uid else ["."]
+    for root, dirs, files in os.walk(state):
+        for name in (*dirs, *files):
+            p = Path(root, name)
+            if p.lstat().st_uid != uid:
+                out.append(f"{p.relative_to(state)} (uid {p.lstat().st_uid})")
+    return out
+
+
+def test_root_apply_suspend_resume_leave_only_the_service_users_files(
+    service_user: pwd.struct_passwd, box: tuple[Path, Path, Estate[Any]]
+) -> None:
+    config, state, estate = box
+    assert estate is not None
+    tick = cli(config, "apply", "--once")
+    assert "Traceback" not in tick.stderr, tick.stderr
+    lines = [json.loads(ln) for ln in tick.stdout.splitlines() if ln.startswith("{")]
+    written = sorted(p.name for p in state.iterdir())
+    assert "ledger.json" in written and "lock" in written, (written, tick.stdout)
+    assert not_owned(state, service_user.pw_uid) == []
+    assert any(f"running as {service_user.pw_name}" in ln["message"] for ln in lines), tick.stdout
+    assert cli(config, "suspend", "--reason", "by hand").returncode == 0
+    assert (state / "suspend.json").exists()
+    assert not_owned(state, service_user.pw_uid) == []
+    assert cli(config, "resume").returncode == 0
+    assert not_owned(state, service_user.pw_uid) == []
+    again = cli(config, "apply", "--once")  # the next tick (as root again) is not refused
+    assert "STATE_UNWRITABLE" not in again.stdout, again.stdout
+    assert not_owned(state, service_user.pw_uid) == []
+
+
+def test_a_poisoned_state_dir_is_named_by_the_tick_and_doctor(
+    service_user: pwd.struct_passwd, box: tuple[Path, Path, Estate[Any]]
+) -> None:
+    config, state, _ = box
+    (state / "docker").mkdir(mode=0o700)  # what a root `apply --once` left before
+    (state / "token.json").write_text("{}")
+    (state / "ledger.json").write_text("{}")
+    user = service_user.pw_name
+    chown = f"`chown -R {user}:{user} {state}`"
+    tick = cli(config, "apply", "--once")
+    errors = [json.loads(ln) for ln in tick.stdout.splitlines() if ln.startswith("{")]
+    first = next(e for e in errors if e.get("level") == "ERROR")  # the first error line
+    assert first["code"] == "STATE_UNWRITABLE", tick.stdout
+    assert (
+        f"{state} holds 3 entries owned by root, not {user} (the unit's user), which cannot "
+        "replace them: docker/ (root), ledger.json (root), token.json (root)" in first["message"]
+    ), first
+    assert chown in first["message"], first
+    assert tick.returncode == 1
+    doctor = cli(config, "doctor")
+    line = next(ln for ln in doctor.stdout.splitlines() if " state-dir:" in ln)
+    # the tick replaced ledger.json (its directory is the user's); docker/ and token.json stay
+    assert line.startswith(
+        f"FAIL state-dir: {state} holds 2 entries owned by root, not {user} (the unit's user), "
+        "which cannot replace them: docker/ (root), token.json (root). Check: "
+    ), line
+    assert chown in line and len(line) < 400, line
+    assert doctor.returncode == 2
+    subprocess.run(("chown", "-R", f"{user}:{user}", str(state)), check=True)  # the hint, done
+    fixed = cli(config, "doctor")
+    assert f"OK state-dir: {state}: every entry belongs to {user}" in fixed.stdout, fixed.stdout
+    assert sys.executable  # the suite's interpreter is not the one the CLI ran under

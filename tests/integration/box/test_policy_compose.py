@@ -1,0 +1,178 @@
+"""The local policy on compose's own reading: generated compose files, one property per policy
+field in the syntaxes a bundle may use (short and long volume syntax, sysctls as a map or a list,
+``:`` or ``=`` in security_opt, capabilities with or without ``CAP_``, interpolation from the
+rendered .env, ``extends`` in the same file), run through the real ``docker compose config
+--format json`` (``adapters.box.composeconfig``, memory files, no engine needed) and judged by
+``core.policy``: what compose resolves is what is refused, each by the line that allows it.
+A few examples per field (each is a compose process); tests/unit/core/test_policy.py runs the
+pure judge over many more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from monky_deployd.adapters.box import composeconfig
+from monky_deployd.config import DockerCfg
+from monky_deployd.core import policy
+from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.policy import Allow, Rules
+
+pytestmark = pytest.mark.docker
+
+FEW = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROJECT_DIR = Path("/var/lib/monky-deployd/revisions/r1")
+PROTECTED = ("/", "/etc", "/proc", "/sys", "/dev", "/run/docker.sock", "/var/lib/monky-deployd")
+
+
+def effective(web: dict[str, Any], env: str = "", **top: Any) -> dict[str, object]:
+    doc = {"services": {"web": {"image": "busybox", **web}}, **top}
+    return composeconfig.effective(
+        DockerCfg(), Path("/nonexistent-docker-dir"), "p", PROJECT_DIR, (yaml.safe_dump(doc), env)
+    )
+
+
+def keys(found: list[policy.Violation]) -> set[tuple[str, str]]:
+    return {(v.key, v.asks) for v in found}
+
+
+@FEW
+@given(st.sampled_from(sorted(policy.HOST_NAMESPACE_KEYS)), st.booleans())
+def test_host_namespaces_and_privileged_as_compose_resolves_them(key: str, via_env: bool) -> None:
+    """``pid: ${MODE}`` with MODE=host in the .env is refused like ``pid: host``."""
+    web = {key: "${MODE}" if via_env else "host", "privileged": True}
+    config = effective(web, "MODE=host\n")
+    found = policy.judge(config, Rules())
+    ns = policy.HOST_NAMESPACE_KEYS[key]
+    assert keys(found) == {(key, "host"), ("privileged", "true")}
+    allowed = Rules(services={"web": Allow(privileged=True, host_namespaces=frozenset({ns}))})
+    assert policy.judge(config, allowed) == []
+
+
+CAPS = st.sampled_from(["NET_ADMIN", "SYS_ADMIN", "CHOWN", "NET_BIND_SERVICE", "SYS_PTRACE"])
+
+
+@FEW
+@given(st.lists(st.tuples(CAPS, st.sampled_from(["", "CAP_", "cap_"])), min_size=1, max_size=3))
+def test_cap_add_as_compose_resolves_it(caps: list[tuple[str, str]]) -> None:
+    config = effective({"cap_add": [p + c for c, p in caps]})
+    found = policy.judge(config, Rules())
+    assert {v.asks for v in found} == {c for c, _ in caps} - policy.BASELINE_CAPS
+    allowed = Rules(allow=Allow(cap_add=frozenset(c for c, _ in caps)))
+    assert policy.judge(config, allowed) == []
+
+
+@FEW
+@given(st.sampled_from(["/dev/fuse", "/dev/net/tun", "/dev/kvm"]), st.booleans())
+def test_devices_as_compose_resolves_them(device: str, short: bool) -> None:
+    entry: Any = f"{device}:{device}" if short else {"source": device, "target": "/dev/x"}
+    config = effective({"devices": [entry]})
+    found = policy.judge(config, Rules())
+    assert keys(found) == {("devices", device)}
+    assert found[0].allow_with == f"policy.services.web.devices: [{device}]"
+    assert policy.judge(config, Rules(allow=Allow(devices=frozenset({device})))) == []
+
+
+@FEW
+@given(
+    st.sampled_from(["apparmor", "seccomp"]),
+    st.sampled_from([":", "="]),
+    st.sampled_from(["no-new-privileges:true", "no-new-privileges"]),
+)
+def test_security_opt_as_compose_resolves_it(kind: str, sep: str, safe: str) -> None:
+    config = effective({"security_opt": [f"{kind}{sep}unconfined", safe]})
+    found = policy.judge(config, Rules())
+    assert [v.allow_with for v in found] == [
+        f"policy.services.web.security_opt: [{kind}=unconfined]"
+    ]
+
+
+@FEW
+@given(
+    st.dictionaries(
+        st.sampled_from(["net.core.somaxconn", "net.ipv4.tcp_syncookies", "kernel.msgmax"]),
+        st.integers(0, 9).map(str),
+        min_size=1,
+    ),
+    st.booleans(),
+)
+def test_sysctls_as_a_map_or_a_list_as_compose_resolves_them(
+    values: dict[str, str], as_list: bool
+) -> None:
+    written: Any = [f"{k}={v}" for k, v in values.items()] if as_list else values
+    config = effective({"sysctls": written})
+    found = policy.judge(config, Rules())
+    assert {v.asks for v in found} == set(values) - policy.SAFE_SYSCTLS
+
+
+@FEW
+@given(st.sampled_from(["custom", "system.slice"]))
+def test_cgroup_parent_as_compose_resolves_it(parent: str) -> None:
+    config = effective({"cgroup_parent": parent})
+    assert keys(policy.judge(config, Rules())) == {("cgroup_parent", parent)}
+
+
+SOURCES = st.sampled_from(
+    ["/srv/app/data", "/srv/app/data/", "/srv/app/./data", "/srv/x/../app/data", "/srv//app/d",
+     "/etc", "/etc/../etc/", "/var/lib", "/var/run/docker.sock", "/srv/app/../../etc/ssl"]
+)  # fmt: skip
+
+
+@FEW
+@given(SOURCES, st.sampled_from(["short", "long", "env", "secret", "volume"]))
+def test_bind_mounts_as_compose_resolves_them(source: str, syntax: str) -> None:
+    """The same host path in every syntax a bundle may write it: compose's resolved path is
+    judged (``..`` and slashes normalized), refused outside ``/srv/app``, and a protected
+    path (or its parent) refused whatever the roots."""
+    top: dict[str, Any] = {}
+    env = ""
+    if syntax == "short":
+        web: dict[str, Any] = {"volumes": [f"{source}:/m"]}
+    elif syntax == "long":
+        web = {"volumes": [{"type": "bind", "source": source, "target": "/m"}]}
+    elif syntax == "env":
+        web, env = {"volumes": ["${DATA}:/m:ro"]}, f"DATA={source}\n"
+    elif syntax == "secret":
+        web, top = {"secrets": ["s"]}, {"secrets": {"s": {"file": source}}}
+    else:
+        web = {"volumes": ["vol:/m"]}  # (compose reads "v:/m" as a Windows drive)
+        top = {"volumes": {"vol": {"driver_opts": {"type": "none", "o": "bind", "device": source}}}}
+    config = effective(web, env, **top)
+    rules = Rules(allow=Allow(bind_roots=("/srv/app",)), protected=PROTECTED)
+    found = policy.judge(config, rules)
+    norm = policy.normpath(source)
+    if policy.inside(norm, "/srv/app"):
+        assert found == []
+    elif any(policy.inside(norm, p) and p != "/" for p in PROTECTED) or policy.inside(
+        "/var/lib/monky-deployd", norm
+    ):
+        assert [v.code for v in found] == [Code.POLICY_PROTECTED_PATH]
+    else:
+        assert [v.code for v in found] == [Code.POLICY_REFUSED]
+
+
+def test_an_extends_in_the_same_file_is_judged_on_what_it_resolves_to() -> None:
+    doc = {
+        "services": {
+            "base": {"image": "busybox", "cap_add": ["SYS_ADMIN"], "profiles": ["never"]},
+            "web": {"extends": {"service": "base"}},
+        }
+    }
+    config = composeconfig.effective(
+        DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, (yaml.safe_dump(doc), "")
+    )
+    found = policy.judge(config, Rules())
+    assert {(v.service, v.asks) for v in found} == {("base", "SYS_ADMIN"), ("web", "SYS_ADMIN")}
+
+
+def test_a_file_compose_cannot_read_is_unjudged() -> None:
+    with pytest.raises(DeployError) as caught:
+        composeconfig.effective(
+            DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, ("services: [1, 2]\n", "")
+        )
+    assert caught.value.code is Code.POLICY_UNJUDGED

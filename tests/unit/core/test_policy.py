@@ -1,0 +1,312 @@
+"""core.policy: the local policy's judge over compose's effective configuration (the JSON shape
+``docker compose config --format json`` prints; tests/integration/box/test_policy_compose.py
+feeds it the real thing). One property per policy field: refused by default, allowed by its
+allowance (for every service or for that one only), and the config line the refusal names is
+the one that allows it."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monky_deployd.core import policy
+from monky_deployd.core.errors import Code
+from monky_deployd.core.policy import Allow, Rules
+
+SERVICES = st.sampled_from(["web", "db", "vpn-1", "job_x"])
+PROTECTED = ("/", "/etc", "/proc", "/sys", "/dev", "/run/docker.sock", "/var/lib/monky-deployd")
+
+
+def judged(svc: dict[str, Any], rules: Rules, name: str = "web") -> list[policy.Violation]:
+    return policy.judge({"services": {name: {"image": "x", **svc}}}, rules)
+
+
+def fix_lines(found: list[policy.Violation]) -> set[str]:
+    return {v.allow_with for v in found}
+
+
+def allow_one(key: str, value: Any, service: str | None) -> Rules:
+    """Rules with one allowance, for every service (None) or for ``service`` only."""
+    scope = Allow(**{key: value})
+    return Rules(allow=scope) if service is None else Rules(services={service: scope})
+
+
+SCOPES = st.sampled_from([None, "web", "other"])
+
+
+@given(st.booleans(), SCOPES)
+def test_privileged_is_refused_unless_allowed_for_that_service(on: bool, scope: str | None) -> None:
+    found = judged({"privileged": on}, allow_one("privileged", True, scope))
+    refused = on and scope == "other"
+    assert [v.key for v in found] == (["privileged"] if refused else [])
+    base = judged({"privileged": on}, Rules())
+    assert fix_lines(base) == ({"policy.services.web.privileged: true"} if on else set())
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(sorted(policy.HOST_NAMESPACE_KEYS)),
+        st.sampled_from(["host", "HOST", "private", "container:db", "shareable", "none"]),
+    ),
+    st.sets(st.sampled_from(policy.HOST_NAMESPACES)),
+    SCOPES,
+)
+def test_a_host_namespace_is_refused_unless_that_namespace_is_allowed(
+    keys: dict[str, str], allowed: set[str], scope: str | None
+) -> None:
+    rules = allow_one("host_namespaces", frozenset(allowed), scope)
+    found = judged(dict(keys), rules)
+    effective = allowed if scope != "other" else set()
+    want = {
+        k
+        for k, v in keys.items()
+        if v.lower() == "host" and policy.HOST_NAMESPACE_KEYS[k] not in effective
+    }
+    assert {v.key for v in found} == want
+    for v in found:
+        ns = policy.HOST_NAMESPACE_KEYS[v.key]
+        assert v.allow_with == f"policy.services.web.host_namespaces: [{ns}]"
+        # the line it names, followed, lets it through
+        assert not judged({v.key: "host"}, allow_one("host_namespaces", frozenset({ns}), "web"))
+
+
+CAPS = st.sampled_from(
+    [*sorted(policy.BASELINE_CAPS), "NET_ADMIN", "SYS_ADMIN", "SYS_PTRACE", "BPF", "ALL"]
+)
+
+
+@given(
+    st.lists(st.tuples(CAPS, st.sampled_from(["", "CAP_", "cap_"]), st.booleans()), max_size=6),
+    st.sets(CAPS, max_size=3),
+    SCOPES,
+)
+def test_cap_add_beyond_baseline_is_refused_one_capability_at_a_time(
+    caps: list[tuple[str, str, bool]], allowed: set[str], scope: str | None
+) -> None:
+    written = [pre + (c.lower() if low else c) for c, pre, low in caps]
+    found = judged({"cap_add": written}, allow_one("cap_add", frozenset(allowed), scope))
+    effective = allowed if scope != "other" else set()
+    want = {c for c, _, _ in caps} - policy.BASELINE_CAPS - effective
+    assert {v.asks for v in found} == want
+    assert all(v.allow_with == f"policy.services.web.cap_add: [{v.asks}]" for v in found)
+    assert all(v.code is Code.POLICY_REFUSED for v in found)
+
+
+DEVICES = st.sampled_from(["/dev/fuse", "/dev/net/tun", "/dev/kvm", "/dev/sda", "/dev//fuse/"])
+
+
+@given(st.lists(DEVICES, max_size=4), st.sets(DEVICES, max_size=2), st.booleans())
+def test_a_device_is_refused_unless_its_host_path_is_allowed(
+    devices: list[str], allowed: set[str], long_form: bool
+) -> None:
+    entries: list[Any] = (
+        [{"source": d, "target": "/dev/x", "permissions": "rwm"} for d in devices]
+        if long_form
+        else [f"{d}:/dev/x" for d in devices]
+    )
+    rules = Rules(allow=Allow(devices=frozenset(policy.normpath(d) for d in allowed)))
+    found = judged({"devices": entries}, rules)
+    want = {policy.normpath(d) for d in devices} - {policy.normpath(d) for d in allowed}
+    assert {policy.normpath(v.asks) for v in found} == want
+
+
+OPTS = st.sampled_from(
+    [
+        "apparmor:unconfined", "apparmor=unconfined", "seccomp:unconfined", "seccomp=unconfined",
+        "label:disable", "label=disable", "systempaths=unconfined", "seccomp=/etc/x.json",
+        "label=user:root", "no-new-privileges", "no-new-privileges:true", "apparmor=docker-x",
+        "label=level:s0:c100", "label=type:container_t",
+    ]
+)  # fmt: skip
+SAFE_OPTS = {
+    "no-new-privileges", "no-new-privileges=true", "apparmor=docker-x", "label=level:s0:c100",
+    "label=type:container_t",
+}  # fmt: skip
+
+
+@given(st.lists(OPTS, max_size=5), st.sets(OPTS, max_size=2))
+def test_security_opt_that_turns_confinement_off_is_refused_in_either_spelling(
+    opts: list[str], allowed: set[str]
+) -> None:
+    rules = Rules(allow=Allow(security_opt=frozenset(policy.security_opt(o) for o in allowed)))
+    found = judged({"security_opt": opts}, rules)
+    normal = {policy.security_opt(o) for o in opts}
+    want = normal - SAFE_OPTS - {policy.security_opt(o) for o in allowed}
+    assert {policy.security_opt(v.asks) for v in found} == want
+    assert all(v.allow_with.endswith(f"[{policy.security_opt(v.asks)}]") for v in found)
+
+
+SYSCTLS = st.sampled_from(
+    [*sorted(policy.SAFE_SYSCTLS)[:4], "net.core.somaxconn", "kernel.msgmax", "net.ipv4.ip_forward"]
+)
+
+
+@given(
+    st.dictionaries(SYSCTLS, st.integers(0, 9).map(str), max_size=5),
+    st.booleans(),
+    st.sets(SYSCTLS),
+)
+def test_sysctls_beyond_baselines_safe_set_are_refused_as_map_or_list(
+    values: dict[str, str], as_list: bool, allowed: set[str]
+) -> None:
+    written: Any = [f"{k}={v}" for k, v in values.items()] if as_list else values
+    found = judged({"sysctls": written}, Rules(allow=Allow(sysctls=frozenset(allowed))))
+    assert {v.asks for v in found} == set(values) - policy.SAFE_SYSCTLS - allowed
+
+
+@given(st.sampled_from(["", "custom", "system.slice"]), st.sets(st.sampled_from(["custom", "x"])))
+def test_cgroup_parent_is_refused_unless_that_parent_is_allowed(
+    parent: str, allowed: set[str]
+) -> None:
+    svc = {"cgroup_parent": parent} if parent else {}
+    found = judged(svc, Rules(allow=Allow(cgroup_parent=frozenset(allowed))))
+    assert bool(found) == bool(parent and parent not in allowed)
+
+
+# -- bind mounts ------------------------------------------------------------------------------
+
+SEGMENTS = st.sampled_from(
+    ["srv", "app", "etc", "..", ".", "", "var", "lib", "monky-deployd", "run", "docker.sock"]
+)
+PATHS = st.builds(
+    lambda parts, lead, trail: ("/" if lead else "") + "/".join(parts) + ("/" if trail else ""),
+    st.lists(SEGMENTS, min_size=1, max_size=5),
+    st.booleans() | st.just(True),
+    st.booleans(),
+)  # absolute (mostly) or relative, with .., ., // and a trailing slash
+ROOTS = st.sampled_from(["/srv", "/srv/app", "/var/lib", "/etc", "/data"])
+
+
+def reference(path: str, resolved: str, roots: set[str]) -> Code | None:
+    """The test's own rule: protected if it or what it resolves to is inside or above a
+    protected path; else refused unless both forms lie inside an allowed root."""
+    forms = {posixpath.normpath(path), posixpath.normpath(resolved)}
+    forms = {"/" if f == "//" else f for f in forms}
+    if any(not f.startswith("/") for f in forms):
+        return Code.POLICY_REFUSED
+
+    def under(a: str, b: str) -> bool:
+        return a == b or a.startswith(b.rstrip("/") + "/")
+
+    for f in forms:
+        for p in PROTECTED:
+            if (p != "/" and under(f, p)) or under(p, f):
+                return Code.POLICY_PROTECTED_PATH
+    if all(any(under(f, r) for r in roots) for f in forms):
+        return None
+    return Code.POLICY_REFUSED
+
+
+@given(
+    PATHS,
+    st.one_of(st.none(), PATHS),
+    st.sets(ROOTS, max_size=3),
+    st.sampled_from(["short", "long", "secret", "volume"]),
+)
+def test_a_bind_mount_is_judged_by_its_normalized_and_resolved_path(
+    path: str, link: str | None, roots: set[str], syntax: str
+) -> None:
+    """``..``, ``.``, doubled and trailing slashes, a symlink that leads elsewhere, in a
+    service's volumes, a secret's file or a local volume's device: refused outside the allowed
+    roots, and a protected path (or one above it) whatever the roots say."""
+    config: dict[str, Any] = {"services": {"web": {"image": "x"}}}
+    if syntax in ("short", "long"):
+        config["services"]["web"]["volumes"] = [{"type": "bind", "source": path, "target": "/m"}]
+    elif syntax == "secret":
+        config["services"]["web"]["secrets"] = [{"source": "s", "target": "/run/secrets/s"}]
+        config["secrets"] = {"s": {"name": "p_s", "file": path}}
+    else:
+        config["volumes"] = {
+            "v": {"driver": "local", "driver_opts": {"type": "none", "o": "bind", "device": path}}
+        }
+    resolved = link if link is not None else path
+    rules = Rules(allow=Allow(bind_roots=tuple(sorted(roots))), protected=PROTECTED)
+    found = policy.judge(config, rules, {path: resolved})
+    want = reference(path, resolved, roots)
+    assert [v.code for v in found] == ([] if want is None else [want])
+    if want is Code.POLICY_PROTECTED_PATH:
+        assert found[0].allow_with == ""
+        # no root rescues it, not even its own
+        wide = Rules(allow=Allow(bind_roots=("/etc", "/srv", "/var", "/run")), protected=PROTECTED)
+        assert [v.code for v in policy.judge(config, wide, {path: resolved})] == [want]
+
+
+@given(
+    st.sampled_from(["/srv/app/data", "/srv/app/data/", "/srv//app/./data", "/srv/x/../app/data"])
+)
+def test_a_root_for_one_service_does_not_open_it_to_another(path: str) -> None:
+    rules = Rules(services={"web": Allow(bind_roots=("/srv/app",))}, protected=PROTECTED)
+    vol = [{"type": "bind", "source": path, "target": "/d"}]
+    config = {"services": {"web": {"volumes": vol}, "db": {"volumes": vol}}}
+    found = policy.judge(config, rules)
+    assert [(v.service, v.allow_with) for v in found] == [
+        ("db", "policy.services.db.bind_roots: [/srv/app]")
+    ]
+
+
+def test_the_env_file_may_be_the_releases_env_only() -> None:
+    svc = {
+        "env_file": [
+            {"path": "/rel/r1/.env"},
+            {"path": "/rel/r1/../r0/.env"},
+            {"path": "/etc/shadow"},
+        ]
+    }
+    found = policy.judge({"services": {"web": svc}}, Rules(), release_dir="/rel/r1")
+    assert [v.asks.split()[0] for v in found] == ["/etc/shadow", "/rel/r1/../r0/.env"]
+    assert {v.code for v in found} == {Code.POLICY_SOURCE}
+
+
+@given(
+    st.sampled_from(
+        [
+            {"include": ["other.yaml"]},
+            {"include": [{"path": "oci://registry/x"}]},
+            {"services": {"web": {"extends": {"file": "/etc/compose.yaml", "service": "x"}}}},
+            {"services": {"web": {"extends": {"file": "git@github.com:x/y.git", "service": "x"}}}},
+            {"services": {"web": {"label_file": "/etc/labels"}}},
+        ]
+    )
+)
+def test_what_compose_would_fetch_from_outside_the_release_is_refused_before_it_runs(
+    doc: dict[str, Any],
+) -> None:
+    found = policy.sources(doc)
+    assert len(found) == 1 and found[0].code is Code.POLICY_SOURCE
+
+
+def test_extends_of_a_service_in_the_same_file_is_not_a_source() -> None:
+    assert policy.sources({"services": {"web": {"extends": {"service": "base"}}, "base": {}}}) == []
+    assert policy.sources({"services": {"web": {"extends": "base"}, "base": {}}}) == []
+
+
+def test_the_refusals_first_line_names_the_gravest_fault_and_each_has_its_line() -> None:
+    config = {
+        "services": {
+            "web": {
+                "cap_add": ["NET_ADMIN"],
+                "volumes": [{"type": "bind", "source": "/var/run/docker.sock", "target": "/s"}],
+            }
+        }
+    }
+    found = policy.judge(config, Rules(protected=("/run/docker.sock", "/var/run/docker.sock")))
+    err = policy.refusal("r2", found)
+    assert err.code is Code.POLICY_PROTECTED_PATH and err.outcome == "refused"
+    assert "/var/run/docker.sock reaches" in err.message.split(";")[0]
+    assert err.detail.splitlines() == [
+        "service web: volumes /var/run/docker.sock reaches /var/run/docker.sock (no allowance "
+        "permits it)",
+        "service web: cap_add NET_ADMIN (allow with policy.services.web.cap_add: [NET_ADMIN])",
+    ]
+
+
+def test_volumes_from_another_container_is_refused_from_a_service_of_the_project_is_not() -> None:
+    svc = {"volumes_from": ["container:foo", "db:ro", "container:bar:ro"]}
+    found = judged(svc, Rules(allow=Allow(privileged=True, bind_roots=("/srv",))))
+    assert [(v.key, v.asks, v.allow_with) for v in found] == [
+        ("volumes_from", "container:bar", ""),
+        ("volumes_from", "container:foo", ""),
+    ]

@@ -1,0 +1,65 @@
+"""config.yaml's ``policy``: empty by default (Pod Security baseline), each allowance narrow and
+checked at load with one line per problem; ``agent.policy.rules`` adds what no config loosens."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from monky_deployd.agent import policy as agent_policy
+from monky_deployd.config import parse
+from monky_deployd.core.errors import ConfigError
+
+
+def test_the_default_policy_allows_nothing_beyond_baseline() -> None:
+    cfg = parse({"env": "env-dev-08"}, "config.yaml")
+    allow = cfg.policy.allow
+    assert not allow.privileged and cfg.policy.services == {}
+    assert allow.cap_add == allow.devices == allow.sysctls == [] and allow.bind_roots == []
+
+
+def test_allowances_load_narrow_and_normalized() -> None:
+    cfg = parse(
+        {
+            "env": "env-dev-08",
+            "policy": {
+                "allow": {"bind_roots": ["/srv/app/"]},
+                "services": {"vpn": {"cap_add": ["cap_net_admin"], "host_namespaces": ["network"]}},
+            },
+        },
+        "config.yaml",
+    )
+    assert cfg.policy.services["vpn"].cap_add == ["NET_ADMIN"]
+    rules = agent_policy.rules(cfg)
+    assert rules.allows("vpn").cap_add == frozenset({"NET_ADMIN"})
+    assert rules.allows("web").cap_add == frozenset()
+    assert "/srv/app" in rules.allow.bind_roots
+    assert os.path.realpath(cfg.locks.dir) in rules.allow.bind_roots  # always a root
+    for path in ("/", "/etc", "/var/run/docker.sock", "/run/docker.sock", "/var/lib/monky-deployd"):
+        assert path in rules.protected
+    assert "/etc/monky-deployd/grant.jwt" in rules.protected
+
+
+def test_each_bad_allowance_is_its_own_line() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(
+            {
+                "env": "env-dev-08",
+                "policy": {
+                    "allow": {"bind_roots": ["srv/app", "/"], "host_namespaces": ["mount"]},
+                    "services": {"web": {"cap_add": ["NET ADMIN"], "privileged": "maybe"}},
+                    "deny": {},
+                },
+            },
+            "config.yaml",
+        )
+    lines = caught.value.message.splitlines()[1:]
+    assert [ln.split("'")[1] for ln in lines] == [
+        "policy.allow.host_namespaces.0",
+        "policy.allow.bind_roots.0",
+        "policy.allow.bind_roots.1",
+        "policy.services.web.privileged",
+        "policy.services.web.cap_add.0",
+        "policy.deny",
+    ]
