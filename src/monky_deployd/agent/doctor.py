@@ -329,9 +329,12 @@ def _close(run: Run) -> None:
         run.client.close()
 
 
-def main(config_path: Path, *, as_json: bool) -> int:
-    """Print the checks (lines, or a JSON list) and return the exit status."""
-    logs.setup("text", logging.WARNING, stream=sys.stderr)  # the adapters' chatter stays out
+def main(
+    config_path: Path, *, as_json: bool, log_format: str = "text", level: int = logging.WARNING
+) -> int:
+    """Print the checks (lines, or a JSON list) and return the exit status. Log lines go to
+    stderr (warnings only unless --debug: the adapters' chatter stays out)."""
+    logs.setup(log_format, level, stream=sys.stderr)
     results = run_checks(config_path)
     if as_json:
         print(json.dumps([c.as_json() for c in results], indent=2))
