@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.debian import DOCKER, Box, PackageRegistry
+from monky_deployd_testkit.dockerlab import DOCKER
+from tests.system.debian import Box, PackageRegistry
 from tests.system.packaging.installsh import PREPARE, TOKEN, env_for, one_liner_for, piped
 
 pytestmark = pytest.mark.docker
@@ -35,7 +36,8 @@ def test_the_one_liner_without_curl_fails_loudly(debian_image: str) -> None:
         assert server.requests == []
 
 
-def test_a_version_the_registry_does_not_have_exits_5(pkg_image: str) -> None:
+def test_a_version_the_registry_does_not_have_exits_5(pkg_image: str, built_deb: Path) -> None:
+    """dist/install.sh (the release artefact) asked for 9.9.9, which the registry lacks."""
     with PackageRegistry() as server, Box(pkg_image) as box:
         box.sh(PREPARE)
         args = [
