@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,15 @@ import pytest
 
 from monky_deployd_testkit.dockerlab import DOCKER
 from tests.system.debian import Box, PackageRegistry
-from tests.system.packaging.installsh import PREPARE, TOKEN, env_for, one_liner_for, piped
+from tests.system.packaging.installsh import (
+    GRANT,
+    IDENTITY,
+    PREPARE,
+    TOKEN,
+    env_for,
+    one_liner_for,
+    piped,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -58,7 +67,10 @@ def test_compose_v2_missing_is_listed_on_every_run(
     cli = shutil.which(DOCKER)
     assert cli, f"{DOCKER} is not on PATH (scripts/docker-up.sh)"
     with Box(pkg_image, args=("-v", f"{Path(cli).resolve()}:/usr/local/bin/docker:ro")) as box:
-        box.sh(PREPARE.replace("> /usr/local/bin/docker", "> /dev/null"))
+        box.sh(  # PREPARE without its fake docker
+            f"printf %s {shlex.quote(GRANT)} > /root/grant.jwt\n"
+            f"printf %s {shlex.quote(IDENTITY)} > /root/id.json"
+        )
         assert box.sh("docker compose version", check=False).returncode != 0
         args = [
             "--env", "env-dev-08", "--deb", f"/dist/{built_deb.name}",
