@@ -73,7 +73,7 @@ EXITS: dict[str, str] = {
     "suspend": f"""\
   0  suspended
   1  the state dir cannot be written
-{_USAGE_EXIT} (also a --for that does not parse)
+  2  usage error: a bad command line, or a --for that does not parse
 {_CONFIG_EXIT}""",
     "resume": f"""\
   0  resumed (also when nothing was suspended)
@@ -92,7 +92,8 @@ EXITS: dict[str, str] = {
     "lock take": f"""\
   0  the lock is held (its file is printed)
   1  the lock directory cannot be written
-{_USAGE_EXIT} (also a --ttl that does not parse or exceeds locks.max_ttl_s)
+  2  usage error: a bad command line, or a --ttl that does not parse or exceeds
+     locks.max_ttl_s
 {_CONFIG_EXIT}""",
     "lock release": f"""\
   0  released, or it was not held (the line says which)
@@ -238,11 +239,15 @@ def parser() -> argparse.ArgumentParser:
     actions = lock.add_subparsers(dest="action", required=True, metavar="ACTION")
     _add(actions, "list", "lock list")
     take = _add(actions, "take", "lock take")
-    take.add_argument("name", nargs="?", default="operator", help="the lock's name")
+    take.add_argument(
+        "name", nargs="?", default="operator", metavar="NAME", help="the lock's name (operator)"
+    )
     take.add_argument("--reason", default="", help="why (shown in lock list and the journal)")
     take.add_argument("--ttl", help="ignore the lock after 90s, 30m, 2h, 1d")
     release = _add(actions, "release", "lock release")
-    release.add_argument("name", nargs="?", default="operator", help="the lock's name")
+    release.add_argument(
+        "name", nargs="?", default="operator", metavar="NAME", help="the lock's name (operator)"
+    )
     return top
 
 
