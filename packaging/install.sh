@@ -3,10 +3,13 @@
 #
 #   read -rs T   # in a root shell: paste the kit's deploy token, then Enter
 #   printf 'header = "DEPLOY-TOKEN: %s"\n' "$T" \
-#     | curl -fsSL --proto =https --proto-redir =https -K - <registry>/monky-deployd/<ver>/install.sh \
-#     | MONKY_DEPLOYD_TOKEN="$T" bash -s -- --env env-dev-08 \
+#     | curl -fsSL --proto =https --proto-redir =https -K - -o install.sh <registry>/monky-deployd/<ver>/install.sh \
+#     && MONKY_DEPLOYD_TOKEN="$T" bash install.sh --env env-dev-08 \
 #         --identity-jwt ./env-dev-08.jwt --bootstrap-file ./grant.jwt
 #
+# Downloaded to a file, then run: a missing curl (`curl: command not found`, 127) or a failed
+# download stops the line with curl's status and nothing runs (a `curl ... | bash` pipeline ends
+# with bash's 0 when curl is missing, and would run a truncated script).
 # The token never appears on a command line (printf is a builtin; curl reads its config on stdin):
 # docs/packaging.md says what that form protects against and what it does not.
 #
@@ -17,9 +20,10 @@
 # and needs no new kit. `--help` lists the flags; docs/packaging.md explains each step.
 #
 # Exit status: 0 done; 2 refused before changing anything (usage, missing input, a plain-http
-# source); 3 installed, but items are left (listed at the end); 4 the package was not installed
-# because it could not be verified against the release's SHA256SUMS (missing file, no entry, a
-# different checksum); 1 an unexpected failure (the failing line is named).
+# source); 3 installed, but items are left (listed at the end, every run: each is checked again);
+# 4 the package was not installed because it could not be verified against the release's
+# SHA256SUMS (missing file, no entry, a different checksum); 5 no such version (the registry
+# answers 404 for the .deb; nothing installed); 1 an unexpected failure (the failing line is named).
 
 # Never trace: the token and the grant pass through this script's variables.
 { set +x; } 2>/dev/null
@@ -98,8 +102,9 @@ Usage: install.sh --env ENV [options]          (as root; piped: curl ... | bash 
 Every downloaded .deb is checked against the release's SHA256SUMS (fetched from beside it, with
 the same token) before dpkg sees it.
 
-Exit status: 0 done, 2 refused before any change, 3 installed with items left (listed), 4 package
-not verified against SHA256SUMS (nothing installed), 1 failure.
+Exit status: 0 done, 2 refused before any change, 3 installed with items left (listed, every
+run), 4 package not verified against SHA256SUMS (nothing installed), 5 no such version (the
+registry has no .deb for --version; nothing installed), 1 an unexpected failure.
 USAGE
 }
 
@@ -400,6 +405,11 @@ install_package() {
     deb="$DEPLOYD_TMP/monky-deployd_${DEPLOYD_VERSION}_${arch}.deb"
     log "downloading $url"
     if ! registry_download "$url" "$deb"; then
+      if [[ "$DEPLOYD_HTTP_CODE" == 404 ]]; then
+        printf 'install.sh: NO SUCH VERSION: %s answered HTTP 404: %s publishes no monky-deployd %s for %s (check --version and --source; a private GitLab project also answers 404 to a missing or wrong deploy token); nothing was installed\n' \
+          "$url" "$DEPLOYD_BASE_URL" "$DEPLOYD_VERSION" "$arch" >&2
+        exit 5
+      fi
       printf 'install.sh: FAILED: cannot download %s; check --token/MONKY_DEPLOYD_TOKEN, --source, --base-url and --version\n' \
         "$url" >&2
       exit 1
@@ -476,12 +486,34 @@ ensure_docker() {
   else
     warn "Docker's apt repository is not usable here; installing the distribution's docker.io"
     if apt_update_once && apt_install docker.io; then
-      apt_install docker-compose-v2 2>/dev/null || apt_install docker-compose-plugin 2>/dev/null ||
-        left "Docker Compose v2 is not installed (no docker-compose-v2/docker-compose-plugin package found)"
+      install_compose_package || true # ensure_compose says what is left
     else
       left "Docker Engine could not be installed (neither $DEPLOYD_DOCKER_APT_URL nor docker.io); install it, then re-run"
     fi
   fi
+}
+
+# Compose v2 from the distribution: docker-compose-v2 (Ubuntu), docker-compose-plugin (Docker's
+# repository), docker-compose when it is v2 (Debian 13; Debian 12's is the old v1).
+install_compose_package() {
+  apt_install docker-compose-v2 2>/dev/null && return 0
+  apt_install docker-compose-plugin 2>/dev/null && return 0
+  local candidate
+  candidate="$(apt-cache policy docker-compose 2>/dev/null | sed -n 's/^ *Candidate: *//p')"
+  [[ "$candidate" =~ ^([0-9]+:)?[2-9][.] ]] && apt_install docker-compose
+}
+
+compose_v2_works() {
+  local version
+  version="$(docker compose version --short 2>/dev/null)" || return 1
+  [[ "$version" =~ ^v?([2-9]|[1-9][0-9])[.] ]]
+}
+
+# On every run, whoever installed Docker: the agent runs `docker compose` (v2, the plugin).
+ensure_compose() {
+  command -v docker >/dev/null 2>&1 || return 0 # the Docker Engine item says it
+  compose_v2_works && return 0
+  left "Docker Compose v2 is not installed (\`docker compose version\` fails): Debian 12: the docker-compose-plugin package from Docker's apt repository (https://docs.docker.com/engine/install/debian/); Debian 13: apt-get install docker-compose (v2 there); Ubuntu 22.04/24.04: apt-get install docker-compose-v2; then re-run"
 }
 
 ensure_group_member() { # user group
@@ -712,6 +744,7 @@ main() {
   write_token_config
   install_package
   ensure_docker
+  ensure_compose
   ensure_state_dir
   ensure_config
   ensure_grant

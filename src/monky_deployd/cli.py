@@ -1,6 +1,6 @@
 """``monky-deployd``: the command line.
 
-    apply --once [--retry]              one tick (what the timer runs)
+    apply [--once] [--retry]            one tick (what the timer runs; --once accepted)
     status [--json]                     where the box is (agent/status.py; its own exit
                                         statuses, OPERATIONS.md "Status")
     doctor [--json]                     live checks, one line each (exit 0 OK, 1 WARN, 2 FAIL)
@@ -11,6 +11,10 @@
     lock list | take NAME | release NAME   the update-lock directory (locks.dir)
     bundle sign | verify | public-key   signed bundles for the release pipeline
                                         (agent/bundlecmd.py; the key from a file or stdin)
+
+The parser and each command's help and exit statuses: cliargs.py. Global options
+(-c/--config FILE, --debug, --log-format) go before or after the command; config.yaml is
+-c FILE, else $MONKY_DEPLOYD_CONFIG, else /etc/monky-deployd/config.yaml.
 
 Exit codes (documented in OPERATIONS.md):
 
@@ -36,11 +40,10 @@ import json
 import logging
 import sys
 import time
-from pathlib import Path
 
-from monky_deployd import __version__
+from monky_deployd import cliargs
 from monky_deployd.agent import bundlecmd, logs
-from monky_deployd.config import DEFAULT_CONFIG_PATH, Config, load
+from monky_deployd.config import Config, load
 from monky_deployd.core import gates
 from monky_deployd.core.errors import (
     EXIT_CONFIG,
@@ -76,84 +79,6 @@ def exit_code(rec: TickRecord) -> int:
 
 def exit_code_of(err: DeployError) -> int:
     return EXIT_REFUSED if err.outcome == "refused" else EXIT_FAILED
-
-
-def _config_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=DEFAULT_CONFIG_PATH,
-        help=f"config file (default {DEFAULT_CONFIG_PATH})",
-    )
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="monky-deployd",
-        description="The monky estate's deploy agent: one tick per run.",
-    )
-    parser.add_argument("--version", action="version", version=f"monky-deployd {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    apply = sub.add_parser("apply", help="check in with tenancy and apply the desired bundle")
-    apply.add_argument(
-        "--once", action="store_true", required=True, help="run one tick and exit (required)"
-    )
-    _config_arg(apply)
-    apply.add_argument(
-        "--log-format",
-        choices=logs.FORMATS,
-        default="auto",
-        help="journal: journald's native fields (the default when stdout is the journal); "
-        "json: JSON lines for log shippers (the default when stdout is neither the journal "
-        "nor a terminal); text: short lines (the default on a terminal)",
-    )
-    apply.add_argument("--debug", action="store_true", help="also log debug lines")
-    apply.add_argument(
-        "--retry",
-        action="store_true",
-        help="apply the desired revision now even if it is held (failed and rolled back, or "
-        "stalled), waiting for its backoff, outside every update window or before its "
-        "rollout place",
-    )
-    doctor = sub.add_parser(
-        "doctor",
-        help="live checks of config, grant, Ziti, services, token, "
-        "secrets, registry, disk, docker, timer, clock (exit 0 OK, 1 warnings, 2 a failure)",
-    )
-    _config_arg(doctor)
-    doctor.add_argument("--json", action="store_true", help="a JSON list of checks")
-    plan = sub.add_parser(
-        "plan",
-        help="dry run: what the next apply would change (exit 0 none, 1 changes, 2 error)",
-    )
-    _config_arg(plan)
-    plan.add_argument("--json", action="store_true", help="the diff as JSON (OPERATIONS.md)")
-    plan.add_argument(
-        "--login",
-        action="store_true",
-        help="when no usable token is held, log in with the grant (a bootstrap token: no "
-        "lease, not stored, revoked at the end)",
-    )
-    plan.add_argument("--debug", action="store_true", help="log the plan's steps on stderr")
-    status = sub.add_parser(
-        "status", help="where the box is: revisions, last tick, token, services, history"
-    )
-    _config_arg(status)
-    status.add_argument("--json", action="store_true", help="JSON (schema in OPERATIONS.md)")
-    suspend = sub.add_parser("suspend", help="stop applies (check-ins continue)")
-    _config_arg(suspend)
-    suspend.add_argument("--reason", default="", help="why (shown in status and the journal)")
-    suspend.add_argument("--for", dest="duration", help="resume by itself after 90s, 30m, 2h, 1d")
-    resume = sub.add_parser("resume", help="undo suspend")
-    _config_arg(resume)
-    lock = sub.add_parser("lock", help="update locks: pull but do not recreate containers")
-    _config_arg(lock)
-    lock.add_argument("action", choices=("list", "take", "release"))
-    lock.add_argument("name", nargs="?", default="operator", help="the lock's name")
-    lock.add_argument("--reason", default="", help="why (take)")
-    lock.add_argument("--ttl", help="ignore the lock after 90s, 30m, 2h, 1d (take)")
-    bundlecmd.add_parser(sub)  # sign / verify / public-key (signed bundles, contract v1.3)
-    return parser
 
 
 def _operator(args: argparse.Namespace, cfg: Config) -> int:
@@ -206,7 +131,6 @@ def _plan(args: argparse.Namespace, cfg: Config) -> int:
     --debug). Exit 0 no change, 1 changes, 2 error."""
     from monky_deployd.agent.plan import run_plan
 
-    logs.setup("text", logging.DEBUG if args.debug else logging.WARNING, stream=sys.stderr)
     status, found, err = run_plan(cfg, login=args.login)
     if args.json:
         body: dict[str, object] = (
@@ -229,39 +153,72 @@ def _plan(args: argparse.Namespace, cfg: Config) -> int:
     return status
 
 
+def _level(args: argparse.Namespace, quiet: int = logging.INFO) -> int:
+    return logging.DEBUG if args.debug else quiet
+
+
+def _stderr_format(args: argparse.Namespace) -> str:
+    """The read-only commands log on stderr for a person: text unless --log-format says."""
+    return "text" if args.log_format == "auto" else str(args.log_format)
+
+
+def _config_refused(args: argparse.Namespace, err: ConfigError, started: float) -> int:
+    """config.yaml missing or invalid (exit 3): apply logs its tick lines; status and plan
+    answer in their own form (--json: their schema); the others print one line on stderr."""
+    if args.command == "status":
+        from monky_deployd.agent import status_fault
+
+        return status_fault.run("config_error", err, as_json=args.json)
+    if args.command == "plan" and args.json:
+        error = {"code": err.code, "message": err.message, "hint": err.hint}
+        print(json.dumps({"schema": 1, "changes": None, "error": error}, indent=2))
+        return EXIT_CONFIG
+    if args.command != "apply":
+        print(f"monky-deployd {args.command}: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    from monky_deployd.core.checks import one_line
+
+    log.error(
+        str(err),
+        extra={"event": "tick.error", "phase": "config", "code": err.code, "hint": err.hint},
+    )
+    log.error(
+        f"tick refused: {one_line(err.message)}",
+        extra={
+            "event": "tick.summary",
+            "phase": "summary",
+            "outcome": "refused",
+            "code": err.code,
+            "revision": None,
+            "duration_ms": int((time.monotonic() - started) * 1000),
+        },
+    )
+    return EXIT_CONFIG
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)  # exits 2 on usage errors
-    if args.command == "bundle":  # the release pipeline's: no config.yaml, no tick
+    args = cliargs.parse(argv)  # exits 2 on usage errors; args.config: flag > env > default
+    if args.command == "bundle":  # the release pipeline's: no tick
         return bundlecmd.main(args)
     if args.command == "doctor":  # loads config.yaml itself: its first check
         from monky_deployd.agent import doctor
 
-        return doctor.main(args.config, as_json=args.json)
-    debug = getattr(args, "debug", False)
-    logs.setup(getattr(args, "log_format", "auto"), logging.DEBUG if debug else logging.INFO)
+        return doctor.main(
+            args.config,
+            as_json=args.json,
+            log_format=_stderr_format(args),
+            level=_level(args, logging.WARNING),
+        )
+    if args.command == "plan":  # the diff on stdout, log lines on stderr
+        logs.setup(_stderr_format(args), _level(args, logging.WARNING), stream=sys.stderr)
+    else:
+        logs.setup(args.log_format, _level(args))
     started = time.monotonic()
     try:
         with logs.phase("config"):
             cfg = load(args.config)
     except ConfigError as err:
-        from monky_deployd.core.checks import one_line
-
-        log.error(
-            str(err),
-            extra={"event": "tick.error", "phase": "config", "code": err.code, "hint": err.hint},
-        )
-        log.error(
-            f"tick refused: {one_line(err.message)}",
-            extra={
-                "event": "tick.summary",
-                "phase": "summary",
-                "outcome": "refused",
-                "code": err.code,
-                "revision": None,
-                "duration_ms": int((time.monotonic() - started) * 1000),
-            },
-        )
-        return EXIT_CONFIG
+        return _config_refused(args, err, started)
     if args.command == "plan":
         return _plan(args, cfg)
     if args.command in WRITERS:  # root acts as the state dir's owner: no root-owned file left
@@ -280,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"monky-deployd {args.command}: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except DeployError as err:
+            if args.command == "status":  # the state dir cannot be read by this user
+                from monky_deployd.agent import status_fault
+
+                return status_fault.run("unreadable", err, as_json=args.json)
             print(str(err), file=sys.stderr)
             return exit_code_of(err)
     config_ms = int((time.monotonic() - started) * 1000)

@@ -272,7 +272,8 @@ def load(path: Path = DEFAULT_CONFIG_PATH) -> Config:
         raise ConfigError(
             f"{path} does not exist",
             code=Code.CONFIG_MISSING,
-            hint="that the kit or the Ansible role installed it, or pass --config PATH",
+            hint="that the kit or the Ansible role installed it, or pass -c/--config PATH "
+            "(or set MONKY_DEPLOYD_CONFIG)",
         ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

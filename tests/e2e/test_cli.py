@@ -19,7 +19,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_usage_error_exits_2() -> None:
-    assert run("apply").returncode == 2
+    assert run("apply", "now").returncode == 2
     assert run("frobnicate").returncode == 2
     assert run("--version").stdout.startswith("monky-deployd ")
 

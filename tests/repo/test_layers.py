@@ -5,7 +5,7 @@
     adapters  the network (adapters/net) and the box (adapters/box), plus helpers both share
               (adapters/*.py). net and box never import each other.
     agent     composes the adapters: the token keeper, the tick, the step executors, logging.
-    cli       the command line, on top.
+    cli       the command line, on top (cli.py and its parser, cliargs.py).
 
 A module may import its own layer and the layers below it; every import is read from the source
 (function-local ones too), so a lazy import cannot hide a wrong-way edge.
@@ -54,6 +54,8 @@ def layer_of(module: str) -> str:
         return parts[1]
     if parts[1] == "config_policy":  # config.yaml's policy: model, in its own module
         return "config"
+    if parts[1] == "cliargs":  # cli.py's parser and help texts
+        return "cli"
     raise AssertionError(f"{module}: not in any layer (add it to a subpackage)")
 
 

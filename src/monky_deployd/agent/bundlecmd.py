@@ -4,7 +4,7 @@
                 --valid-for 14d)] [BUNDLE|-]
         the bundle JSON on stdout with this key's signature appended (one signature per key:
         a key's earlier one is replaced); ``release`` set first when asked
-    bundle verify --env E --revision R [--public-key B64 ...] [--threshold N] [--config P]
+    bundle verify --env E --revision R [--public-key B64 ...] [--threshold N] [-c CONFIG]
                 [BUNDLE|-]
         the box's own check (signatures, threshold, expiry) against the given keys, or
         config.yaml's ``trust``: exit 0 trusted, 5 refused
@@ -38,12 +38,14 @@ class Usage(Exception):
     """A usage fault: its text is the whole message (never a key's bytes)."""
 
 
-def add_parser(sub: Any) -> None:
-    """The ``bundle`` subcommand and its actions, on ``cli``'s subparsers."""
-    cmd = sub.add_parser("bundle", help="sign or verify a bundle (release pipeline, v1.3)")
-    acts = cmd.add_subparsers(dest="action", required=True)
-    sign = acts.add_parser("sign", help="append this key's signature to a bundle")
-    verify = acts.add_parser("verify", help="check a bundle's signatures as a box would")
+def add_arguments(
+    sign: argparse.ArgumentParser,
+    verify: argparse.ArgumentParser,
+    public_key: argparse.ArgumentParser,
+) -> None:
+    """The ``bundle`` actions' own arguments, on the parsers ``cliargs`` makes (each with the
+    global options; ``verify`` reads the trust settings of ``-c/--config``'s config.yaml when
+    no ``--public-key`` is given)."""
     for p in (sign, verify):
         p.add_argument("--env", required=True, help="the environment id the bundle is for")
         p.add_argument("--revision", required=True, help="the revision it is published as")
@@ -57,9 +59,9 @@ def add_parser(sub: Any) -> None:
         "--public-key", action="append", default=[], help="a trusted key (base64); repeat"
     )
     verify.add_argument("--threshold", type=int, default=1, help="with --public-key")
-    verify.add_argument("--config", type=Path, help="take config.yaml's trust settings")
-    pub = acts.add_parser("public-key", help="the public key and keyid of a private key")
-    pub.add_argument("--key", required=True, help="the Ed25519 private key file, - for stdin")
+    public_key.add_argument(
+        "--key", required=True, help="the Ed25519 private key file, - for stdin"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -182,9 +184,9 @@ def _verify(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise Usage(f"--public-key/--threshold: {exc}") from None
     else:
-        from monky_deployd.config import DEFAULT_CONFIG_PATH, load
+        from monky_deployd.config import load
 
-        rule = load(args.config or DEFAULT_CONFIG_PATH).trust
+        rule = load(args.config).trust
     valid: frozenset[str] = frozenset()
     notes: list[str] = []
     if rule.keys and not trust.is_unsigned(bundle):

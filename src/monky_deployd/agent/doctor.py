@@ -38,7 +38,7 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import identity
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Probe, Tenancy
-from monky_deployd.agent import doctor_box, doctor_ziti, logs, observe
+from monky_deployd.agent import doctor_box, doctor_ziti, logs, observe, progress
 from monky_deployd.config import Config, load
 from monky_deployd.core import checks, mask, wire
 from monky_deployd.core.bundle import Bundle
@@ -295,7 +295,8 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
 
 def _one(run: Run, name: str, fn: Callable[[Run], Check]) -> Check:
     try:
-        return fn(run)
+        with progress.waiting(progress.doctor_line(name)):  # on a terminal: what it waits for
+            return fn(run)
     except (DeployError, TickDeadline) as exc:
         return checks.from_error(name, fault_of(exc))
     except Exception as exc:  # a bug: still one line, and the other checks run
@@ -338,9 +339,12 @@ def _close(run: Run) -> None:
         run.client.close()
 
 
-def main(config_path: Path, *, as_json: bool) -> int:
-    """Print the checks (lines, or a JSON list) and return the exit status."""
-    logs.setup("text", logging.WARNING, stream=sys.stderr)  # the adapters' chatter stays out
+def main(
+    config_path: Path, *, as_json: bool, log_format: str = "text", level: int = logging.WARNING
+) -> int:
+    """Print the checks (lines, or a JSON list) and return the exit status. Log lines go to
+    stderr (warnings only unless --debug: the adapters' chatter stays out)."""
+    logs.setup(log_format, level, stream=sys.stderr)
     results = run_checks(config_path)
     if as_json:
         print(json.dumps([c.as_json() for c in results], indent=2))

@@ -18,8 +18,13 @@ first that applies, in this order (OPERATIONS.md, "Status"):
     paused       9  applies are suspended, or the last tick was stopped by an update lock
     held         6  the desired revision failed here: rolled back and held, or backing off
     waiting      11 a new revision waits for an update window or this box's rollout place
-    not_applied  8  tenancy names a revision the box does not run (and nothing above says why)
+    not_applied  14 tenancy names a revision the box does not run (and nothing above says why)
     ok           0  the box was at its desired revision and healthy on the last tick
+
+and, when there is no verdict to make (``agent.status_fault``):
+
+    config_error 3  config.yaml missing, unreadable or invalid
+    unreadable   15 the state dir (or the lock dir) cannot be read by this user
 
 ``rows(view)`` shapes ``agent.status``'s JSON view into (label, text) pairs for the terminal.
 """
@@ -42,12 +47,14 @@ EXIT_STATUS = {
     "held": 6,
     "stalled": 7,
     "no_tick": 8,
-    "not_applied": 8,
+    "not_applied": 14,
     "paused": 9,
     "stale": 10,
     "waiting": 11,
     "degraded": 13,
     "clock_suspect": 12,
+    "config_error": 3,
+    "unreadable": 15,
 }
 
 

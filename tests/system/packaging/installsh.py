@@ -22,7 +22,12 @@ DEB = f"monky-deployd_{VERSION}_amd64.deb"
 IDS = "/opt/openziti/etc/identities"
 GITEA_DIR = f"/monky/monky-deployd/releases/download/v{VERSION}"
 
-FAKE_DOCKER = "#!/bin/sh\necho 'Docker version 29.0.1, build fake'\n"
+# Docker present, with the Compose v2 plugin (install.sh asks `docker compose version --short`).
+FAKE_DOCKER = (
+    "#!/bin/sh\n"
+    '[ "$1 $2 $3" = "compose version --short" ] && { echo 2.29.7; exit 0; }\n'
+    "echo 'Docker version 29.0.1, build fake'\n"
+)
 PREPARE = f"""
 set -e
 printf %s {shlex.quote(FAKE_DOCKER)} > /usr/local/bin/docker && chmod 0755 /usr/local/bin/docker
@@ -94,8 +99,8 @@ def one_liner_for(server: PackageRegistry, args: list[str]) -> str:
     """The documented one-liner with its URL pointed at the loopback registry (plain http: the
     `=https` protocol limits become `=http`) and the kit's arguments replaced by ``args``."""
     doc = documented_one_liner()
-    head, sep, _ = doc.partition("bash -s -- ")
-    assert sep, "the documented one-liner does not pipe into `bash -s --`"
+    head, sep, _ = doc.partition("bash install.sh ")
+    assert sep, "the documented one-liner does not run `bash install.sh` (downloaded to a file)"
     head = head.replace("https://scm.tikali.ai", server.base_url).replace("<ver>", VERSION)
     head = head.replace("=https", "=http")
     return head + sep + shlex.join([*args, "--insecure-http"]) + "\n"

@@ -95,10 +95,12 @@ def test_each_documented_state() -> None:
     assert verdict(StatusFacts(NOW, ok, "r1", "r2")).state == "not_applied"
 
 
-def test_exit_statuses_are_distinct_per_kind_of_trouble() -> None:
-    kinds = {k: v for k, v in EXIT_STATUS.items() if k != "no_tick"}
-    assert len(set(kinds.values())) == len(kinds)
-    assert 2 not in EXIT_STATUS.values() and 3 not in EXIT_STATUS.values()  # usage, config
+def test_exit_statuses_are_distinct_per_state() -> None:
+    """One exit status per state (issue 27: 8 meant both no_tick and not_applied)."""
+    assert len(set(EXIT_STATUS.values())) == len(EXIT_STATUS)
+    assert 2 not in EXIT_STATUS.values()  # usage
+    assert [k for k, v in EXIT_STATUS.items() if v == 3] == ["config_error"]  # as for apply
+    assert EXIT_STATUS["no_tick"] == 8 and EXIT_STATUS["not_applied"] == 14
 
 
 WORDS = ["ok", "done", "missing", "exited (1)", "exited (0)", "unhealthy", "starting", "restarting"]
