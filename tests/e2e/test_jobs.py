@@ -246,3 +246,26 @@ def test_a_restore_after_a_lock_stopped_rollback_never_re_runs_the_lkgs_job(lab:
     ok(lab.tick(), "noop")
     rc, st = status(lab)
     assert (rc, st["state"]) == (0, "ok"), st
+
+
+def test_a_restore_after_a_killed_tick_never_re_runs_the_lkgs_job(lab: Lab) -> None:
+    """A tick applying r2 (a new migrate config) is killed in its verify; tenancy goes back to
+    r1, and the next tick restores r1's whole project: r1's migrate is made again, not run.
+    Failed on main (88375a4): the restore ran r1's migrate again (v1, v2, v1)."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab, tag="v1"))
+    ok(lab.tick(), "applied")
+    tenancy.set_desired("r2", bundle(lab, tag="v2", web="sleep 3601"))
+    lab.kill_during("verify", "r2")
+    end = time.monotonic() + 10
+    while job_tags(lab) != ["v1", "v2"] and time.monotonic() < end:
+        time.sleep(0.1)
+    assert job_tags(lab) == ["v1", "v2"]
+    tenancy.set_desired("r1", bundle(lab, tag="v1"))
+    run = lab.tick()
+    ok(run, "applied")  # restored
+    time.sleep(1)
+    assert job_tags(lab) == ["v1", "v2"]
+    assert state_of(lab, "migrate") == ["created"]
+    assert any(e["service"] == "migrate" for e in run.events("up.job_done")), run.stdout
+    ok(lab.tick(), "noop")
