@@ -269,3 +269,25 @@ def test_a_restore_after_a_killed_tick_never_re_runs_the_lkgs_job(lab: Lab) -> N
     assert state_of(lab, "migrate") == ["created"]
     assert any(e["service"] == "migrate" for e in run.events("up.job_done")), run.stdout
     ok(lab.tick(), "noop")
+
+
+def test_a_rollback_keeps_a_job_that_outlasted_verify_and_then_ended_on_its_own(lab: Lab) -> None:
+    """r1's migrate outlasts verify's stable window (r1 records it among its services), then
+    exits 0 on its own: the next tick's events rule records it done. r2 changes it and fails;
+    the rollback makes r1's migrate again, not started, and its verify does not wait for it.
+    Failed on main (4f621c9): v1, v2, v1."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab, tag="v1", job="sleep 4"))
+    ok(lab.tick(), "applied")
+    end = time.monotonic() + 20
+    while state_of(lab, "migrate") != ["exited"] and time.monotonic() < end:
+        time.sleep(0.25)
+    noop = lab.tick()
+    ok(noop, "noop")
+    assert [e["service"] for e in noop.events("job.done")] == ["migrate"], noop.stdout
+    tenancy.set_desired("r2", bundle(lab, tag="v2", web="exit 3"))
+    failed = lab.tick()
+    assert failed.rc == 1 and lab.estate.tenancy.reports[-1]["rollback"]["ok"], failed.stdout
+    time.sleep(1)
+    assert job_tags(lab) == ["v1", "v2"]
+    assert state_of(lab, "migrate") == ["created"]
