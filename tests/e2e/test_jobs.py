@@ -40,9 +40,15 @@ def runs_dir(lab: Lab) -> Path:
 
 
 def bundle(
-    lab: Lab, *, job: str = "echo migrated", web: str = "sleep 3600", **extra: Any
+    lab: Lab,
+    *,
+    job: str = "echo migrated",
+    web: str = "sleep 3600",
+    tag: str = "run",
+    **extra: Any,
 ) -> dict[str, Any]:
-    """web (long-running) and migrate (a restart "no" job that appends to runs/migrate)."""
+    """web (long-running) and migrate (a restart "no" job that appends ``tag`` to runs/migrate;
+    ``tag`` is part of its config)."""
     b = lab.bundle(**extra)
     doc = yaml.safe_load(b["compose"])
     base = dict(doc["services"]["web"])
@@ -51,7 +57,7 @@ def bundle(
         "web": {**base, "command": ["sh", "-c", web], "restart": "unless-stopped"},
         "migrate": {
             **base,
-            "command": ["sh", "-c", f"echo run >> /runs/migrate; {job}"],
+            "command": ["sh", "-c", f"echo {tag} >> /runs/migrate; {job}"],
             "restart": "no",
             "volumes": mount,
         },
@@ -63,6 +69,38 @@ def bundle(
 def job_runs(lab: Lab) -> int:
     f = runs_dir(lab) / "migrate"
     return len(f.read_text().splitlines()) if f.exists() else 0
+
+
+def job_tags(lab: Lab) -> list[str]:
+    """The tag of every run of migrate so far, in order."""
+    f = runs_dir(lab) / "migrate"
+    return f.read_text().split() if f.exists() else []
+
+
+def state_of(lab: Lab, service: str) -> list[str]:
+    """The engine's state of each of the service's containers (any state)."""
+    out = subprocess.run(
+        (
+            "docker",
+            "ps",
+            "-a",
+            "--filter",
+            f"label=com.docker.compose.project={lab.project}",
+            "--filter",
+            f"label=com.docker.compose.service={service}",
+            "--format",
+            "{{.State}}",
+        ),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.split()
+
+
+def status(lab: Lab) -> tuple[int, dict[str, Any]]:
+    st = lab.cli("status", "--json")
+    return st.returncode, json.loads(st.stdout)
 
 
 def ok(run: Run, outcome: str) -> None:
@@ -147,3 +185,109 @@ def test_a_service_stopped_by_hand_that_exits_0_is_restored_not_taken_for_a_job(
     assert "web" in lab.containers()
     time.sleep(0.5)
     assert lab.cli("status").returncode == 0
+
+
+def test_a_rollback_never_re_runs_the_lkgs_job_after_the_failed_revision_changed_it(
+    lab: Lab,
+) -> None:
+    """r2 changes migrate (it runs once) and web, which fails verify; the rollback brings r1's
+    config back: its migrate container is made again and not started (r1's ran to completion
+    already). Failed on main (88375a4): the rollback ran r1's migrate again (v1, v2, v1)."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab, tag="v1"))
+    ok(lab.tick(), "applied")
+    tenancy.set_desired("r2", bundle(lab, tag="v2", web="exit 3"))
+    failed = lab.tick()
+    assert failed.rc == 1 and lab.estate.tenancy.reports[-1]["rollback"]["ok"], failed.stdout
+    time.sleep(1)
+    assert job_tags(lab) == ["v1", "v2"]
+    assert state_of(lab, "migrate") == ["created"]  # r1's config, never started
+    [kept] = failed.events("up.job_done")  # the rollback's (r2's up ran its new config)
+    assert kept["service"] == "migrate" and "made again, not started" in kept["message"]
+    code, st = status(lab)
+    assert (code, st["state"]) == (6, "held"), st  # r2 held; r1 runs as it should
+    assert st["services"]["done_jobs"] == ["migrate"], st
+    assert {"service": "migrate", "state": "done"} in st["health"]["services"], st
+    held = lab.tick()  # r2 is held; r1's job is done: nothing restored
+    assert (held.rc, held.summary["outcome"]) == (6, "held"), held.stdout
+    assert job_tags(lab) == ["v1", "v2"]
+
+
+def test_a_restore_after_a_lock_stopped_rollback_never_re_runs_the_lkgs_job(lab: Lab) -> None:
+    """r2 changes migrate (it runs: v2) and its web fails; a lock taken during its verify stops
+    the rollback (the lock is the app's); tenancy goes back to r1 and the lock goes. r2's
+    migrate container under r1's service name is drift (never a job of r1's record): restored
+    with r1's config (`up --no-deps`), made and not started, since r1's ran to completion.
+    Failed on main (88375a4): the restore ran r1's migrate again (v1, v2, v1)."""
+    from tests.e2e.test_recheck import hooked_tick
+
+    locks = lab.tmp / "locks"
+    lab.write_config(
+        verify={"stable_s": 2, "deadline_s": 30, "poll_s": 0.25, "bake_s": 0},
+        locks={"dir": str(locks), "default_ttl_s": 3600},
+    )
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab, tag="v1"))
+    ok(lab.tick(), "applied")
+    tenancy.set_desired("r2", bundle(lab, tag="v2", web="exit 3"))
+    run = hooked_tick(lab, "verify", "lock")
+    assert run.rc == 1 and "rollback to r1 is pending" in run.summary["message"], run.stdout
+    assert job_tags(lab) == ["v1", "v2"]
+    tenancy.set_desired("r1", bundle(lab, tag="v1"))
+    (locks / "batch.lock").unlink()
+    restored = lab.tick()
+    ok(restored, "applied")
+    [plan] = restored.events("plan.restore")
+    assert "migrate's container was made by r2/" in plan["message"], plan["message"]
+    time.sleep(1)
+    assert job_tags(lab) == ["v1", "v2"]
+    assert state_of(lab, "migrate") == ["created"]
+    assert any(e["service"] == "migrate" for e in restored.events("up.job_done")), restored.stdout
+    ok(lab.tick(), "noop")
+    rc, st = status(lab)
+    assert (rc, st["state"]) == (0, "ok"), st
+
+
+def test_a_restore_after_a_killed_tick_never_re_runs_the_lkgs_job(lab: Lab) -> None:
+    """A tick applying r2 (a new migrate config) is killed in its verify; tenancy goes back to
+    r1, and the next tick restores r1's whole project: r1's migrate is made again, not run.
+    Failed on main (88375a4): the restore ran r1's migrate again (v1, v2, v1)."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab, tag="v1"))
+    ok(lab.tick(), "applied")
+    tenancy.set_desired("r2", bundle(lab, tag="v2", web="sleep 3601"))
+    lab.kill_during("verify", "r2")
+    end = time.monotonic() + 10
+    while job_tags(lab) != ["v1", "v2"] and time.monotonic() < end:
+        time.sleep(0.1)
+    assert job_tags(lab) == ["v1", "v2"]
+    tenancy.set_desired("r1", bundle(lab, tag="v1"))
+    run = lab.tick()
+    ok(run, "applied")  # restored
+    time.sleep(1)
+    assert job_tags(lab) == ["v1", "v2"]
+    assert state_of(lab, "migrate") == ["created"]
+    assert any(e["service"] == "migrate" for e in run.events("up.job_done")), run.stdout
+    ok(lab.tick(), "noop")
+
+
+def test_a_rollback_keeps_a_job_that_outlasted_verify_and_then_ended_on_its_own(lab: Lab) -> None:
+    """r1's migrate outlasts verify's stable window (r1 records it among its services), then
+    exits 0 on its own: the next tick's events rule records it done. r2 changes it and fails;
+    the rollback makes r1's migrate again, not started, and its verify does not wait for it.
+    Failed on main (4f621c9): v1, v2, v1."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab, tag="v1", job="sleep 4"))
+    ok(lab.tick(), "applied")
+    end = time.monotonic() + 20
+    while state_of(lab, "migrate") != ["exited"] and time.monotonic() < end:
+        time.sleep(0.25)
+    noop = lab.tick()
+    ok(noop, "noop")
+    assert [e["service"] for e in noop.events("job.done")] == ["migrate"], noop.stdout
+    tenancy.set_desired("r2", bundle(lab, tag="v2", web="exit 3"))
+    failed = lab.tick()
+    assert failed.rc == 1 and lab.estate.tenancy.reports[-1]["rollback"]["ok"], failed.stdout
+    time.sleep(1)
+    assert job_tags(lab) == ["v1", "v2"]
+    assert state_of(lab, "migrate") == ["created"]

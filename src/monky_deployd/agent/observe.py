@@ -202,11 +202,13 @@ def jobs_done(
     """The jobs done for the run on the box, and the newly done ``(service, made_by)``: an
     exited-0 container of a service that may finish, which applied.json's ``done`` does not
     account for, ran to completion when the engine's events show no stop before its exit
-    (``core.lifecycle.ran_to_completion``; one events request, only then). A record an older
+    (``core.lifecycle.ran_to_completion``; one events request, only then); another apply's
+    container (a rollback a lock stopped) is drift, never a job of this record. A record an older
     agent wrote (no ``done``) keeps its rule: every exited-0 container of ``jobs`` is done."""
     known = dict(record.done or {})
     new: list[tuple[str, str]] = []
-    fresh = lifecycle.undecided(record.jobs, known, running)
+    ours = {s: f"{lb.revision}/{lb.deploy_id}" for s, lb in record.service_labels.items()}
+    fresh = lifecycle.undecided(record.jobs, known, running, ours)
     if fresh and record.done is None:
         new = [(c.name, c.made_by) for c in fresh]
     elif fresh:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, assert_never
 from monky_deployd.adapters.box import docker_api
 from monky_deployd.adapters.box.state import Applied
 from monky_deployd.agent.context import Context, refresh_host_facts
+from monky_deployd.agent.jobs import up_leaving_done_jobs
 from monky_deployd.core import report
 from monky_deployd.core import verify as verdict
 from monky_deployd.core.boxsteps import (
@@ -69,35 +70,15 @@ def up(ctx: Context, step: Up) -> None:
         from monky_deployd.agent.repin import ensure_images
 
         ensure_images(ctx, step.revision)
-    if step.services:  # a restore of what is down (--no-deps): a done job is not down
-        compose.up(step.services)
+    if step.services:  # a restore of what is down (--no-deps): a done job is not down, and
+        # one another apply replaced (drift) is made again, not run
+        up_leaving_done_jobs(ctx, compose, step.project, step.services, None, whole=False)
     else:
-        skip = done_jobs_kept(ctx, step.project)
-        compose.up(step.every if skip else (), skip=skip)
+        # an apply's labels (none when compose could not hash: every service labelled new);
+        # a restore's: the last-known-good's own
+        labels = ctx.labelled if ctx.staged == step.revision else None
+        up_leaving_done_jobs(ctx, compose, step.project, step.every, labels)
     note_services(ctx, step.project)
-
-
-def done_jobs_kept(ctx: Context, project: str) -> tuple[str, ...]:
-    """The jobs a whole project's ``up`` leaves alone (``core.lifecycle.jobs_to_skip``): done
-    for the config this ``up`` would run (the labels this apply gives them; on a restore or a
-    rollback, the last-known-good's own); ``ctx.kept_jobs`` carries them to the commit."""
-    from monky_deployd.core import lifecycle
-
-    applied = ctx.state.read_applied()
-    if applied is None or applied.project != project or not applied.done:
-        return ()
-    labels = ctx.labelled or applied.service_labels
-    wanted = {s: f"{lb.revision}/{lb.deploy_id}" for s, lb in labels.items()}
-    running = docker_api.project_containers(ctx.cfg.docker, project)
-    skip = lifecycle.jobs_to_skip(applied.done, wanted, running)
-    for name in skip:
-        log.info(
-            f"job {name} ran to completion for this config (made by {applied.done[name]}): "
-            "not run again",
-            extra={"event": "up.job_done", "service": name},
-        )
-    ctx.kept_jobs = {s: applied.done[s] for s in skip}
-    return skip
 
 
 def note_services(ctx: Context, project: str) -> None:
@@ -116,7 +97,7 @@ def verify(ctx: Context, step: Verify) -> None:
         observed = tuple(docker_api.inspect_project(ctx.cfg.docker, step.project))
         got = verdict.judge(
             watch,
-            step.services,
+            kept_out(ctx, step.services),
             observed,
             ctx.watch_clock(),
             window_s=cfg.stable_s,
@@ -152,6 +133,12 @@ def verify(ctx: Context, step: Verify) -> None:
         ctx.sleep(cfg.poll_s)
 
 
+def kept_out(ctx: Context, services: tuple[str, ...]) -> tuple[str, ...]:
+    """The services verify waits for: not the jobs this tick's ``up`` kept (done for their
+    config, never started again: a container made again and not started stays ``created``)."""
+    return tuple(s for s in services if s not in ctx.kept_jobs)
+
+
 def rollback(ctx: Context, step: Rollback) -> None:
     """Down the failed project when it is another one, then ``up`` the LKG pinned, no pull."""
     if step.failed_project != step.project:
@@ -162,10 +149,9 @@ def rollback(ctx: Context, step: Rollback) -> None:
         from monky_deployd.agent.repin import ensure_images
 
         ensure_images(ctx, step.revision)
-    skip = done_jobs_kept(ctx, step.project)
-    applied = ctx.state.read_applied()
+    applied = ctx.state.read_applied()  # the last-known-good's record: its labels, its jobs
     every = tuple(dict.fromkeys([*applied.services, *applied.jobs])) if applied else ()
-    compose.up(every if skip else (), skip=skip)
+    up_leaving_done_jobs(ctx, compose, step.project, every, None)
 
 
 def commit(ctx: Context, step: Commit) -> None:

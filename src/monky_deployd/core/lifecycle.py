@@ -6,7 +6,8 @@
     ``condition: service_completed_successfully``       it to exit 0 (running is not enough)
     restart policy ``no`` (compose's default) or        a job once its containers exited 0: done
     ``on-failure``, and every container exited 0        for this revision, never restored,
-                                                        never re-run by a restore
+                                                        never re-run by a restore; an ``up`` of
+                                                        its config keeps it (not started again)
     restart policy ``always`` or ``unless-stopped``     long-running: it must run (and be healthy
                                                         when it has a healthcheck)
     any container that exited non-zero, is ``dead``     a fault (in verify and the bake: of the
@@ -22,11 +23,12 @@ jobs").
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from monky_deployd.core.services import EngineEvent, ServiceState
+from monky_deployd.core.services import EngineEvent, ServiceState, same_apply
 
 # restart policies under which an exit 0 is the end of the work, not a crash
 FINISHING_POLICIES = frozenset({"no", "", "on-failure"})
@@ -73,7 +75,9 @@ def service_states(
     """Each service of ``expected`` and ``jobs`` -> ``ok`` | ``done`` | a fault word, from its
     containers as ``(service, state, health, exit_code)`` (``exit_code`` None: unknown).
 
-    ``done``: a job (``jobs``: restart ``no``/``on-failure``) whose every container exited 0.
+    ``done``: a job (``jobs``: restart ``no``/``on-failure``) whose every container exited 0,
+    or was created and never started (a rollback's or restore's, for a config whose run already
+    ran to completion: ``kept_jobs``).
     ``ok``: every container running, and healthy or without a healthcheck. Otherwise the first
     fault: ``missing`` (no container), ``unhealthy``, ``starting`` (healthcheck not passed yet),
     ``exited (N)``, or the engine's state word (``restarting``, ``dead``, ``paused``...)."""
@@ -87,11 +91,16 @@ def service_states(
         if not found:
             out[name] = "done" if name in job_set and name not in expected else "missing"
             continue
-        if name in job_set and all(s == "exited" and c == 0 for s, _, c in found):
+        if name in job_set and all(_ran_or_kept(s, c) for s, _, c in found):
             out[name] = "done"
             continue
         out[name] = next((w for w in (_fault(s, h, c) for s, h, c in found) if w), "ok")
     return out
+
+
+def _ran_or_kept(state: str, code: int | None) -> bool:
+    """A done job's container: its run exited 0, or it was created and never started."""
+    return (state == "exited" and code == 0) or state == "created"
 
 
 def _fault(state: str, health: str, code: int | None) -> str:
@@ -123,12 +132,16 @@ def as_view(states: Mapping[str, Any]) -> list[dict[str, str]]:
 # on-failure, nobody stopped it). applied.json's ``done`` keeps, per job, the apply that made
 # that run (its labels ``revision/deploy-id``: an apply that does not change the service keeps
 # its labels, so one label pair is one config). A service stopped from outside that exits 0
-# (``docker stop`` of a ``restart: "no"`` service) never becomes a job: it is drift, restored.
+# (``docker stop`` of a ``restart: "no"`` service) never becomes a job: it is drift, restored;
+# so is another apply's container under the service's name (a rollback a lock stopped). An
+# ``up`` of a done job's config keeps it (``kept_jobs``): left out, or its container made again
+# with that config and never started (``created``).
 
 
 def done_jobs(done: Mapping[str, str], running: Sequence[ServiceState]) -> tuple[str, ...]:
-    """The services of ``done`` whose containers on the box all exited 0 and were made by the
-    apply ``done`` records for them: done for that config, never restored nor run again."""
+    """The services of ``done`` whose containers on the box were all made by the apply ``done``
+    records for them and ran to completion (exited 0) or never started (``created``: a
+    rollback's or a restore's, for that config): done, never restored nor run again."""
     by: dict[str, list[ServiceState]] = {}
     for c in running:
         by.setdefault(c.name, []).append(c)
@@ -137,19 +150,23 @@ def done_jobs(done: Mapping[str, str], running: Sequence[ServiceState]) -> tuple
             name
             for name, made in done.items()
             if by.get(name)
-            and all(
-                c.state == "exited" and c.exit_code == 0 and c.made_by == made for c in by[name]
-            )
+            and all(_ran_or_kept(c.state, c.exit_code) and c.made_by == made for c in by[name])
         )
     )
 
 
 def undecided(
-    jobs: Iterable[str], done: Mapping[str, str], running: Sequence[ServiceState]
+    jobs: Iterable[str],
+    done: Mapping[str, str],
+    running: Sequence[ServiceState],
+    made_by: Mapping[str, str] | None = None,
 ) -> tuple[ServiceState, ...]:
     """Exited-0 containers of services that may finish (``jobs``) which ``done`` does not
-    account for: whether each ran to completion or was stopped, the engine's events tell."""
-    may = set(jobs)
+    account for: whether each ran to completion or was stopped, the engine's events tell.
+    ``made_by`` (service -> ``revision/deploy-id``, applied.json's labels): a container another
+    apply made is not a run of the applied config (``core.services.foreign``: drift), never
+    undecided; a service with no label there is not judged by it."""
+    may, made = set(jobs), made_by or {}
     return tuple(
         c
         for c in running
@@ -157,6 +174,7 @@ def undecided(
         and c.state == "exited"
         and c.exit_code == 0
         and done.get(c.name) != c.made_by
+        and (not made.get(c.name) or same_apply(made[c.name], c.made_by))
     )
 
 
@@ -176,10 +194,29 @@ def ran_to_completion(container_id: str, events: Sequence[EngineEvent]) -> bool:
     return last.exit_code == 0 and not killed
 
 
-def jobs_to_skip(
+@dataclass(frozen=True)
+class Kept:
+    """A job an ``up`` leaves alone: done for the very config the ``up`` would give it."""
+
+    service: str
+    made_by: str  # the apply whose run ran to completion (applied.json's ``done``)
+    # its container is gone or another apply's (a failed revision's new config): created again
+    # with the done config (``up --no-start``), never started
+    recreate: bool
+
+
+def kept_jobs(
     done: Mapping[str, str], wanted: Mapping[str, str], running: Sequence[ServiceState]
-) -> tuple[str, ...]:
-    """The jobs an ``up`` leaves alone: done (``done_jobs``) for the very apply ``wanted`` says
-    would make them now (``revision/deploy-id`` per service: the labels this apply gives them,
-    or the last-known-good's own on a rollback). A job whose config changed runs once."""
-    return tuple(s for s in done_jobs(done, running) if wanted.get(s) == done[s])
+) -> tuple[Kept, ...]:
+    """The jobs an ``up`` leaves out: those ``done`` records for the apply ``wanted`` says would
+    make them now (``revision/deploy-id`` per service: the labels this apply gives them, or the
+    last-known-good's own on a restore or rollback). A job whose config changed is not kept: it
+    runs once. A kept job whose containers are not all the done apply's is ``recreate``d."""
+    by: dict[str, list[ServiceState]] = {}
+    for c in running:
+        by.setdefault(c.name, []).append(c)
+    return tuple(
+        Kept(name, made, not by.get(name) or any(c.made_by != made for c in by[name]))
+        for name, made in sorted(done.items())
+        if made and wanted.get(name) == made
+    )

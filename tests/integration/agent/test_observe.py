@@ -81,3 +81,25 @@ def test_observing_writes_nothing_and_settle_applies_what_it_found(
     assert (cfg.state_dir / "suspend.json").exists() is not expired
     facts = obs.facts(retry=True)
     assert facts.held == obs.held and facts.suspended == obs.suspended and facts.retry
+
+
+def test_another_applys_exited_job_container_is_drift_never_a_job_of_the_applied_record() -> None:
+    """r2 changed migrate and ran it; a lock stopped its rollback to r1. r2's exited-0 migrate
+    is not a run of r1's config: never recorded done in r1's record (a restore would then run
+    r1's migrate again), and the engine's events are not asked for it (the engine here is a
+    socket nobody listens on: asking it raises). Failed on main (88375a4): the events were
+    asked for r2's container."""
+    from monky_deployd import config as config_mod
+    from monky_deployd.core.records import Applied, ServiceLabel
+    from monky_deployd.core.services import ServiceState
+
+    cfg = config_mod.parse({"env": "env-obs-01", "docker": {"host": "unix:///nonexistent"}}, "t")
+    labels = {"web": ServiceLabel("h1", "r1", "d1"), "migrate": ServiceLabel("h2", "r1", "d1")}
+    lkg = Applied(
+        "r1", "shop", ["web"], jobs=["migrate"], service_labels=labels, done={"migrate": "r1/d1"}
+    )
+    box = (
+        ServiceState("web", "exited", "", "img", 3, "web-c", "r2/d2"),
+        ServiceState("migrate", "exited", "", "img", 0, "migrate-c", "r2/d2"),
+    )
+    assert observe.jobs_done(cfg, lkg, box, NOW) == ((), ())

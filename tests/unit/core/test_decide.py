@@ -447,3 +447,72 @@ def test_a_malformed_rollout_is_not_waited_for_but_refused_now() -> None:
     bad = {**BUNDLE, "rollout": {"spread_s": 10**9}}
     plan = decide(gated(bundle=bad, identity=_late_box("r2"), windows=(_closed_window(T),)))
     assert isinstance(plan, Apply)  # the bundle check refuses it (BUNDLE_INVALID), reported
+
+
+# -- a job runs once per config: a done job is never in a restore (issue 26) --------------------
+
+JOB_MADE = st.sampled_from(("r1/d1", "r0/d0", "r2/d2"))
+# a container of a service: its state, exit code and whose apply made it (``done``'s or another)
+RUNS = st.sampled_from(
+    (
+        ("exited", 0, True),  # a job's run that ran to completion (or a service stopped: exit 0)
+        ("created", None, True),  # a job's container a rollback made again, never started
+        ("exited", 0, False),  # another apply's run
+        ("running", None, True),
+        ("exited", 143, True),
+        ("exited", 1, False),
+        ("dead", None, True),
+    )
+)
+
+
+@st.composite
+def job_box(draw: st.DrawFn) -> tuple[tuple[ServiceState, ...], dict[str, str]]:
+    """The applied revision's containers (web long-running; migrate and seed jobs, their
+    ``done`` record) in any state, any apply's labels (no label-based drift: made_by empty)."""
+    done = draw(st.dictionaries(st.sampled_from(("migrate", "seed")), JOB_MADE, min_size=1))
+    out = []
+    for name in ("web", "migrate", "seed"):
+        for n in range(draw(st.integers(0, 2))):
+            state, code, own = draw(RUNS)
+            made = done.get(name, "r1/d1") if own else "r9/d9"
+            out.append(ServiceState(name, state, "", "img", code, f"{name}{n}", made))
+    return tuple(out), done
+
+
+@pytest.mark.parametrize("listed", [False, True])
+@pytest.mark.parametrize("path", ["steady", "held", "waiting"])
+@given(box=job_box())
+def test_a_done_job_is_never_restored_and_an_exited_service_always_is(
+    path: str, listed: bool, box: tuple[tuple[ServiceState, ...], dict[str, str]]
+) -> None:
+    """Over generated container states and job records, on every path that looks after the
+    applied revision (it is desired; a newer one is held; a newer one waits for its rollout
+    place): a job done for its config is never in a restore; a long-running service with no
+    running container (an exit 0 after ``docker stop`` too) always is. ``listed``: the record
+    also lists migrate among the services (an older agent's record; before, a wait restored
+    it: 4 runs in 3 ticks)."""
+    from monky_deployd.core import lifecycle
+    from monky_deployd.core.held import HeldRevision
+
+    running, done = box
+    jobs = lifecycle.done_jobs(done, running)  # what observe hands decide (applied.json's done)
+    lkg = AppliedFacts("r1", "shop", ("web", "migrate") if listed else ("web",), jobs)
+    base = Facts(304, None, lkg, running)
+    if path == "held":
+        held = HeldRevision("r2", "VERIFY_EXITED", "failed", rolled_back_to="r1")
+        base = Facts(200, "r2", lkg, running, BUNDLE, held)
+    elif path == "waiting":
+        box_id = _late_box("r2")
+        base = replace(gated(bundle=_spread_bundle(86400), identity=box_id), running=running)
+        base = replace(base, applied=lkg)
+    plan = decide(base)
+    web = [c for c in running if c.name == "web"]
+    web_down = not web or any(c.state != "running" for c in web)
+    if web_down:
+        assert isinstance(plan, Restore), plan
+        assert "web" in plan.missing
+    if isinstance(plan, Restore):
+        assert not set(plan.missing) & set(jobs)  # never re-run a job done for its config
+    else:
+        assert not web_down

@@ -126,7 +126,11 @@ def test_a_service_is_ok_only_when_every_container_runs_healthy_and_a_job_done_o
     for name in ("web", "migrate"):
         mine = [c for c in containers if c[0] == name]
         ok = bool(mine) and all(s == "running" and h in ("", "healthy") for _, s, h, _ in mine)
-        done = name in jobs and bool(mine) and all(s == "exited" and c == 0 for _, s, _, c in mine)
+        done = (
+            name in jobs
+            and bool(mine)
+            and all((s == "exited" and c == 0) or s == "created" for _, s, _, c in mine)
+        )
         assert (states[name] == "done") == done
         assert (states[name] == "ok") == (ok and not done)
         if not mine:

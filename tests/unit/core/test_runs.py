@@ -1,5 +1,5 @@
 """What runs, judged from the engine's own facts (issue 26), pure parts: a job done for its config
-(``core.lifecycle``: done_jobs, undecided, ran_to_completion, jobs_to_skip), another apply's
+(``core.lifecycle``: done_jobs, undecided, ran_to_completion, kept_jobs), another apply's
 container or an orphan (``core.services``: foreign, orphans) and the plan that follows
 (``core.decide``: drift, never ``noop``). Property tests over generated containers, labels and
 engine event orders."""
@@ -14,7 +14,7 @@ from monky_deployd.core.decide import AppliedFacts, Facts, Noop, Restore, decide
 from monky_deployd.core.services import EngineEvent, ServiceState, foreign, orphans, same_apply
 
 MADE = st.sampled_from(("r1/d1", "r1/d2", "r2/d3", ""))
-STATES = st.sampled_from(("running", "exited"))
+STATES = st.sampled_from(("running", "exited", "created"))
 
 
 @st.composite
@@ -28,9 +28,18 @@ def containers(draw: st.DrawFn) -> tuple[ServiceState, ...]:
     return tuple(out)
 
 
-@given(containers(), st.dictionaries(st.sampled_from(("web", "migrate")), MADE.filter(bool)))
-def test_a_job_is_done_only_when_every_container_of_it_exited_0_made_by_the_recorded_apply(
-    running: tuple[ServiceState, ...], done: dict[str, str]
+def ran_or_kept(c: ServiceState) -> bool:
+    """A done job's container: its run exited 0, or a rollback made it again, never started."""
+    return (c.state == "exited" and c.exit_code == 0) or c.state == "created"
+
+
+@given(
+    containers(),
+    st.dictionaries(st.sampled_from(("web", "migrate")), MADE.filter(bool)),
+    st.dictionaries(st.sampled_from(("web", "migrate")), MADE),
+)
+def test_a_job_is_done_only_when_every_container_of_it_is_the_recorded_applys_run_or_kept(
+    running: tuple[ServiceState, ...], done: dict[str, str], labels: dict[str, str]
 ) -> None:
     got = set(lifecycle.done_jobs(done, running))
     for name in ("web", "migrate", "worker"):
@@ -38,14 +47,19 @@ def test_a_job_is_done_only_when_every_container_of_it_exited_0_made_by_the_reco
         want = (
             name in done
             and bool(mine)
-            and all(
-                c.state == "exited" and c.exit_code == 0 and c.made_by == done[name] for c in mine
-            )
+            and all(ran_or_kept(c) and c.made_by == done[name] for c in mine)
         )
         assert (name in got) == want
     # an undecided container is an exited-0 one of a may-finish service done does not account for
     for c in lifecycle.undecided(("migrate",), done, running):
         assert c.name == "migrate" and c.exit_code == 0 and done.get("migrate") != c.made_by
+    # ... and never another apply's than applied.json's labels name (a rollback a lock stopped
+    # left the failed revision's job: drift, not a run of the applied config)
+    for c in lifecycle.undecided(("migrate",), done, running, labels):
+        assert not labels.get("migrate") or same_apply(labels["migrate"], c.made_by)
+    assert set(lifecycle.undecided(("migrate",), done, running, labels)) <= set(
+        lifecycle.undecided(("migrate",), done, running)
+    )
 
 
 def ev(action: str, at: float, code: int | None = None) -> EngineEvent:
@@ -75,17 +89,22 @@ def test_a_run_ran_to_completion_only_when_no_kill_precedes_its_exit_0(
 @given(
     containers(), st.dictionaries(st.sampled_from(("web", "migrate")), MADE.filter(bool)), st.data()
 )
-def test_an_up_leaves_out_a_job_only_when_its_config_is_the_one_that_ran(
+def test_an_up_keeps_a_job_exactly_when_its_config_is_the_one_that_ran(
     running: tuple[ServiceState, ...], done: dict[str, str], data: st.DataObject
 ) -> None:
     wanted = data.draw(st.dictionaries(st.sampled_from(("web", "migrate")), MADE.filter(bool)))
-    skip = lifecycle.jobs_to_skip(done, wanted, running)
-    for name in skip:
-        assert wanted[name] == done[name]  # the same apply's labels: the same config
-        assert name in lifecycle.done_jobs(done, running)
-    for name in set(wanted) & set(done):
-        if wanted[name] != done[name]:
-            assert name not in skip  # a new config runs once
+    kept = {k.service: k for k in lifecycle.kept_jobs(done, wanted, running)}
+    for name in ("web", "migrate"):
+        same = name in done and wanted.get(name) == done[name]  # the same apply: the same config
+        assert (name in kept) == same  # kept (never started again) iff so; a new config runs once
+        if same:
+            mine = [c for c in running if c.name == name]
+            assert kept[name].made_by == done[name]
+            # its container gone or another apply's (a failed revision's run): made again with
+            # the done config, not started
+            assert kept[name].recreate == (not mine or any(c.made_by != done[name] for c in mine))
+    for name in set(kept) & set(lifecycle.done_jobs(done, running)):
+        assert not kept[name].recreate  # a job done on the box is left exactly as it is
 
 
 @given(

@@ -91,13 +91,27 @@ class Compose:
         """``up --detach --remove-orphans``; pinned: ``--pull never`` too (the images are here);
         ``services``: only those, ``--no-deps`` (and no orphan removal: the rest stays as is);
         ``skip`` (with every other service in ``services``): jobs done for their config, which
-        ``up`` would start again: the others ``--no-deps``, orphans removed."""
-        never = ("--pull", "never") if self.pinned else ()
+        ``up`` would start again (compose starts an exited dependency again, even one another
+        service waits for with ``service_completed_successfully``): the others ``--no-deps``
+        (compose still orders and waits among them), orphans removed; none left: no ``up``."""
         which = ("--no-deps", *services) if services else ("--remove-orphans",)
         if skip:
-            which = ("--remove-orphans", "--no-deps", *(s for s in services if s not in skip))
+            rest = tuple(s for s in services if s not in skip)
+            if not rest:
+                return
+            which = ("--remove-orphans", "--no-deps", *rest)
+        self._up("--detach", *which)
+
+    def create(self, services: tuple[str, ...]) -> None:
+        """``up --no-start --no-deps <services>``: their containers made (again) with this
+        config and not started: jobs done for that config whose container was another's."""
+        if services:
+            self._up("--no-start", "--no-deps", *services)
+
+    def _up(self, *args: str) -> None:
+        never = ("--pull", "never") if self.pinned else ()
         result = runner.run(
-            self._argv("up", "--detach", *never, *which),
+            self._argv("up", *never, *args),
             env=self.env,
             timeout=self.cfg.up_timeout_s,
             cwd=str(self.workdir),

@@ -1,0 +1,69 @@
+"""A job runs once per config (``core.lifecycle``): the box steps' part of it.
+
+    up_leaving_done_jobs   an apply's, a rollback's or a restore's ``up`` that never starts a
+                           job again for the config it ran to completion for: left out, or its
+                           container made again and not started (``up --no-start``)
+
+Apply path only (``agent.steps`` imports it); each kept job is journaled with its fact.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from monky_deployd.adapters.box import docker_api
+from monky_deployd.agent.context import Context
+from monky_deployd.core.records import ServiceLabel
+
+if TYPE_CHECKING:
+    from monky_deployd.adapters.box.compose import Compose
+
+log = logging.getLogger("monky_deployd")
+
+
+def up_leaving_done_jobs(
+    ctx: Context,
+    compose: Compose,
+    project: str,
+    every: tuple[str, ...],
+    labels: Mapping[str, ServiceLabel] | None,
+    *,
+    whole: bool = True,
+) -> None:
+    """A project's ``up`` that never runs a job again for a config it ran to completion for
+    (``core.lifecycle.kept_jobs``): the config this ``up`` gives it (``labels``: this apply's;
+    None: the last-known-good's own, on a restore or a rollback) is the one applied.json's
+    ``done`` records. Those jobs are left out of the ``up``; one whose container another apply
+    replaced is created again, not started. ``whole`` False: only ``every`` (a restore of what
+    is down, ``--no-deps``). Each kept job is named in the journal with the fact it rests on;
+    ``ctx.kept_jobs`` carries them to the commit."""
+    from monky_deployd.core import lifecycle
+
+    applied = ctx.state.read_applied()
+    ctx.kept_jobs = {}
+    if applied is None or applied.project != project or not applied.done:
+        compose.up(() if whole else every)
+        return
+    labels = labels if labels is not None else applied.service_labels
+    wanted = {s: f"{lb.revision}/{lb.deploy_id}" for s, lb in labels.items()}
+    running = docker_api.project_containers(ctx.cfg.docker, project)
+    kept = lifecycle.kept_jobs(applied.done, wanted, running)
+    if not whole:
+        kept = tuple(k for k in kept if k.service in every)
+    for k in kept:
+        config = labels[k.service].config_hash[:12] or "(hash unknown)"
+        log.info(
+            f"{k.service}: done for config {config} (ran to completion at "
+            f"{k.made_by.partition('/')[0]}'s apply, {k.made_by}): not run again"
+            + ("; its container (another apply's) made again, not started" if k.recreate else ""),
+            extra={"event": "up.job_done", "service": k.service, "made_by": k.made_by},
+        )
+    ctx.kept_jobs = {k.service: k.made_by for k in kept}
+    compose.create(tuple(k.service for k in kept if k.recreate))
+    skip = tuple(k.service for k in kept)
+    if whole:
+        compose.up(every if kept else (), skip=skip)
+    elif rest := tuple(s for s in every if s not in skip):
+        compose.up(rest)
