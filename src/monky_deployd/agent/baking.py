@@ -16,16 +16,18 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api
 from monky_deployd.agent import context
-from monky_deployd.core import bake as baked
 from monky_deployd.core.decide import AppliedFacts
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.records import Applied
-from monky_deployd.core.verify import ContainerObs
+
+if TYPE_CHECKING:
+    from monky_deployd.core import bake as baked
+    from monky_deployd.core.verify import ContainerObs
 
 log = logging.getLogger("monky_deployd")
 
@@ -58,6 +60,8 @@ def start(
     if bake_s <= 0:
         ctx.state.clear_bake()
         return set()
+    from monky_deployd.core import bake as baked  # (the apply path and a bake: not a no-op)
+
     record = baked.start(
         revision, project, observed, now=ctx.clock(), bake_s=bake_s, previous=previous
     )
@@ -93,6 +97,8 @@ def observe(ctx: context.Context, phase: Phase, applied: AppliedFacts) -> Observ
         now = ctx.clock()
         since = min([record.since, *record.watched.values()]) - EVENTS_BEFORE_S
         events = docker_api.project_events(ctx.cfg.docker, record.project, since, now)
+    from monky_deployd.core import bake as baked
+
     judged = baked.judge(record, observed, now, events)
     for line in judged.drift:  # outside events: the revision is not at fault (restored)
         log.warning(
@@ -143,6 +149,8 @@ def _failed(
     previous = record.previous
     prev_rev = record.previous_revision
     if previous is None or prev_rev is None or prev_rev == record.revision:
+        from monky_deployd.core import bake as baked
+
         ctx.state.write_bake(baked.Bake(**{**_fields(record), "failed": message}))
         return DeployError(
             f"{message}; there is no earlier last-known-good to roll back to: it is never "

@@ -29,7 +29,7 @@ from monky_deployd.adapters.box import aside, docker_api, locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent.locklog import log_locks
 from monky_deployd.config import Config
-from monky_deployd.core import gates, lifecycle, recovery, report, schedule, wire
+from monky_deployd.core import gates, lifecycle, recovery, report, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.held import BackingOff, Held
@@ -39,6 +39,7 @@ from monky_deployd.core.services import ServiceState
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.tenancy import Checkin
+    from monky_deployd.core import schedule
 
 log = logging.getLogger("monky_deployd")
 
@@ -227,7 +228,13 @@ def jobs_done(
 def may_wait(cfg: Config, answer: Checkin) -> bool:
     """Whether a new revision could wait (update windows set, or the bundle has a rollout
     spread): then the last-known-good's containers are looked at, to restore them meanwhile."""
-    return bool(cfg.update_windows) or schedule.spread_of(answer.bundle) > 0
+    if cfg.update_windows:
+        return True
+    if not isinstance(answer.bundle, dict):  # (no bundle: no spread)
+        return False
+    from monky_deployd.core import schedule
+
+    return schedule.spread_of(answer.bundle) > 0
 
 
 def settle(state: StateDir, obs: Observation) -> None:

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from monky_deployd.core import lifecycle, schedule
+from monky_deployd.core import lifecycle
 from monky_deployd.core.gates import Lock
 from monky_deployd.core.held import BackingOff, Held, Stalled, restore_wait
 from monky_deployd.core.records import Journal, Suspended
 from monky_deployd.core.recovery import rollback_pending
 from monky_deployd.core.services import ServiceState, foreign, orphans
+
+if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
+    from monky_deployd.core import schedule
 
 # -- facts -----------------------------------------------------------------------------------
 
@@ -392,6 +395,8 @@ def _gated(f: Facts, revision: str, reason: str) -> Plan:
     (``core.schedule.gate``), at once on ``--retry`` (the operator's "now"). A box with nothing
     applied has nothing a window protects: its first revision waits for its rollout place
     only. A malformed ``rollout`` does not wait: the apply's bundle check refuses it now."""
+    from monky_deployd.core import schedule
+
     if f.bundle is None or f.retry or schedule.rollout_malformed(f.bundle):
         return _apply(f, revision, reason)
     first = schedule.seen(f.seen, revision, f.now)
