@@ -32,7 +32,6 @@ from monky_deployd.config import Config
 from monky_deployd.core import gates, lifecycle, recovery, report, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.errors import DeployError
-from monky_deployd.core.held import BackingOff, Held
 from monky_deployd.core.ledger import Ledger
 from monky_deployd.core.records import Applied, Journal, Suspended, TokenState
 from monky_deployd.core.services import ServiceState
@@ -40,6 +39,7 @@ from monky_deployd.core.services import ServiceState
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.tenancy import Checkin
     from monky_deployd.core import schedule
+    from monky_deployd.core.held import Held
 
 log = logging.getLogger("monky_deployd")
 
@@ -327,6 +327,10 @@ class Recorded:
         """The revision the containers are of: a failed revision that changed the box and was
         not rolled back, else the last-known-good."""
         held = self.local.held
+        if held is None:
+            return self.last_known_good
+        from monky_deployd.core.held import BackingOff  # (held.json exists)
+
         changed = isinstance(held, BackingOff) and held.box_changed
         return held.revision if held is not None and changed else self.last_known_good
 

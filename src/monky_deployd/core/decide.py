@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from monky_deployd.core import lifecycle
 from monky_deployd.core.gates import Lock
-from monky_deployd.core.held import BackingOff, Held, Stalled, restore_wait
 from monky_deployd.core.records import Journal, Suspended
 from monky_deployd.core.recovery import rollback_pending
 from monky_deployd.core.services import ServiceState, foreign, orphans
 
 if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
     from monky_deployd.core import schedule
+    from monky_deployd.core.held import Held
 
 # -- facts -----------------------------------------------------------------------------------
 
@@ -251,6 +251,8 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
         if applied is not None and f.running is not None
         else ()
     )
+    from monky_deployd.core.held import BackingOff, Stalled  # (held.json exists)
+
     box_changed = isinstance(held, BackingOff) and held.box_changed
     if applied is not None and missing and not (isinstance(held, Stalled) or box_changed):
         return _restore_backoff(f, applied, missing) or Restore(
@@ -376,8 +378,12 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
     """A Backoff while the applied revision's last restore failed and its next one is not due
     (``core.recovery.after_restore_failure``); ``--retry`` restores at once."""
     held = f.held
+    if held is None:
+        return None
+    from monky_deployd.core.held import restore_wait  # (held.json exists)
+
     wait = restore_wait(held)
-    if held is None or wait is None or f.retry or f.now >= wait.next_at:
+    if wait is None or f.retry or f.now >= wait.next_at:
         return None
     return Backoff(
         f.desired_revision or applied.revision,
