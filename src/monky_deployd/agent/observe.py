@@ -22,6 +22,8 @@ do (they leave the state dir byte-identical).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -376,3 +378,15 @@ def recorded(
         if entries
         else (),
     )
+
+
+def bakes(obs: Observation) -> bool:
+    """Whether this tick judges the applied revision's bake (``agent.baking``): tenancy still
+    wants it and no killed tick is being accounted for."""
+    applied = obs.local.record
+    return applied is not None and obs.desired == applied.revision and obs.interrupted is None
+
+
+@contextmanager
+def nothing() -> Iterator[None]:
+    yield
