@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import tzinfo
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import yaml
 from pydantic import (
@@ -26,9 +26,12 @@ from pydantic import (
 )
 
 from monky_deployd.config_policy import PolicyCfg
-from monky_deployd.core import composefile, schedule
+from monky_deployd.core import composefile
 from monky_deployd.core.errors import Code, ConfigError
 from monky_deployd.core.trustcfg import TrustCfg
+
+if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
+    from monky_deployd.core import schedule
 
 DEFAULT_CONFIG_PATH = Path("/etc/monky-deployd/config.yaml")
 TENANCY_INTERCEPT_PORT = 443  # the Ziti intercept; the pod's own listener port never goes here
@@ -165,6 +168,8 @@ def zone(name: str) -> tzinfo:
 
 
 def _window(text: str) -> str:
+    from monky_deployd.core import schedule
+
     spec = schedule.parse_window(text)
     zone(spec.zone)
     return text
@@ -224,6 +229,10 @@ class Config(_Strict):
     @property
     def windows(self) -> tuple[schedule.Window, ...]:
         """``update_windows`` read, each with its zone (validated at load)."""
+        if not self.update_windows:
+            return ()
+        from monky_deployd.core import schedule
+
         found = []
         for text in self.update_windows:
             spec = schedule.parse_window(text)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import yaml
 
+import monky_deployd
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.core.records import Applied
 from monky_deployd.core.wire import HostFacts
@@ -130,4 +131,12 @@ class SteadyBox:
         return (*CLI, "apply", "--once", "--config", str(self.config_path))
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home"), **extra}
+        """The tick's environment: it runs the ``monky_deployd`` this process imported (a
+        worktree's sources, not only the installed one's)."""
+        src = str(Path(monky_deployd.__file__).resolve().parents[1])
+        return {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.tmp / "home"),
+            "PYTHONPATH": src,
+            **extra,
+        }

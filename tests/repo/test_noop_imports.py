@@ -46,6 +46,13 @@ FORBIDDEN_OWN = {
     "monky_deployd.agent.policy",
     "monky_deployd.adapters.box.composeconfig",
 }
+# Issue 29: what only a bake, a wait (update windows, a rollout spread), verify or a failure reads.
+FORBIDDEN_OWN |= {
+    "monky_deployd.core.bake",
+    "monky_deployd.core.verify",
+    "monky_deployd.core.schedule",
+    "monky_deployd.core.held",  # held.json's kinds: only when the file exists
+}
 
 
 def _tick(box: SteadyBox, out: Path) -> tuple[dict[str, object], set[str]]:

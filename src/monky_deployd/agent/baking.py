@@ -1,7 +1,7 @@
 """The bake, tick by tick: start it at the commit, observe it while it lasts (``core.bake``).
 
-``start`` (from ``Commit``) writes ``bake.json``; ``observe`` (from the tick, when the desired
-revision is the applied one) inspects the project's containers and carries out the verdict:
+``agent.bakestart`` (from ``Commit``) writes ``bake.json``; ``observe`` (from the tick, when the
+desired revision is the applied one) inspects the project's containers and carries out the verdict:
 still baking (a note), promoted (the record goes: the revision is the last-known-good), or
 failed: roll back to the previous last-known-good with the rollback's own box steps, restore its
 applied.json, hold the revision (``BAKE_FAILED``, reported like a failed apply). With no
@@ -16,16 +16,17 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import docker_api
 from monky_deployd.agent import context
-from monky_deployd.core import bake as baked
 from monky_deployd.core.decide import AppliedFacts
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.records import Applied
-from monky_deployd.core.verify import ContainerObs
+
+if TYPE_CHECKING:
+    from monky_deployd.core import bake as baked
 
 log = logging.getLogger("monky_deployd")
 
@@ -34,40 +35,6 @@ Phase = Callable[[str], AbstractContextManager[None]]
 # the engine's events are read from this long before the first run the bake watches: its
 # ``start`` event (before verify and the commit) tells whether they reach back to the run
 EVENTS_BEFORE_S = 3600.0
-
-
-def start(
-    ctx: context.Context,
-    revision: str,
-    project: str,
-    observed: tuple[ContainerObs, ...],
-    before: Applied | None,
-) -> set[str]:
-    """Write the bake record of a commit (``before``: applied.json before it); returns the
-    revisions whose release must stay on disk while it bakes (the last-known-good)."""
-    bake_s = ctx.cfg.verify.bake_s
-    old = ctx.state.read_bake()
-    previous = json.loads(before.to_json()) if before is not None else None
-    if before is not None and old is not None and old.revision == before.revision:
-        # the revision before this one never finished its bake: the LKG is still the one before
-        # it; with none, the one before (verified, not promoted) beats nothing
-        if old.previous is not None:
-            previous = old.previous
-        elif old.failed:
-            previous = None
-    if bake_s <= 0:
-        ctx.state.clear_bake()
-        return set()
-    record = baked.start(
-        revision, project, observed, now=ctx.clock(), bake_s=bake_s, previous=previous
-    )
-    ctx.state.write_bake(record)
-    log.info(
-        f"revision {revision} bakes for {bake_s:.0f} s before it becomes the last-known-good"
-        + (f" (until then {record.previous_revision} is kept)" if record.previous_revision else ""),
-        extra={"event": "bake.start", "revision": revision},
-    )
-    return {record.previous_revision} if record.previous_revision else set()
 
 
 @dataclass(frozen=True)
@@ -93,6 +60,8 @@ def observe(ctx: context.Context, phase: Phase, applied: AppliedFacts) -> Observ
         now = ctx.clock()
         since = min([record.since, *record.watched.values()]) - EVENTS_BEFORE_S
         events = docker_api.project_events(ctx.cfg.docker, record.project, since, now)
+    from monky_deployd.core import bake as baked
+
     judged = baked.judge(record, observed, now, events)
     for line in judged.drift:  # outside events: the revision is not at fault (restored)
         log.warning(
@@ -143,6 +112,8 @@ def _failed(
     previous = record.previous
     prev_rev = record.previous_revision
     if previous is None or prev_rev is None or prev_rev == record.revision:
+        from monky_deployd.core import bake as baked
+
         ctx.state.write_bake(baked.Bake(**{**_fields(record), "failed": message}))
         return DeployError(
             f"{message}; there is no earlier last-known-good to roll back to: it is never "

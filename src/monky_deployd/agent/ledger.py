@@ -23,11 +23,10 @@ from monky_deployd.agent import logs
 from monky_deployd.config import Config
 from monky_deployd.core import ledger
 from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.ledger import TEXTFILE_NAME
 from monky_deployd.core.report import TickRecord
 
 log = logging.getLogger("monky_deployd")
-
-TEXTFILE_NAME = "monky-deployd.prom"
 
 
 def entry_of(rec: TickRecord, duration_ms: int) -> ledger.Entry:

@@ -25,11 +25,11 @@ from monky_deployd import __version__
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import atomic_write
 from monky_deployd.agent import observe
-from monky_deployd.agent.ledger import TEXTFILE_NAME
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule
 from monky_deployd.core.errors import DeployError
 from monky_deployd.core.held import BackingOff, Stalled
+from monky_deployd.core.ledger import TEXTFILE_NAME
 
 log = logging.getLogger("monky_deployd")
 

@@ -22,6 +22,8 @@ do (they leave the state dir byte-identical).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -29,16 +31,17 @@ from monky_deployd.adapters.box import aside, docker_api, locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent.locklog import log_locks
 from monky_deployd.config import Config
-from monky_deployd.core import gates, lifecycle, recovery, report, schedule, wire
+from monky_deployd.core import gates, lifecycle, recovery, report, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
 from monky_deployd.core.errors import DeployError
-from monky_deployd.core.held import BackingOff, Held
 from monky_deployd.core.ledger import Ledger
 from monky_deployd.core.records import Applied, Journal, Suspended, TokenState
 from monky_deployd.core.services import ServiceState
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.tenancy import Checkin
+    from monky_deployd.core import schedule
+    from monky_deployd.core.held import Held
 
 log = logging.getLogger("monky_deployd")
 
@@ -227,7 +230,13 @@ def jobs_done(
 def may_wait(cfg: Config, answer: Checkin) -> bool:
     """Whether a new revision could wait (update windows set, or the bundle has a rollout
     spread): then the last-known-good's containers are looked at, to restore them meanwhile."""
-    return bool(cfg.update_windows) or schedule.spread_of(answer.bundle) > 0
+    if cfg.update_windows:
+        return True
+    if not isinstance(answer.bundle, dict):  # (no bundle: no spread)
+        return False
+    from monky_deployd.core import schedule
+
+    return schedule.spread_of(answer.bundle) > 0
 
 
 def settle(state: StateDir, obs: Observation) -> None:
@@ -320,6 +329,10 @@ class Recorded:
         """The revision the containers are of: a failed revision that changed the box and was
         not rolled back, else the last-known-good."""
         held = self.local.held
+        if held is None:
+            return self.last_known_good
+        from monky_deployd.core.held import BackingOff  # (held.json exists)
+
         changed = isinstance(held, BackingOff) and held.box_changed
         return held.revision if held is not None and changed else self.last_known_good
 
@@ -365,3 +378,15 @@ def recorded(
         if entries
         else (),
     )
+
+
+def bakes(obs: Observation) -> bool:
+    """Whether this tick judges the applied revision's bake (``agent.baking``): tenancy still
+    wants it and no killed tick is being accounted for."""
+    applied = obs.local.record
+    return applied is not None and obs.desired == applied.revision and obs.interrupted is None
+
+
+@contextmanager
+def nothing() -> Iterator[None]:
+    yield

@@ -16,9 +16,10 @@ in the journal what the box waits for.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.core import schedule, wire
+from monky_deployd.core import wire
 from monky_deployd.core.decide import (
     Apply,
     Backoff,
@@ -30,6 +31,9 @@ from monky_deployd.core.decide import (
 )
 from monky_deployd.core.errors import Code
 from monky_deployd.core.report import TickRecord, rfc3339
+
+if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
+    from monky_deployd.core import schedule
 
 log = logging.getLogger("monky_deployd")
 
@@ -49,6 +53,10 @@ def keep(
 ) -> None:
     """Write what the plan says of the new revision (``stored``: waiting.json unless it is of
     the applied revision; ``on_disk``: as it is), only when the file changes."""
+    if stored is None and on_disk is None and not isinstance(plan, Waiting | Restore | Apply):
+        return  # nothing waits or waited (a no-op): below, ``after`` would be None too
+    from monky_deployd.core import schedule
+
     if isinstance(plan, Waiting | Restore) and plan.gate is not None:  # (a restore meanwhile)
         g = plan.gate
         after: schedule.Seen | None = schedule.Seen(
@@ -97,6 +105,8 @@ def plan_notes(plan: Plan, windows: tuple[schedule.Window, ...], now: float) -> 
     """``plan``'s lines on the update windows and on when this box applies a new revision."""
     notes = []
     if windows:
+        from monky_deployd.core import schedule
+
         state = schedule.window_state(windows, now)
         if state.open:
             notes.append(

@@ -26,11 +26,11 @@ from monky_deployd.core.decide import (
     Restore,
 )
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
-from monky_deployd.core.held import BackingOff, Held, Stalled, restore_wait
 from monky_deployd.core.report import TickRecord
 
 if TYPE_CHECKING:
     from monky_deployd.core.boxsteps import Ready
+    from monky_deployd.core.held import Held
 
 log = logging.getLogger("monky_deployd")
 
@@ -61,6 +61,8 @@ def fail(rec: TickRecord, err: DeployError) -> None:
 
 def skip(rec: TickRecord, plan: Hold | Backoff | Paused) -> None:
     """No apply this tick: say why and when the next attempt is; no report."""
+    from monky_deployd.core import held as held_kinds  # (a failure's record: not a no-op's)
+
     rec.revision = plan.revision
     rec.message = plan.reason
     if isinstance(plan, Paused):
@@ -82,7 +84,7 @@ def skip(rec: TickRecord, plan: Hold | Backoff | Paused) -> None:
             plan.reason,
             extra={"event": "plan.backoff", "phase": "plan", "next_attempt_at": next_at},
         )
-    elif isinstance(plan.held, Stalled):
+    elif isinstance(plan.held, held_kinds.Stalled):
         rec.outcome, rec.code = "failed", Code.ROLLBACK_FAILED
         log.error(
             f"{Code.ROLLBACK_FAILED}: {plan.reason}",
@@ -112,6 +114,8 @@ class Failure:
 
 def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
     """Roll back and hold, or back off (``core.recovery``); always raises the tick's fault."""
+    from monky_deployd.core import held as held_kinds  # (a failure's record: not a no-op's)
+
     plan, ready, err = f.plan, f.ready, f.err
     rec, state, cfg = ctx.rec, ctx.state, ctx.cfg
     if plan.previous is not None:  # the failure may show the LKG's values (its containers, a
@@ -135,7 +139,7 @@ def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
     )
     if step.rollback_to is None or ready is None or lkg is None:
         state.write_held(step.held)
-        if isinstance(step.held, BackingOff):
+        if isinstance(step.held, held_kinds.BackingOff):
             when = report.rfc3339(step.held.next_attempt_at, "seconds")
             log.warning(
                 f"revision {plan.revision} failed (attempt {step.held.attempts}); "
@@ -258,6 +262,8 @@ def restore_failed(
     """A restore (``up`` + verify of the applied revision) failed: no rollback (it is the
     last-known-good), the next restore backs off (``core.recovery``); raises the tick's fault,
     naming the revision and the service."""
+    from monky_deployd.core import held as held_kinds  # (a failure's record: not a no-op's)
+
     cfg = ctx.cfg.backoff
     after = recovery.after_restore_failure(
         held,
@@ -271,7 +277,7 @@ def restore_failed(
         u=u,
     )
     ctx.state.write_held(after)
-    wait = restore_wait(after)
+    wait = held_kinds.restore_wait(after)
     when = report.rfc3339(wait.next_at, "seconds") if wait is not None else "-"
     raise DeployError(
         f"restoring revision {plan.applied.revision} failed: {err.message}; "

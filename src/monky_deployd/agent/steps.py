@@ -209,9 +209,9 @@ def commit(ctx: Context, step: Commit) -> None:
         )
     )
     ctx.state.clear_held()
-    from monky_deployd.agent import baking  # off the no-op tick's imports
+    from monky_deployd.agent import bakestart  # off the no-op tick's imports
 
-    baking.start(ctx, step.revision, step.project, observed, before_commit)  # before the GC
+    bakestart.start(ctx, step.revision, step.project, observed, before_commit)  # before the GC
     collect(ctx, step.revision, step.previous)
     refresh_host_facts(ctx, compose=_compose_confirmed(ctx, step))
 

@@ -33,21 +33,19 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import httpx
 
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import leftovers
-from monky_deployd.adapters.box.grant import read_grant
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
-from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
-from monky_deployd.agent import context, logs, observe, outage, pace, publish, recovery
-from monky_deployd.agent.token import HeldToken, TokenKeeper
+from monky_deployd.adapters.net.tenancy import Tenancy
+from monky_deployd.agent import checkin, context, logs, observe, outage, pace, publish, recovery
+from monky_deployd.agent.token import TokenKeeper
 from monky_deployd.config import Config
 from monky_deployd.core import mask
 from monky_deployd.core.decide import (
@@ -60,11 +58,8 @@ from monky_deployd.core.decide import (
     Waiting,
     decide,
 )
-from monky_deployd.core.errors import Code, DeployError, TickDeadline, TokenError, fault_of
+from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.report import PhaseTiming, TickRecord
-
-if TYPE_CHECKING:
-    from monky_deployd.agent.observe import Local
 
 log = logging.getLogger("monky_deployd")
 
@@ -170,28 +165,30 @@ class _Tick:
         tenancy = Tenancy(client, cfg.tenancy, cfg.env, max_body_bytes=cfg.max_bundle_bytes)
         bao = Bao(client, cfg.openbao)
         # -- observe -------------------------------------------------------------------------
-        self.ctx.learn(self._tokens_at_rest())  # before any request or child: the log filter too
+        self.ctx.learn(
+            checkin.tokens_at_rest(self.cfg, self.state)
+        )  # before any request or child: the log filter too
         with self.phase("token"):
             keeper = TokenKeeper(cfg, bao, tenancy, self.clock, state=self.state)
             token = outage.acquire(keeper, tenancy)  # OpenBao down: tenancy too?
-        self.ctx.learn((*self._tokens_at_rest(), token.token))
+        self.ctx.learn((*checkin.tokens_at_rest(self.cfg, self.state), token.token))
         local = observe.read_local(self.state)
         self.rec.applied = local.record.revision if local.record else None
         with self.phase("checkin"):
-            answer, token = self._checkin(tenancy, keeper, token, local)
+            answer, token = checkin.checkin(self.ctx, tenancy, keeper, token, local)
         channel = publish.Channel(self.state, tenancy, token.token)
         self.out.channel = channel
         publish.deliver_outbox(self.state, tenancy, token.token)
         with (
             self.phase("inspect")
             if observe.asks_engine(cfg, answer, local, local.held)
-            else _nothing()
+            else observe.nothing()
         ):
             obs = observe.observe(cfg, self.state, answer, local, self.clock())
         self.rec.desired = obs.desired
         observe.settle(self.state, obs)
         bake_note = ""
-        if _bakes(obs) and local.applied is not None:  # the committed revision proves itself
+        if observe.bakes(obs) and local.applied is not None:  # the committed revision proves itself
             from monky_deployd.agent import baking  # (reads bake.json; inspects while it bakes)
 
             baked = baking.observe(self.ctx, self.phase, local.applied)
@@ -247,46 +244,3 @@ class _Tick:
         except (DeployError, TickDeadline) as exc:
             recovery.fail(self.rec, fault_of(exc))
         self.state.clear_journal()  # the apply or restore ended (a killed tick leaves it)
-
-    def _tokens_at_rest(self) -> tuple[str, ...]:
-        """The grant and the stored token, when readable (the token phase names any fault)."""
-        found: list[str] = []
-        with suppress(DeployError):
-            found.append(read_grant(self.cfg.grant_file))
-        try:
-            stored = self.state.read_token()
-        except (DeployError, ValueError):
-            stored = None
-        if stored is not None and stored.token is not None:
-            found.append(stored.token.token)
-        return tuple(found)
-
-    def _checkin(
-        self, tenancy: Tenancy, keeper: TokenKeeper, token: HeldToken, local: Local
-    ) -> tuple[Checkin, HeldToken]:
-        body = observe.checkin_body(context.host_facts(self.ctx), local)
-        etag = local.record.revision if local.record else None
-        try:
-            return tenancy.checkin(token.token, body, etag), token
-        except TokenError as err:
-            if err.code is not Code.TOKEN_INVALID:
-                raise
-            log.warning(
-                "tenancy rejected the held token; obtaining a new one once",
-                extra={"event": "token.rejected", "kind": token.kind},
-            )
-            token = keeper.invalidate(token)
-            self.ctx.learn((token.token,))
-            return tenancy.checkin(token.token, body, etag), token
-
-
-def _bakes(obs: observe.Observation) -> bool:
-    """Whether this tick judges the applied revision's bake (``agent.baking``): tenancy still
-    wants it and no killed tick is being accounted for."""
-    applied = obs.local.record
-    return applied is not None and obs.desired == applied.revision and obs.interrupted is None
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from monky_deployd.core import lifecycle, schedule
+from monky_deployd.core import lifecycle
 from monky_deployd.core.gates import Lock
-from monky_deployd.core.held import BackingOff, Held, Stalled, restore_wait
 from monky_deployd.core.records import Journal, Suspended
 from monky_deployd.core.recovery import rollback_pending
 from monky_deployd.core.services import ServiceState, foreign, orphans
+
+if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
+    from monky_deployd.core import schedule
+    from monky_deployd.core.held import Held
 
 # -- facts -----------------------------------------------------------------------------------
 
@@ -248,6 +251,8 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
         if applied is not None and f.running is not None
         else ()
     )
+    from monky_deployd.core.held import BackingOff, Stalled  # (held.json exists)
+
     box_changed = isinstance(held, BackingOff) and held.box_changed
     if applied is not None and missing and not (isinstance(held, Stalled) or box_changed):
         return _restore_backoff(f, applied, missing) or Restore(
@@ -373,8 +378,12 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
     """A Backoff while the applied revision's last restore failed and its next one is not due
     (``core.recovery.after_restore_failure``); ``--retry`` restores at once."""
     held = f.held
+    if held is None:
+        return None
+    from monky_deployd.core.held import restore_wait  # (held.json exists)
+
     wait = restore_wait(held)
-    if held is None or wait is None or f.retry or f.now >= wait.next_at:
+    if wait is None or f.retry or f.now >= wait.next_at:
         return None
     return Backoff(
         f.desired_revision or applied.revision,
@@ -392,6 +401,8 @@ def _gated(f: Facts, revision: str, reason: str) -> Plan:
     (``core.schedule.gate``), at once on ``--retry`` (the operator's "now"). A box with nothing
     applied has nothing a window protects: its first revision waits for its rollout place
     only. A malformed ``rollout`` does not wait: the apply's bundle check refuses it now."""
+    from monky_deployd.core import schedule
+
     if f.bundle is None or f.retry or schedule.rollout_malformed(f.bundle):
         return _apply(f, revision, reason)
     first = schedule.seen(f.seen, revision, f.now)

@@ -34,6 +34,7 @@ TEXT_MAX = 300
 SHORT_MAX = 64
 REVISION_MAX = 128
 MAX_BYTES = 256 * 1024
+TEXTFILE_NAME = "monky-deployd.prom"  # the metrics textfile, beside the ledger's figures
 OUTCOMES = ("applied", "noop", "idle", "held", "waiting", "failed", "refused")
 SUCCESS = frozenset({"applied", "noop", "idle"})
 FAILURE = frozenset({"failed", "refused"})

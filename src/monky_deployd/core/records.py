@@ -27,7 +27,7 @@ import json
 from dataclasses import asdict, field, fields
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from monky_deployd.core.clock import bounded_end
@@ -35,6 +35,10 @@ from monky_deployd.core.token_plan import Kind
 from monky_deployd.core.wire import HostFacts
 
 TOKEN_RECORD_VERSION = 1
+
+# Validators built on first use: a no-op tick reads applied.json and token.json only, so it does
+# not pay for the others' (release.json, suspend.json, journal.json, projects.json) at import.
+_LAZY = ConfigDict(defer_build=True)
 
 __all__ = [
     "TOKEN_RECORD_VERSION",
@@ -235,7 +239,7 @@ def host_facts_to_json(facts: HostFacts) -> bytes:
 # -- revisions/<rev>/release.json --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_LAZY)
 class ReleaseImage:
     """The image a service's container actually ran when its revision was verified."""
 
@@ -248,7 +252,7 @@ def _no_images() -> dict[str, ReleaseImage]:
     return {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_LAZY)
 class Release:
     """A verified revision kept on disk next to its compose.yaml and .env."""
 
@@ -285,7 +289,7 @@ class Release:
 # -- suspend.json ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_LAZY)
 class Suspended:
     """``monky-deployd suspend [--reason] [--for]``: no apply while ``active``."""
 
@@ -327,7 +331,7 @@ class Suspended:
 # -- journal.json ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_LAZY)
 class Journal:
     """The box step a tick is about to run: left behind only when that tick was killed."""
 
@@ -359,7 +363,7 @@ def _no_names() -> list[str]:
     return []
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_LAZY)
 class Projects:
     """The compose projects the agent started (written before its first ``up`` of a project).
     A project with volumes or networks but no container is the agent's only when named here

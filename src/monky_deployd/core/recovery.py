@@ -23,19 +23,13 @@ kept in ``held.json`` beside a held revision's record, or alone under the applie
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from monky_deployd.core.clock import bounded_end
 from monky_deployd.core.errors import Code
-from monky_deployd.core.held import (
-    BackingOff,
-    Held,
-    HeldRevision,
-    RestoreBackoff,
-    RestoreWait,
-    RollbackPending,
-    Stalled,
-    restore_wait,
-)
+
+if TYPE_CHECKING:  # (read when held.json exists: off the no-op tick's imports)
+    from monky_deployd.core.held import Held
 
 # the box steps after which the box no longer runs the LKG as it was: a failure there rolls back
 CHANGING_PHASES = frozenset({"down", "up", "verify"})
@@ -74,6 +68,8 @@ def after_failure(
 ) -> Recovery:
     """Roll back (and hold) or back off, from where the apply failed and what the box has. A
     rollback's record is ``RollbackPending``: it is stored before the rollback starts."""
+    from monky_deployd.core.held import BackingOff, RollbackPending
+
     attempts = previous.attempts + 1 if previous and previous.revision == revision else 1
     rollback = (
         failed_phase in CHANGING_PHASES
@@ -93,11 +89,15 @@ def after_failure(
 def rollback_pending(held: Held | None, lkg: str) -> bool:
     """The failure is recorded and its rollback to ``lkg`` started (or was stopped by a lock or
     a suspend) but never ended: the next tick finishes it (a restore of ``lkg``, pinned)."""
+    from monky_deployd.core.held import RollbackPending
+
     return isinstance(held, RollbackPending) and held.rolled_back_to == lkg
 
 
 def after_rollback(held: Held, ok: bool) -> Held:
     """The held record once the rollback ran: held either way; stalled when it failed."""
+    from monky_deployd.core.held import HeldRevision, RollbackPending, Stalled
+
     to = held.rolled_back_to if isinstance(held, RollbackPending | HeldRevision | Stalled) else None
     if ok:
         return HeldRevision(
@@ -121,6 +121,14 @@ def after_restore_failure(
     """The record after a failed restore of the ``applied`` revision: a held revision's record
     keeps its hold and gains the restore's backoff; otherwise a record of the applied revision
     that holds nothing but that backoff."""
+    from monky_deployd.core.held import (
+        BackingOff,
+        HeldRevision,
+        RestoreBackoff,
+        RestoreWait,
+        restore_wait,
+    )
+
     before = restore_wait(held)
     attempts = (before.attempts if before is not None else 0) + 1
     wait = RestoreWait(attempts, now + backoff_delay(attempts, base_s, cap_s, jitter, u))
@@ -132,7 +140,11 @@ def after_restore_failure(
 def after_restore(held: Held | None, applied: str) -> Held | None:
     """The record once the applied revision runs again (restored and verified, or found
     running): the restore's backoff is forgotten (None: no record stays)."""
-    if held is None or held.revision == applied or isinstance(held, RestoreBackoff):
+    if held is None:
+        return None
+    from monky_deployd.core.held import BackingOff, HeldRevision, RestoreBackoff
+
+    if held.revision == applied or isinstance(held, RestoreBackoff):
         return None
     if isinstance(held, HeldRevision | BackingOff) and held.restore is not None:
         return replace(held, restore=None)
@@ -147,6 +159,8 @@ def bounded(held: Held | None, now: float, cap_s: float) -> Held | None:
     (each tick's bound counts from its own clock)."""
     if held is None:
         return None
+    from monky_deployd.core.held import BackingOff, HeldRevision, RestoreBackoff, RestoreWait
+
     out = held
     if isinstance(out, HeldRevision | BackingOff | RestoreBackoff) and out.restore is not None:
         wait = out.restore
@@ -168,6 +182,8 @@ def checkin_outcome(held: Held | None) -> str:
     rollback, stalled)."""
     if held is None:
         return "applied"
+    from monky_deployd.core.held import HeldRevision
+
     if isinstance(held, HeldRevision) and held.rolled_back_to is not None:
         return "rolled_back"
     return "held"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -32,7 +32,9 @@ from monky_deployd.adapters.tls import no_tls
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code, CommandError, DeployError
 from monky_deployd.core.services import EngineEvent, ServiceState
-from monky_deployd.core.verify import ContainerObs
+
+if TYPE_CHECKING:  # (verify and bake only: off the no-op tick's imports)
+    from monky_deployd.core.verify import ContainerObs
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PROJECT_LABEL = "com.docker.compose.project"
@@ -325,6 +327,8 @@ def inspect_project(cfg: DockerCfg, project: str) -> list[ContainerObs]:
 
 
 def _observation(info: dict[str, Any]) -> ContainerObs:
+    from monky_deployd.core.verify import ContainerObs
+
     state = info.get("State") or {}
     health = state.get("Health") or {}
     log = health.get("Log") or []

@@ -64,9 +64,7 @@ from monky_deployd.adapters.fsutil import (
     link_error,
     refuse_link,
 )
-from monky_deployd.core.bake import Bake
 from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.held import Held, held_from_json
 from monky_deployd.core.ledger import MAX_BYTES as LEDGER_MAX
 from monky_deployd.core.ledger import Ledger
 from monky_deployd.core.records import (
@@ -79,7 +77,11 @@ from monky_deployd.core.records import (
     host_facts_from_json,
     host_facts_to_json,
 )
-from monky_deployd.core.schedule import Seen, seen_from_json, seen_to_json
+
+if TYPE_CHECKING:  # (read only when their files exist: off the no-op tick's imports)
+    from monky_deployd.core.bake import Bake
+    from monky_deployd.core.held import Held
+    from monky_deployd.core.schedule import Seen
 
 if TYPE_CHECKING:
     from monky_deployd.core.trust import Floor
@@ -295,6 +297,8 @@ class StateDir(Revisions):
         raw = self._record_or_none(self.held_file)
         if raw is None:
             return None
+        from monky_deployd.core.held import held_from_json
+
         try:
             return held_from_json(raw)
         except ValueError:
@@ -342,6 +346,8 @@ class StateDir(Revisions):
         raw = self._record_or_none(self.bake_file)
         if raw is None:
             return None
+        from monky_deployd.core.bake import Bake
+
         try:
             return Bake.from_json(raw)
         except ValueError:
@@ -415,12 +421,16 @@ class StateDir(Revisions):
         raw = self._record_or_none(self.waiting_file)
         if raw is None:
             return None
+        from monky_deployd.core.schedule import seen_from_json
+
         try:
             return seen_from_json(raw)
         except ValueError:
             return None
 
     def write_waiting(self, record: Seen) -> None:
+        from monky_deployd.core.schedule import seen_to_json
+
         atomic_write(self.waiting_file, seen_to_json(record), 0o600)
 
     def clear_waiting(self) -> None:

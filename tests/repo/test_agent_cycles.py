@@ -1,0 +1,99 @@
+"""agent/'s modules import one another one way (issue 29): an import circle, even through an
+import inside a function, makes the order matter and hides which module a path really needs
+(the no-op tick's). Only imports under ``TYPE_CHECKING`` (never run) do not count. Issue 29
+untied the last two: baking/recovery/steps (the bake's start is agent/bakestart.py) and
+ledger/metrics (the textfile's name is core.ledger's)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import monky_deployd
+
+AGENT = Path(monky_deployd.__file__).parent / "agent"
+PREFIX = "monky_deployd.agent"
+
+
+def _imports(path: Path) -> set[str]:
+    """The agent modules ``path`` imports, at module level or inside a function."""
+    tree = ast.parse(path.read_text())
+    never = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in never:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == PREFIX:
+                found.update(alias.name for alias in node.names)
+            elif node.module.startswith(PREFIX + "."):
+                found.add(node.module.split(".")[2])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PREFIX + "."):
+                    found.add(alias.name.split(".")[2])
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    names = {p.stem for p in AGENT.glob("*.py") if p.stem != "__init__"}
+    return {n: _imports(AGENT / f"{n}.py") & names for n in names}
+
+
+def _circles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
+    """The strongly connected components of more than one module, or a module importing
+    itself (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: set[frozenset[str]] = set()
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph[v]:
+                out.add(frozenset(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {
+        frozenset({"a", "b", "c"})
+    }
+    assert _circles({"a": {"b"}, "b": set()}) == set()
+
+
+def test_agent_has_no_import_circle() -> None:
+    graph = _graph()
+    assert {"tick", "steps", "baking", "ledger", "metrics"} <= graph.keys()  # the walk saw agent/
+    assert [sorted(c) for c in _circles(graph)] == []
+
+
+def test_the_tick_reads_top_to_bottom_within_250_lines() -> None:
+    """agent/tick.py is the no-op path's table of contents (issue 29): helpers live beside it."""
+    assert len((AGENT / "tick.py").read_text().splitlines()) <= 250
