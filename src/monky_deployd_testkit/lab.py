@@ -120,7 +120,10 @@ class Lab:
         image: str | None = None,
         project: str | None = None,
         services: tuple[str, ...] = ("web",),
+        web: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """A bundle of ``services`` (each a sleeping busybox); ``web``: keys of the ``web``
+        service's compose entry set or replaced (``{"cap_add": [...]}``)."""
         svc = {
             name: {
                 "image": image or self.image,
@@ -132,6 +135,8 @@ class Lab:
             }
             for name in services
         }
+        if web and "web" in svc:
+            svc["web"].update(web)
         if manifest is None:
             manifest = [
                 {"name": "DB_PASSWORD", "path": "envs/env-e2e-01/app", "key": "db_password"},
@@ -195,11 +200,15 @@ class Lab:
         proc = self.cli("apply", "--once", *extra, timeout=600)
         return Run(proc.returncode, parse_lines(proc.stdout), proc.stdout, proc.stderr)
 
-    def _ps(self, project: str | None, fmt: str, *filters: str) -> list[list[str]]:
-        """``docker ps`` of the project's running containers: the words of each line."""
+    def _ps(
+        self, project: str | None, fmt: str, *filters: str, every: bool = False
+    ) -> list[list[str]]:
+        """``docker ps`` of the project's running containers (``every``: in any state, ``-a``):
+        the words of each line."""
         argv = [
             "docker",
             "ps",
+            *(("-a",) if every else ()),
             "--filter",
             f"label=com.docker.compose.project={project or self.project}",
         ]
@@ -214,6 +223,14 @@ class Lab:
         """service -> container id of the project's running containers."""
         rows = self._ps(project, '{{.ID}} {{.Label "com.docker.compose.service"}}')
         return {svc: cid for cid, svc in rows}
+
+    def states(self, service: str) -> list[str]:
+        """The engine's state of each of the service's containers, in any state (``created``,
+        ``running``, ``exited`` ...)."""
+        rows = self._ps(
+            None, "{{.State}}", f"label=com.docker.compose.service={service}", every=True
+        )
+        return [row[0] for row in rows]
 
     def labelled(self, revision: str) -> dict[str, str]:
         """service -> deploy id of the running containers labelled with ``revision``

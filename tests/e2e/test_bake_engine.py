@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from monky_deployd_testkit import engines
 from monky_deployd_testkit.dockerlab import Registry
@@ -39,14 +38,6 @@ def configure(lab: Lab, bake_s: float) -> None:
     lab.write_config(
         verify={"stable_s": STABLE_S, "deadline_s": 30, "poll_s": 0.25, "bake_s": bake_s}
     )
-
-
-def bundle(lab: Lab, **web: Any) -> dict[str, Any]:
-    b = lab.bundle()
-    doc = yaml.safe_load(b["compose"])
-    doc["services"]["web"].update(web)
-    b["compose"] = yaml.safe_dump(doc)
-    return b
 
 
 def ok(run: Run, outcome: str) -> None:
@@ -82,10 +73,10 @@ def r1_baking(lab: Lab, bake_s: float) -> float:
     """r0 applied and promoted (the previous last-known-good), then r1 committed: r1 bakes.
     The commit's time."""
     configure(lab, bake_s)
-    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+    lab.estate.tenancy.set_desired("r0", lab.bundle(web=dict(command=["sleep", "3601"])))
     ok(lab.tick(), "applied")
     promoted_after(lab, bake_s, time.time())
-    lab.estate.tenancy.set_desired("r1", bundle(lab))
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
     ok(lab.tick(), "applied")
     return time.time()
 
@@ -98,7 +89,7 @@ def test_a_container_removed_by_hand_inside_the_bake_is_restored_and_promoted(
     first revision "never promoted"."""
     if first:
         configure(lab, 12)
-        lab.estate.tenancy.set_desired("r1", bundle(lab))
+        lab.estate.tenancy.set_desired("r1", lab.bundle())
         ok(lab.tick(), "applied")
         committed = time.time()
     else:
@@ -132,11 +123,13 @@ def test_docker_restart_inside_the_bake_is_not_the_revisions_fault(lab: Lab) -> 
 def test_an_unhealthy_spell_between_two_ticks_fails_the_bake(lab: Lab) -> None:
     """Before: healthy again at the tick, so the bake went on and promoted the revision."""
     configure(lab, 60)
-    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+    lab.estate.tenancy.set_desired("r0", lab.bundle(web=dict(command=["sleep", "3601"])))
     ok(lab.tick(), "applied")
     hc = {"test": ["CMD-SHELL", "test -f /healthy"], "interval": "1s", "retries": 1}
     script = "touch /healthy; sleep 5; rm /healthy; sleep 4; touch /healthy; sleep 3600"
-    lab.estate.tenancy.set_desired("r1", bundle(lab, command=["sh", "-c", script], healthcheck=hc))
+    lab.estate.tenancy.set_desired(
+        "r1", lab.bundle(web=dict(command=["sh", "-c", script], healthcheck=hc))
+    )
     ok(lab.tick(), "applied")
     time.sleep(12)  # the spell is over: healthy again at the tick
     state = subprocess.run(
@@ -157,7 +150,7 @@ def test_a_bake_failure_never_prints_the_baking_revisions_secret(lab: Lab) -> No
     the journal and the report: the bake was judged before the tick learned r1's values (the
     rollback taught it r0's only)."""
     configure(lab, 30)
-    lab.estate.tenancy.set_desired("r0", bundle(lab, command=["sleep", "3601"]))
+    lab.estate.tenancy.set_desired("r0", lab.bundle(web=dict(command=["sleep", "3601"])))
     ok(lab.tick(), "applied")
     lab.estate.bao.set_secret(APP, {"db_password": ROTATED})
     hc = {
@@ -166,7 +159,9 @@ def test_a_bake_failure_never_prints_the_baking_revisions_secret(lab: Lab) -> No
         "retries": 1,
     }
     script = "touch /healthy; sleep 4; rm /healthy; sleep 3600"
-    lab.estate.tenancy.set_desired("r1", bundle(lab, command=["sh", "-c", script], healthcheck=hc))
+    lab.estate.tenancy.set_desired(
+        "r1", lab.bundle(web=dict(command=["sh", "-c", script], healthcheck=hc))
+    )
     ok(lab.tick(), "applied")
     time.sleep(6)
     run = lab.tick()
@@ -181,11 +176,11 @@ def test_a_rollbacks_own_recreation_does_not_fail_the_revision_it_restores(lab: 
     """r1 bakes; r2 fails verify and is rolled back to r1 (a new container of r1's config).
     Before: r1 "is missing", BAKE_FAILED, back to r0 and the good r1 held."""
     committed = r1_baking(lab, 25)
-    lab.estate.tenancy.set_desired("r2", bundle(lab, command=["sh", "-c", "exit 3"]))
+    lab.estate.tenancy.set_desired("r2", lab.bundle(web=dict(command=["sh", "-c", "exit 3"])))
     failed = lab.tick()
     assert failed.rc == 1, failed.stdout
     assert json.loads((lab.state_dir / "applied.json").read_text())["revision"] == "r1"
-    lab.estate.tenancy.set_desired("r1", bundle(lab))  # tenancy goes back to r1
+    lab.estate.tenancy.set_desired("r1", lab.bundle())  # tenancy goes back to r1
     run = lab.tick()
     ok(run, "noop")
     assert "baking:" in run.summary["message"], run.stdout
@@ -212,7 +207,7 @@ def test_an_engine_restart_inside_the_bake_is_drift_not_the_revisions_fault(
     monkeypatch.setenv("DOCKER_HOST", engines.SECOND_SOCK)  # the lab and the agent follow it
     with Lab(tmp_path, registry, web_image, db_password=SECRET) as lab:
         configure(lab, 20)
-        lab.estate.tenancy.set_desired("r1", bundle(lab, restart=restart))
+        lab.estate.tenancy.set_desired("r1", lab.bundle(web=dict(restart=restart)))
         ok(lab.tick(), "applied")
         committed = time.time()
         engines.restart_second()

@@ -77,27 +77,6 @@ def job_tags(lab: Lab) -> list[str]:
     return f.read_text().split() if f.exists() else []
 
 
-def state_of(lab: Lab, service: str) -> list[str]:
-    """The engine's state of each of the service's containers (any state)."""
-    out = subprocess.run(
-        (
-            "docker",
-            "ps",
-            "-a",
-            "--filter",
-            f"label=com.docker.compose.project={lab.project}",
-            "--filter",
-            f"label=com.docker.compose.service={service}",
-            "--format",
-            "{{.State}}",
-        ),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return out.split()
-
-
 def status(lab: Lab) -> tuple[int, dict[str, Any]]:
     st = lab.cli("status", "--json")
     return st.returncode, json.loads(st.stdout)
@@ -201,7 +180,7 @@ def test_a_rollback_never_re_runs_the_lkgs_job_after_the_failed_revision_changed
     assert failed.rc == 1 and lab.estate.tenancy.reports[-1]["rollback"]["ok"], failed.stdout
     time.sleep(1)
     assert job_tags(lab) == ["v1", "v2"]
-    assert state_of(lab, "migrate") == ["created"]  # r1's config, never started
+    assert lab.states("migrate") == ["created"]  # r1's config, never started
     [kept] = failed.events("up.job_done")  # the rollback's (r2's up ran its new config)
     assert kept["service"] == "migrate" and "made again, not started" in kept["message"]
     code, st = status(lab)
@@ -241,7 +220,7 @@ def test_a_restore_after_a_lock_stopped_rollback_never_re_runs_the_lkgs_job(lab:
     assert "migrate's container was made by r2/" in plan["message"], plan["message"]
     time.sleep(1)
     assert job_tags(lab) == ["v1", "v2"]
-    assert state_of(lab, "migrate") == ["created"]
+    assert lab.states("migrate") == ["created"]
     assert any(e["service"] == "migrate" for e in restored.events("up.job_done")), restored.stdout
     ok(lab.tick(), "noop")
     rc, st = status(lab)
@@ -266,7 +245,7 @@ def test_a_restore_after_a_killed_tick_never_re_runs_the_lkgs_job(lab: Lab) -> N
     ok(run, "applied")  # restored
     time.sleep(1)
     assert job_tags(lab) == ["v1", "v2"]
-    assert state_of(lab, "migrate") == ["created"]
+    assert lab.states("migrate") == ["created"]
     assert any(e["service"] == "migrate" for e in run.events("up.job_done")), run.stdout
     ok(lab.tick(), "noop")
 
@@ -280,7 +259,7 @@ def test_a_rollback_keeps_a_job_that_outlasted_verify_and_then_ended_on_its_own(
     tenancy.set_desired("r1", bundle(lab, tag="v1", job="sleep 4"))
     ok(lab.tick(), "applied")
     end = time.monotonic() + 20
-    while state_of(lab, "migrate") != ["exited"] and time.monotonic() < end:
+    while lab.states("migrate") != ["exited"] and time.monotonic() < end:
         time.sleep(0.25)
     noop = lab.tick()
     ok(noop, "noop")
@@ -290,4 +269,4 @@ def test_a_rollback_keeps_a_job_that_outlasted_verify_and_then_ended_on_its_own(
     assert failed.rc == 1 and lab.estate.tenancy.reports[-1]["rollback"]["ok"], failed.stdout
     time.sleep(1)
     assert job_tags(lab) == ["v1", "v2"]
-    assert state_of(lab, "migrate") == ["created"]
+    assert lab.states("migrate") == ["created"]

@@ -78,22 +78,7 @@ def wait_exited(lab: Lab, service: str, limit_s: float = 30) -> None:
     """Until the service's container has exited (the job ran to its end)."""
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
-        out = subprocess.run(
-            (
-                "docker",
-                "ps",
-                "-a",
-                "--filter",
-                f"label=com.docker.compose.project={lab.project}",
-                "--filter",
-                f"label=com.docker.compose.service={service}",
-                "--format",
-                "{{.State}}",
-            ),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
+        out = lab.states(service)
         if out and all(s in ("exited", "dead") for s in out):
             return
         time.sleep(0.25)

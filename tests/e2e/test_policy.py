@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab
@@ -28,14 +27,6 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
         yield lab
 
 
-def bundle(lab: Lab, **web: Any) -> dict[str, Any]:
-    b = lab.bundle()
-    doc = yaml.safe_load(b["compose"])
-    doc["services"]["web"].update(web)
-    b["compose"] = yaml.safe_dump(doc)
-    return b
-
-
 def inspect(lab: Lab, container: str) -> dict[str, Any]:
     out = subprocess.run(
         ("docker", "inspect", container), capture_output=True, text=True, check=True
@@ -45,7 +36,7 @@ def inspect(lab: Lab, container: str) -> dict[str, Any]:
 
 
 def test_a_refused_revision_changes_nothing_and_names_each_violation(lab: Lab) -> None:
-    lab.estate.tenancy.set_desired("r1", bundle(lab))
+    lab.estate.tenancy.set_desired("r1", lab.bundle())
     first = lab.tick()
     assert first.rc == 0, first.stdout + first.stderr
     before, pulls = lab.containers(), lab.pulls()
@@ -56,15 +47,16 @@ def test_a_refused_revision_changes_nothing_and_names_each_violation(lab: Lab) -
     os.symlink("/etc", lab.tmp / "etc-link")
     lab.estate.tenancy.set_desired(
         "r2",
-        bundle(
-            lab,
-            cap_add=["SYS_ADMIN"],
-            pid="host",
-            security_opt=["apparmor:unconfined"],
-            volumes=[
-                "/var/run/docker.sock:/docker.sock",
-                {"type": "bind", "source": f"{lab.tmp}/etc-link/", "target": "/e"},
-            ],
+        lab.bundle(
+            web={
+                "cap_add": ["SYS_ADMIN"],
+                "pid": "host",
+                "security_opt": ["apparmor:unconfined"],
+                "volumes": [
+                    "/var/run/docker.sock:/docker.sock",
+                    {"type": "bind", "source": f"{lab.tmp}/etc-link/", "target": "/e"},
+                ],
+            }
         ),
     )
     refused = lab.tick()
@@ -103,7 +95,7 @@ def test_an_allowance_lets_a_revision_through_and_a_tighter_policy_keeps_it_runn
     lab: Lab,
 ) -> None:
     lab.write_config(policy={"services": {"web": {"cap_add": ["NET_ADMIN"]}}})
-    lab.estate.tenancy.set_desired("r1", bundle(lab, cap_add=["NET_ADMIN"]))
+    lab.estate.tenancy.set_desired("r1", lab.bundle(web=dict(cap_add=["NET_ADMIN"])))
     first = lab.tick()
     assert first.rc == 0, first.stdout + first.stderr
     assert first.summary["outcome"] == "applied"
