@@ -35,12 +35,9 @@ def both_down(err: DeployError, tenancy: Tenancy) -> DeployError:
     try:
         tenancy.probe()
     except DeployError as down:
-        return DeployError(
+        return err.restated(
             f"{err.message.rstrip('.')}; tenancy is down too: {down.code}: {down.message}",
-            code=err.code,
-            hint=f"{err.hint.rstrip('.')}; and {down.hint}" if err.hint else down.hint,
-            detail=err.detail,
-            outcome=err.outcome,
+            f"{err.hint.rstrip('.')}; and {down.hint}" if err.hint else down.hint,
         )
     except TickDeadline:  # no time left to ask: OpenBao's fault stands
         return err

@@ -170,12 +170,9 @@ def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
         ):
             steps.run(ctx, rollback_steps(ready, lkg), phase, gate="rollback")
     except Gated as blocked:  # held.json says: rollback pending; the next tick let through ends it
-        raise DeployError(
+        raise err.restated(
             f"{err.message}; the rollback to {lkg.revision} is pending: {blocked.message}",
-            code=err.code,
-            hint=f"{err.hint}; {blocked.hint}" if err.hint else blocked.hint,
-            detail=err.detail,
-            outcome=err.outcome,
+            f"{err.hint}; {blocked.hint}" if err.hint else blocked.hint,
         ) from None
     except (DeployError, TickDeadline) as exc:
         rb_err = fault_of(exc)
@@ -198,12 +195,8 @@ def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
 
     rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision}"))
     state.write_held(recovery.after_rollback(step.held, ok=True))
-    raise DeployError(
-        f"{err.message}; rolled back to {lkg.revision} (verified) and holding {plan.revision}",
-        code=err.code,
-        hint=err.hint,
-        detail=err.detail,
-        outcome=err.outcome,
+    raise err.restated(
+        f"{err.message}; rolled back to {lkg.revision} (verified) and holding {plan.revision}"
     )
 
 
@@ -279,13 +272,9 @@ def restore_failed(
     ctx.state.write_held(after)
     wait = held_kinds.restore_wait(after)
     when = report.rfc3339(wait.next_at, "seconds") if wait is not None else "-"
-    raise DeployError(
+    raise err.restated(
         f"restoring revision {plan.applied.revision} failed: {err.message}; "
-        f"next restore attempt at {when} (attempt {wait.attempts if wait else 1})",
-        code=err.code,
-        hint=err.hint,
-        detail=err.detail,
-        outcome=err.outcome,
+        f"next restore attempt at {when} (attempt {wait.attempts if wait else 1})"
     ) from err
 
 

@@ -360,6 +360,17 @@ class DeployError(Exception):
         self.detail = detail
         self.outcome: Outcome = outcome or code.outcome
 
+    def restated(self, message: str, hint: str | None = None) -> DeployError:
+        """The same fault (code, detail, outcome) said with more: ``message``, and ``hint``
+        when given."""
+        return DeployError(
+            message,
+            code=self.code,
+            hint=self.hint if hint is None else hint,
+            detail=self.detail,
+            outcome=self.outcome,
+        )
+
     def __str__(self) -> str:
         text = f"{self.code}: {self.message}"
         if self.hint:
