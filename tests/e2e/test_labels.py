@@ -2,9 +2,10 @@
 CLI, the loopback estate, a real registry and the real Docker engine.
 
 Labels are part of a container's configuration: were every service relabelled on each revision,
-compose would recreate every container (a database restarted for a web change). The agent asks
-compose for each service's config hash without the labels override (``config --hash '*'``),
-keeps it in applied.json, and gives new labels only to a service whose hash moved."""
+compose would recreate every container (a database restarted for a web change). The agent keeps
+each service's config digest without the labels override in applied.json (from the ``compose
+config --format json`` the local policy reads; an older agent's record holds compose's own
+``config --hash``) and gives new labels only to a service whose digest moved."""
 
 from __future__ import annotations
 
@@ -129,3 +130,38 @@ def test_a_new_image_under_the_same_tag_relabels_only_its_service(
     assert ids2["web"] == ids1["web"] and ids2["db"] != ids1["db"]
     assert revision_of(lab) == {"web": ("r1", tick1), "db": ("r2", tick2)}
     assert sorted(lab.labelled("r2")) == ["db"]
+
+
+def test_an_older_agents_record_is_compared_once_by_composes_own_hash(lab: Lab) -> None:
+    """applied.json as an agent before issue 29 wrote it holds compose's own ``config --hash``
+    per service: the next apply compares with those (one ``config --hash``), so db is not
+    recreated for the agent's upgrade, and keeps the agent's digests from then on."""
+    lab.estate.tenancy.set_desired("r1", two_services(lab))
+    first = lab.tick()
+    assert first.rc == 0, first.stdout + first.stderr
+    ids1, tick1 = lab.containers(), applied(lab)["deploy_id"]
+    record = applied(lab)
+    assert all(
+        lb["config_hash"].startswith("hmac-sha256:") for lb in record["service_labels"].values()
+    )
+    workdir = lab.state_dir / "revisions" / "r1"
+    hashes = subprocess.run(
+        ("docker", "compose", "--project-name", lab.project, "--project-directory", str(workdir),
+         "--file", str(workdir / "compose.yaml"), "config", "--hash", "*"),
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    for line in hashes.splitlines():
+        service, digest = line.split()
+        record["service_labels"][service]["config_hash"] = digest
+    path = lab.state_dir / "applied.json"
+    path.write_text(json.dumps(record))
+
+    lab.estate.tenancy.set_desired("r2", two_services(lab, {"EXTRA": "1"}))
+    second = lab.tick()
+    assert second.rc == 0, second.stdout + second.stderr
+    ids2, tick2 = lab.containers(), applied(lab)["deploy_id"]
+    assert ids2["db"] == ids1["db"] and ids2["web"] != ids1["web"]
+    assert revision_of(lab) == {"web": ("r2", tick2), "db": ("r1", tick1)}
+    labels = applied(lab)["service_labels"]
+    assert all(lb["config_hash"].startswith("hmac-sha256:") for lb in labels.values())
+    assert labels["db"]["revision"] == "r1"

@@ -52,6 +52,9 @@ class Context:
     # each staged service's config hash and labels (Commit keeps them in applied.json)
     labelled: dict[str, ServiceLabel] = field(default_factory=dict)
     kept_jobs: dict[str, str] = field(default_factory=dict)  # jobs an up left alone (done)
+    # per revision prepared: compose's effective configuration the policy judged and the .env
+    # (holds secret values: never logged); the pull step's config digests
+    judged: dict[str, tuple[dict[str, object], str]] = field(default_factory=dict)
 
     def learn(self, secrets: Iterable[str]) -> None:
         """Add secrets to the tick's masker (children's output, errors, report, log lines)."""

@@ -53,7 +53,7 @@ def up_leaving_done_jobs(
     if not whole:
         kept = tuple(k for k in kept if k.service in every)
     for k in kept:
-        config = labels[k.service].config_hash[:12] or "(hash unknown)"
+        config = labels[k.service].config_hash.rpartition(":")[2][:12] or "(hash unknown)"
         log.info(
             f"{k.service}: done for config {config} (ran to completion at "
             f"{k.made_by.partition('/')[0]}'s apply, {k.made_by}): not run again"

@@ -109,16 +109,17 @@ def judge(
     project_dir: Path,
     release: tuple[str, str],
     masker: Masker = NO_SECRETS,
-) -> list[policy.Violation]:
+) -> tuple[list[policy.Violation], dict[str, object]]:
     """Every violation of the policy by the release (its compose file and rendered .env) run
     from ``project_dir``: its sources first (compose does not run when they reach outside
-    it), then compose's effective configuration."""
+    it), then compose's effective configuration; and that configuration (empty when the
+    sources were refused)."""
     outside = policy.sources(composefile.load(release[0]))
     if outside:
-        return outside
+        return outside, {}
     config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
     resolved = {path: resolve(path) for _, _, path in policy.binds(config)}
-    return policy.judge(config, rules(cfg), resolved, str(project_dir))
+    return policy.judge(config, rules(cfg), resolved, str(project_dir)), config
 
 
 def check(
@@ -129,11 +130,13 @@ def check(
     project_dir: Path,
     release: tuple[str, str],
     masker: Masker,
-) -> None:
-    """Refuse (POLICY_*) a new revision the policy does not allow; nothing has changed yet."""
-    found = judge(cfg, docker_dir, project, project_dir, release, masker)
+) -> dict[str, object]:
+    """Refuse (POLICY_*) a new revision the policy does not allow; nothing has changed yet.
+    Returns compose's effective configuration of the release (``docker compose config``)."""
+    found, config = judge(cfg, docker_dir, project, project_dir, release, masker)
     if found:
         raise policy.refusal(revision, found)
+    return config
 
 
 def running(
@@ -162,7 +165,7 @@ def running(
     from monky_deployd.core import atrest  # what compose may echo of the .env: masked
 
     masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
-    return judge(cfg, docker_dir, project, project_dir, (texts[0], texts[1]), masker)
+    return judge(cfg, docker_dir, project, project_dir, (texts[0], texts[1]), masker)[0]
 
 
 def running_lines(cfg: Config, docker_dir: Path, revisions_dir: Path, masker: Masker) -> list[str]:

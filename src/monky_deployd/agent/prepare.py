@@ -76,10 +76,11 @@ def check(
 
         project_dir = ctx.state.revisions_dir.absolute() / bundle.revision
         release = (bundle.compose, env_text)
-        policy.check(
+        effective = policy.check(
             cfg, ctx.state.docker_dir, bundle.revision, bundle.project, project_dir, release,
             ctx.masker,
         )  # fmt: skip
+        ctx.judged[bundle.revision] = (effective, env_text)  # the labels' config digests
     with phase("registry"):
         cred = prepare.credential(bundle, env)
         ctx.learn(prepare.secrets_of(env, cred))

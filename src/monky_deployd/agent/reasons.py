@@ -121,22 +121,23 @@ def checked(
 
 
 def keep_labels(
-    docker: DockerCfg, state: StateDir, compose: Compose, deploy_id: str
+    docker: DockerCfg,
+    state: StateDir,
+    compose: Compose,
+    deploy_id: str,
+    judged: tuple[Mapping[str, object], str] | None,
 ) -> dict[str, ServiceLabel]:
     """Rewrite the staged revision's labels override so that only a service this apply changes
-    gets its revision and deploy id: one whose compose config hash (``config --hash``, without
-    the labels) differs from applied.json's, or whose pulled image is not the one the applied
-    release ran, or a new one. The others keep the labels of the apply that last changed them,
-    so compose does not recreate them for a label. Returns what Commit keeps in applied.json
-    (empty when compose cannot hash the project: every service is then labelled new)."""
+    gets its revision and deploy id: one whose config digest (``core.reasons.service_digests``
+    of ``judged``: compose's effective configuration the policy read, and the rendered .env)
+    differs from applied.json's, or whose pulled image is not the one the applied release ran,
+    or a new one. The others keep the labels of the apply that last changed them, so compose
+    does not recreate them for a label. An applied.json an older agent wrote holds compose's
+    own hashes: compared once by ``config --hash``, the digests kept from then on. Returns
+    what Commit keeps in applied.json (empty when neither can be had: every service is then
+    labelled new)."""
     revision, project = compose.workdir.name, compose.project
-    hashes = compose.config_hashes()
-    if not hashes:
-        log.warning(
-            "compose config --hash gave no service hashes: every service gets new labels",
-            extra={"event": "apply.labels", "revision": revision},
-        )
-        return {}
+    digests = reasons.service_digests(state.hash_key(), *judged) if judged is not None else None
     applied = state.read_applied()
     if applied is None or applied.project != project:
         before: Mapping[str, ServiceLabel] = {}
@@ -144,7 +145,16 @@ def keep_labels(
     else:
         before = applied.service_labels
         moved = _images_moved(docker, state, applied.revision, revision)
-    stamped = reasons.service_labels(hashes, before, revision, deploy_id, moved)
+    hashes = digests
+    if digests is None or not reasons.digested(before):
+        hashes = compose.config_hashes()  # an older agent's record: its kind of hash, once
+    if not hashes:
+        log.warning(
+            "compose config --hash gave no service hashes: every service gets new labels",
+            extra={"event": "apply.labels", "revision": revision},
+        )
+        return {}
+    stamped = reasons.service_labels(hashes, before, revision, deploy_id, moved, digests)
     state.write_labels(revision, reasons.labels_override(revision, deploy_id, hashes, stamped))
     return stamped
 

@@ -57,7 +57,8 @@ def pull(ctx: Context, step: Pull) -> None:
     if step.deploy_id:  # labels: new ones only for the services this apply changes
         from monky_deployd.agent.reasons import keep_labels  # off the no-op tick's imports
 
-        ctx.labelled = keep_labels(ctx.cfg.docker, ctx.state, compose, step.deploy_id)
+        judged = ctx.judged.get(step.revision)
+        ctx.labelled = keep_labels(ctx.cfg.docker, ctx.state, compose, step.deploy_id, judged)
 
 
 def down(ctx: Context, step: Down) -> None:

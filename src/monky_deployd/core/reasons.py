@@ -310,22 +310,62 @@ def labels_override(
     return "\n".join(lines) + "\n"
 
 
+# What ``service_digests`` gives starts with this; compose's own hashes (``config --hash``, what
+# an agent before it kept in applied.json) are bare hex.
+DIGEST_PREFIX = "hmac-sha256:"
+# What compose leaves out of its own config hash (``ServiceHash``): no reason to recreate.
+_NOT_HASHED = ("build", "pull_policy", "scale", "depends_on", "profiles")
+
+
+def service_digests(key: bytes, config: Mapping[str, object], env_text: str) -> dict[str, str]:
+    """Each service's config digest from compose's effective configuration of the release
+    (``docker compose config --format json --no-env-resolution``, the local policy's reading,
+    without the labels override): keyed (HMAC-SHA256, ``key``: the values are secrets) over
+    the service's definition less what compose's own hash leaves out, plus the rendered
+    ``.env`` for a service that reads it as ``env_file`` (compose reads it in at ``up``; the
+    only env_file the policy lets through). It moves when compose's ``config --hash`` moves,
+    and for an env_file service on any change of ``.env``."""
+    services = config.get("services")
+    out: dict[str, str] = {}
+    for name, body in sorted(services.items()) if isinstance(services, dict) else ():
+        if not isinstance(body, dict):
+            continue
+        kept = {k: v for k, v in body.items() if k not in _NOT_HASHED and k != "env_file"}
+        if isinstance(deploy := kept.get("deploy"), dict):
+            kept["deploy"] = {k: v for k, v in deploy.items() if k != "replicas"}
+        if body.get("env_file"):
+            kept["env_file"] = env_text
+        text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+        out[str(name)] = DIGEST_PREFIX + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    return out
+
+
+def digested(before: Mapping[str, ServiceLabel]) -> bool:
+    """Whether ``before``'s config hashes are ``service_digests``' (comparable with them), not
+    compose's own that an older agent recorded."""
+    return all(lb.config_hash.startswith(DIGEST_PREFIX) for lb in before.values())
+
+
 def service_labels(
     hashes: Mapping[str, str],
     before: Mapping[str, ServiceLabel],
     revision: str,
     deploy_id: str,
     moved: Collection[str] = (),
+    record: Mapping[str, str] | None = None,
 ) -> dict[str, ServiceLabel]:
     """Each service's labels for this apply: a service whose config hash (without the labels)
     is the one ``before`` recorded and whose image did not move (``moved``) keeps the revision
     and deploy that last changed it (its container is not recreated for a label); a new or
-    changed service gets this apply's."""
+    changed service gets this apply's. ``record``: the hash each label keeps from now on when
+    it is not the one compared (an older agent's record, compared by compose's own hash, gets
+    ``service_digests``')."""
     out: dict[str, ServiceLabel] = {}
     for name, digest in hashes.items():
         old = before.get(name)
+        keep = (record or {}).get(name, digest)
         if old is not None and old.config_hash == digest and old.revision and name not in moved:
-            out[name] = old
+            out[name] = ServiceLabel(keep, old.revision, old.deploy_id)
         else:
-            out[name] = ServiceLabel(digest, revision, deploy_id)
+            out[name] = ServiceLabel(keep, revision, deploy_id)
     return out

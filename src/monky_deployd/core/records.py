@@ -86,8 +86,9 @@ def _no_reasons() -> list[dict[str, str]]:
 
 @dataclass(frozen=True)
 class ServiceLabel:
-    """A service as applied: its compose config hash (``docker compose config --hash``, without
-    the labels override) and the revision and deploy that last changed it (its labels)."""
+    """A service as applied: its config digest (``core.reasons.service_digests``, without the
+    labels override; an older agent kept compose's own ``config --hash``) and the revision and
+    deploy that last changed it (its labels)."""
 
     config_hash: str
     revision: str

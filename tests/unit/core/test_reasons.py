@@ -156,3 +156,81 @@ def test_a_service_keeps_its_labels_until_its_config_hash_or_image_changes(
     for name, svc in (doc["services"] or {}).items():
         assert svc["labels"][reasons.LABEL_REVISION] == got[name].revision
         assert svc["labels"][reasons.LABEL_DEPLOY_ID] == got[name].deploy_id
+
+
+# --- service_digests: the labels' config digests from compose's effective configuration ---
+
+KEY = b"k" * 32
+values = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.lists(st.text(max_size=4))
+)
+fields = st.from_regex(r"[a-z][a-z_]{0,10}", fullmatch=True)
+definitions = st.dictionaries(fields, values, max_size=6).map(lambda d: {"image": "x", **d})
+
+
+@given(definitions, st.sampled_from(["build", "pull_policy", "scale", "depends_on", "profiles"]))
+def test_what_compose_leaves_out_of_its_hash_does_not_move_the_digest(
+    body: dict[str, object], left_out: str
+) -> None:
+    a = {"services": {"web": {k: v for k, v in body.items() if k != left_out}}}
+    b = {"services": {"web": {**body, left_out: {"context": "/elsewhere", "x": [1]}}}}
+    assert reasons.service_digests(KEY, a, "") == reasons.service_digests(KEY, b, "")
+    replicas = {"services": {"web": {**body, "deploy": {"replicas": 5, "resources": {}}}}}
+    one = {"services": {"web": {**body, "deploy": {"replicas": 1, "resources": {}}}}}
+    assert reasons.service_digests(KEY, replicas, "") == reasons.service_digests(KEY, one, "")
+
+
+@given(
+    definitions,
+    fields.filter(
+        lambda f: f not in {"build", "pull_policy", "scale", "depends_on", "profiles", "env_file"}
+    ),
+    values,
+)
+def test_any_other_change_of_a_definition_moves_only_its_service_digest(
+    body: dict[str, object], name: str, value: object
+) -> None:
+    changed = {**body, name: value}
+    other = {"image": "db"}
+    before = reasons.service_digests(KEY, {"services": {"web": body, "db": other}}, "A=1\n")
+    after = reasons.service_digests(KEY, {"services": {"web": changed, "db": other}}, "A=2\n")
+    assert before["db"] == after["db"]  # it does not read the .env as env_file
+    same = name in body and json.dumps(body[name]) == json.dumps(value)  # (1 is not True)
+    assert (before["web"] == after["web"]) == same
+    assert all(d.startswith(reasons.DIGEST_PREFIX) for d in after.values())
+    assert reasons.digested({n: ServiceLabel(d, "r1") for n, d in after.items()})
+
+
+@given(definitions, st.text(max_size=20), st.text(max_size=20))
+def test_an_env_file_service_moves_with_the_env_and_not_with_its_path(
+    body: dict[str, object], env_a: str, env_b: str
+) -> None:
+    def digest(path: str, env: str, key: bytes = KEY) -> str:
+        web = {**body, "env_file": [{"path": path}]}
+        return reasons.service_digests(key, {"services": {"web": web}}, env)["web"]
+
+    # the revision directory is in env_file's path; compose reads the file in at up
+    assert digest("/s/revisions/r1/.env", env_a) == digest("/s/revisions/r2/.env", env_a)
+    assert (digest("/s/r1/.env", env_a) == digest("/s/r1/.env", env_b)) == (env_a == env_b)
+    assert digest("/s/r1/.env", env_a) != digest("/s/r1/.env", env_a, b"q" * 32)  # keyed
+
+
+def test_compose_hashes_an_older_agent_kept_are_not_digests() -> None:
+    assert not reasons.digested({"web": ServiceLabel("ab" * 32, "r1")})
+    assert reasons.digested({})
+    assert reasons.service_digests(KEY, {"services": "nonsense"}, "") == {}
+    assert reasons.service_digests(KEY, {}, "") == {}
+
+
+@given(before=hashes, now=hashes, moved=st.sets(names, max_size=3))
+def test_labels_compared_by_one_hash_keep_the_digest_given_to_record(
+    before: dict[str, str], now: dict[str, str], moved: set[str]
+) -> None:
+    old = {n: ServiceLabel(h, "r1", "tick1") for n, h in before.items()}
+    record = {n: reasons.DIGEST_PREFIX + h for n, h in now.items()}
+    got = reasons.service_labels(now, old, "r2", "tick2", moved, record)
+    compared = reasons.service_labels(now, old, "r2", "tick2", moved)
+    assert {n: lb.config_hash for n, lb in got.items()} == record
+    assert {n: (lb.revision, lb.deploy_id) for n, lb in got.items()} == {
+        n: (lb.revision, lb.deploy_id) for n, lb in compared.items()
+    }

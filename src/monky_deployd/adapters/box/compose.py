@@ -125,7 +125,8 @@ class Compose:
     def config_hashes(self) -> dict[str, str] | None:
         """Each service's config hash (``docker compose config --hash '*'``: the hash compose
         compares to decide a recreate) WITHOUT the labels override; None when compose cannot
-        say (its last line is logged by the caller; ``up`` names the fault)."""
+        say (its last line is logged by the caller; ``up`` names the fault). Only to compare
+        with an applied.json an older agent wrote (``agent.reasons.keep_labels``)."""
         result = runner.run(
             self._argv("config", "--hash", "*", labels=False),
             env=self.env,
