@@ -8,11 +8,12 @@ Imported only when a revision is prepared or by ``plan``/``doctor``: never on a 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from pathlib import Path
 
-from monky_deployd.adapters.box import composeconfig
+from monky_deployd.adapters.box import composeconfig, docker_api
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
 from monky_deployd.config_policy import AllowCfg
 from monky_deployd.core import composefile, policy
@@ -54,9 +55,10 @@ def _allow(cfg: AllowCfg) -> policy.Allow:
 
 def protected(cfg: Config) -> tuple[str, ...]:
     """The paths no bind mount may reach, as written and with their symlinks resolved: the
-    fixed ones, the docker socket configured, the agent's config dir (/etc/monky-deployd: a
-    config.yaml elsewhere is under /etc in practice), state dir, grant, the Ziti identity's
-    directory."""
+    fixed ones, the docker socket configured, the engine's own data root (``DockerRootDir`` of
+    ``GET /info``, when it answers: a moved ``data-root``), the agent's config dir
+    (/etc/monky-deployd: a config.yaml elsewhere is under /etc in practice), state dir, grant,
+    the Ziti identity's directory."""
     paths = [
         *ALWAYS_PROTECTED,
         str(DEFAULT_CONFIG_PATH.parent),
@@ -69,6 +71,10 @@ def protected(cfg: Config) -> tuple[str, ...]:
         paths.append(host.removeprefix("unix://"))
     if cfg.docker.containerd_root is not None:
         paths.append(str(cfg.docker.containerd_root))
+    with contextlib.suppress(DeployError):  # an engine that does not answer runs nothing
+        root = docker_api.engine_info(cfg.docker)[0].get("DockerRootDir")
+        if isinstance(root, str) and root.startswith("/"):
+            paths.append(root)
     found = {policy.normpath(p) for p in paths} | {os.path.realpath(p) for p in paths}
     return tuple(sorted(found))
 

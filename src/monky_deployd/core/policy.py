@@ -257,11 +257,35 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
     for source in _names(svc.get("volumes_from")):
         if source.startswith("container:"):  # another container's mounts, of any project
             yield Violation(name, "volumes_from", source.rsplit(":ro", 1)[0].rsplit(":rw", 1)[0])
+    for key in ("network_mode", "pid", "ipc"):  # another container's namespace, of any project
+        if str(svc.get(key, "")).startswith("container:"):
+            yield Violation(name, key, str(svc[key]))
+    if isinstance(build := svc.get("build"), dict):
+        yield from _build(name, build, may)
     parent = svc.get("cgroup_parent")
     if parent and str(parent) not in may.cgroup_parent:
         yield Violation(
             name, "cgroup_parent", str(parent), _scope_line(name, "cgroup_parent", str(parent))
         )
+
+
+def _build(name: str, build: Mapping[str, object], may: Allow) -> Iterable[Violation]:
+    """A ``build`` (``up`` builds on the box when the image is missing): a privileged build
+    container or the host's network as ``privileged`` and ``host_namespaces: [network]``
+    allow them; a BuildKit entitlement or the agent's SSH agent or keys forwarded
+    (``ssh``) with no allowance."""
+    if build.get("privileged") is True and not may.privileged:
+        yield Violation(
+            name, "build.privileged", "true", f"policy.services.{name}.privileged: true"
+        )
+    if str(build.get("network", "")).lower() == "host" and "network" not in may.host_namespaces:
+        yield Violation(
+            name, "build.network", "host", _scope_line(name, "host_namespaces", "network")
+        )
+    for entitlement in _names(build.get("entitlements")):
+        yield Violation(name, "build.entitlements", entitlement)
+    for ssh in _names(build.get("ssh")):
+        yield Violation(name, "build.ssh", ssh)
 
 
 def _env_files(name: str, svc: Mapping[str, object], dotenv: str) -> Iterable[Violation]:

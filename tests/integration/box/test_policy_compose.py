@@ -176,3 +176,23 @@ def test_a_file_compose_cannot_read_is_unjudged() -> None:
             DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, ("services: [1, 2]\n", "")
         )
     assert caught.value.code is Code.POLICY_UNJUDGED
+
+
+@FEW
+@given(st.sampled_from(["network_mode", "pid", "ipc"]), st.booleans())
+def test_another_containers_namespace_and_a_build_reaching_the_host_as_compose_reads_them(
+    key: str, via_env: bool
+) -> None:
+    """``container:<x>`` (also from the .env) and a build's privileged container, host network,
+    entitlement and forwarded SSH agent, as compose resolves them."""
+    build = {"context": ".", "privileged": True, "network": "host", "ssh": ["default"]}
+    build["entitlements"] = ["security.insecure"]
+    web = {key: "${MODE}" if via_env else "container:other", "build": build}
+    found = policy.judge(effective(web, "MODE=container:other\n"), Rules())
+    assert keys(found) == {
+        (key, "container:other"),
+        ("build.privileged", "true"),
+        ("build.network", "host"),
+        ("build.ssh", "default"),
+        ("build.entitlements", "security.insecure"),
+    }

@@ -49,7 +49,7 @@ def test_privileged_is_refused_unless_allowed_for_that_service(on: bool, scope: 
 @given(
     st.dictionaries(
         st.sampled_from(sorted(policy.HOST_NAMESPACE_KEYS)),
-        st.sampled_from(["host", "HOST", "private", "container:db", "shareable", "none"]),
+        st.sampled_from(["host", "HOST", "private", "service:db", "shareable", "none"]),
     ),
     st.sets(st.sampled_from(policy.HOST_NAMESPACES)),
     SCOPES,
@@ -310,3 +310,54 @@ def test_volumes_from_another_container_is_refused_from_a_service_of_the_project
         ("volumes_from", "container:bar", ""),
         ("volumes_from", "container:foo", ""),
     ]
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["network_mode", "pid", "ipc"]),
+        st.sampled_from(["container:other", "container:0123abcd", "service:db", "host"]),
+    ),
+)
+def test_another_containers_namespace_is_refused_whatever_the_allowances(
+    keys: dict[str, str],
+) -> None:
+    """``network_mode``/``pid``/``ipc`` ``container:<x>``: a namespace of a container of any
+    project on the box (another app's loopback services, its processes); ``service:`` is one of
+    the release's own."""
+    everything = Allow(privileged=True, host_namespaces=frozenset(policy.HOST_NAMESPACES))
+    found = judged(dict(keys), Rules(allow=everything))
+    want = {(k, v, "") for k, v in keys.items() if v.startswith("container:")}
+    assert {(v.key, v.asks, v.allow_with) for v in found} == want
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "privileged": st.booleans(),
+            "network": st.sampled_from(["host", "HOST", "default", "none"]),
+            "entitlements": st.lists(st.sampled_from(["network.host", "security.insecure"])),
+            "ssh": st.lists(st.sampled_from(["default", "key=/root/.ssh/id_ed25519"])),
+        },
+    ),
+    SCOPES,
+)
+def test_a_build_that_reaches_the_host_is_refused_unless_allowed(
+    build: dict[str, Any], scope: str | None
+) -> None:
+    svc = {"build": {"context": "/r/r1", **build}}
+    found = {(v.key, v.asks, v.allow_with) for v in judged(svc, Rules())}
+    want = set()
+    if build.get("privileged") is True:
+        want.add(("build.privileged", "true", "policy.services.web.privileged: true"))
+    if build.get("network", "").lower() == "host":
+        want.add(("build.network", "host", "policy.services.web.host_namespaces: [network]"))
+    want |= {("build.entitlements", e, "") for e in build.get("entitlements", [])}
+    want |= {("build.ssh", s, "") for s in build.get("ssh", [])}
+    assert found == want
+    # the lines named, followed, let privileged and the host network through; nothing else
+    allow = Allow(privileged=True, host_namespaces=frozenset({"network"}))
+    rules = Rules(allow=allow) if scope is None else Rules(services={scope: allow})
+    left = {(v.key, v.asks) for v in judged(svc, rules)}
+    opened = {"build.privileged", "build.network"} if scope != "other" else set()
+    assert left == {(k, a) for k, a, _ in want if k not in opened}
