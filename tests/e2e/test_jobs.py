@@ -270,3 +270,25 @@ def test_a_rollback_keeps_a_job_that_outlasted_verify_and_then_ended_on_its_own(
     time.sleep(1)
     assert job_tags(lab) == ["v1", "v2"]
     assert lab.states("migrate") == ["created"]
+
+
+def test_a_job_that_ended_after_verify_is_not_re_run_by_the_very_next_revision(lab: Lab) -> None:
+    """r1's migrate outlasts verify's stable window, then exits 0 on its own; the next tick
+    brings r2, which changes only web (no no-op tick in between to record the job done). The
+    apply asks the engine first: migrate is done for its config, left out of r2's ``up``.
+    Failed on main (8d87d0a): r2's up started the exited migrate again (v1, v1)."""
+    tenancy = lab.estate.tenancy
+    tenancy.set_desired("r1", bundle(lab, tag="v1", job="sleep 4"))
+    ok(lab.tick(), "applied")
+    end = time.monotonic() + 20
+    while lab.states("migrate") != ["exited"] and time.monotonic() < end:
+        time.sleep(0.25)
+    tenancy.set_desired("r2", bundle(lab, tag="v1", job="sleep 4", web="sleep 3601"))
+    second = lab.tick()
+    ok(second, "applied")
+    assert [e["service"] for e in second.events("job.done")] == ["migrate"], second.stdout
+    time.sleep(1)
+    assert job_tags(lab) == ["v1"]
+    assert lab.states("migrate") == ["exited"]
+    ok(lab.tick(), "noop")  # and no later tick takes it for down
+    assert job_tags(lab) == ["v1"]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box import docker_api
 from monky_deployd.agent.context import Context
-from monky_deployd.core.records import ServiceLabel
+from monky_deployd.core.records import Applied, ServiceLabel
+from monky_deployd.core.services import ServiceState
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.box.compose import Compose
@@ -43,12 +45,16 @@ def up_leaving_done_jobs(
 
     applied = ctx.state.read_applied()
     ctx.kept_jobs = {}
-    if applied is None or applied.project != project or not applied.done:
+    if applied is None or applied.project != project:
+        compose.up(() if whole else every)
+        return
+    running = docker_api.project_containers(ctx.cfg.docker, project)
+    applied = _finished_since(ctx, applied, tuple(running))
+    if not applied.done:
         compose.up(() if whole else every)
         return
     labels = labels if labels is not None else applied.service_labels
     wanted = {s: f"{lb.revision}/{lb.deploy_id}" for s, lb in labels.items()}
-    running = docker_api.project_containers(ctx.cfg.docker, project)
     kept = lifecycle.kept_jobs(applied.done, wanted, running)
     if not whole:
         kept = tuple(k for k in kept if k.service in every)
@@ -67,3 +73,25 @@ def up_leaving_done_jobs(
         compose.up(every if kept else (), skip=skip)
     elif rest := tuple(s for s in every if s not in skip):
         compose.up(rest)
+
+
+def _finished_since(ctx: Context, applied: Applied, running: tuple[ServiceState, ...]) -> Applied:
+    """applied.json with the jobs that ran to completion since a tick last asked the engine
+    (one that outlasted verify and ended before this apply's tick, which asked no one: a new
+    revision needs no container check) recorded done, as a no-op tick records them
+    (``agent.observe.jobs_done``, journaled ``job.done``); written before the ``up`` so a
+    killed tick keeps the fact."""
+    from monky_deployd.agent import observe
+
+    _, finished = observe.jobs_done(ctx.cfg, applied, running, ctx.clock())
+    if not finished:
+        return applied
+    for name, made in finished:
+        log.info(
+            f"job {name} ran to completion (its exit 0 had no stop before it, in the engine's "
+            f"events): done for its config ({made}), not run again by this up",
+            extra={"event": "job.done", "service": name},
+        )
+    done = replace(applied, done={**(applied.done or {}), **dict(finished)})
+    ctx.state.write_applied(done)
+    return done
