@@ -50,7 +50,7 @@ class AllowCfg(BaseModel):
     privileged: bool = False
     host_namespaces: Annotated[list[Namespace], Field(max_length=6)] = []
     cap_add: Annotated[list[Annotated[str, AfterValidator(_capability)]], Field(max_length=64)] = []
-    devices: Items = []  # host device paths (/dev/net/tun) or device_cgroup_rules
+    devices: Items = []  # host device paths (/dev/net/tun), device_cgroup_rules, or gpu
     security_opt: Items = []  # as written, ':' read as '=' (apparmor=unconfined)
     sysctls: Items = []  # names beyond baseline's safe set
     cgroup_parent: Items = []

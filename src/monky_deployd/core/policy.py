@@ -42,6 +42,7 @@ SAFE_SYSCTLS = frozenset(
     }
 )
 # a service's key whose value "host" shares that host namespace -> the namespace's name
+GPU = "gpu"  # the ``devices`` allowance of device requests (``gpus``, reserved devices)
 HOST_NAMESPACE_KEYS = {
     "pid": "pid",
     "ipc": "ipc",
@@ -244,6 +245,9 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
         src = str(dev.get("source", "")) if isinstance(dev, dict) else str(dev).split(":")[0]
         if normpath(src) not in may.devices:
             yield Violation(name, "devices", src, _scope_line(name, "devices", normpath(src)))
+    for key, request in _device_requests(svc):
+        if GPU not in may.devices:
+            yield Violation(name, key, request, _scope_line(name, "devices", GPU))
     for rule in _names(svc.get("device_cgroup_rules")):
         if rule not in may.devices:
             yield Violation(name, "device_cgroup_rules", rule, _scope_line(name, "devices", rule))
@@ -267,6 +271,25 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
         yield Violation(
             name, "cgroup_parent", str(parent), _scope_line(name, "cgroup_parent", str(parent))
         )
+
+
+def _device_requests(svc: Mapping[str, object]) -> Iterable[tuple[str, str]]:
+    """``(key, request)`` for each device request (the engine's GPUs and the like: ``gpus``,
+    ``deploy.resources.reservations.devices``), as ``driver=.. count=.. capabilities=..``."""
+    deploy = svc.get("deploy")
+    resources = deploy.get("resources") if isinstance(deploy, dict) else None
+    reserved = resources.get("reservations") if isinstance(resources, dict) else None
+    found = [("gpus", r) for r in _list(svc.get("gpus"))]
+    if isinstance(reserved, dict):
+        found += [
+            ("deploy.resources.reservations.devices", r) for r in _list(reserved.get("devices"))
+        ]
+    for key, request in found:
+        words = request.items() if isinstance(request, dict) else [("request", request)]
+        text = " ".join(
+            f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sorted(words)
+        )
+        yield key, text or "(any)"
 
 
 def _build(name: str, build: Mapping[str, object], may: Allow) -> Iterable[Violation]:

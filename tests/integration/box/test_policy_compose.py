@@ -196,3 +196,15 @@ def test_another_containers_namespace_and_a_build_reaching_the_host_as_compose_r
         ("build.ssh", "default"),
         ("build.entitlements", "security.insecure"),
     }
+
+
+def test_device_requests_as_compose_reads_them() -> None:
+    """``gpus: all`` (compose: count -1) and a reserved device, refused; allowed by gpu."""
+    reserved = [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
+    web = {"gpus": "all", "deploy": {"resources": {"reservations": {"devices": reserved}}}}
+    config = effective(web)
+    assert keys(policy.judge(config, Rules())) == {
+        ("gpus", "count=-1"),
+        ("deploy.resources.reservations.devices", "capabilities=gpu count=1 driver=nvidia"),
+    }
+    assert policy.judge(config, Rules(allow=Allow(devices=frozenset({policy.GPU})))) == []

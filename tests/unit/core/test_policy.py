@@ -6,6 +6,7 @@ the one that allows it."""
 
 from __future__ import annotations
 
+import json
 import posixpath
 from typing import Any
 
@@ -361,3 +362,38 @@ def test_a_build_that_reaches_the_host_is_refused_unless_allowed(
     left = {(v.key, v.asks) for v in judged(svc, rules)}
     opened = {"build.privileged", "build.network"} if scope != "other" else set()
     assert left == {(k, a) for k, a, _ in want if k not in opened}
+
+
+requests = st.fixed_dictionaries(
+    {},
+    optional={
+        "driver": st.sampled_from(["nvidia", "amd"]),
+        "count": st.integers(-1, 4),
+        "capabilities": st.lists(st.sampled_from(["gpu", "compute", "utility"]), min_size=1),
+        "device_ids": st.lists(st.sampled_from(["0", "1"]), min_size=1),
+    },
+)
+
+
+@given(st.lists(requests, max_size=2), st.lists(requests, max_size=2), SCOPES)
+def test_a_device_request_is_refused_unless_gpu_devices_are_allowed(
+    gpus: list[dict[str, Any]], reserved: list[dict[str, Any]], scope: str | None
+) -> None:
+    """``gpus`` and ``deploy.resources.reservations.devices``: the engine hands the container
+    host devices (a GPU and its driver's files); ``devices: [gpu]`` allows them."""
+    svc: dict[str, Any] = {
+        "gpus": gpus,
+        "deploy": {"resources": {"reservations": {"devices": reserved}}},
+    }
+    found = judged(svc, Rules())
+    assert sorted(v.key for v in found) == sorted(
+        ["gpus"] * len({json.dumps(r, sort_keys=True) for r in gpus})
+        + ["deploy.resources.reservations.devices"]
+        * len({json.dumps(r, sort_keys=True) for r in reserved})
+    )
+    assert fix_lines(found) <= {"policy.services.web.devices: [gpu]"}
+    for v in found:
+        for k, value in (w.split("=", 1) for w in v.asks.split() if "=" in w):
+            assert k in {"driver", "count", "capabilities", "device_ids"} and value
+    left = judged(svc, allow_one("devices", frozenset({policy.GPU}), scope))
+    assert len(left) == (len(found) if scope == "other" else 0)
