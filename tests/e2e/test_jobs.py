@@ -87,6 +87,15 @@ def ok(run: Run, outcome: str) -> None:
     assert run.summary["outcome"] == outcome, run.stdout
 
 
+def r1_whose_job_outlasted_verify_and_ended(lab: Lab) -> None:
+    """r1 applied; its migrate (tag v1) outlasted verify's stable window, then exited 0."""
+    lab.estate.tenancy.set_desired("r1", bundle(lab, tag="v1", job="sleep 4"))
+    ok(lab.tick(), "applied")
+    end = time.monotonic() + 20
+    while lab.states("migrate") != ["exited"] and time.monotonic() < end:
+        time.sleep(0.25)
+
+
 def late_revision() -> str:
     """A revision name whose rollout place for this box is late (it waits a day's spread)."""
     return next(r for i in range(10_000) if schedule.place(ENV, r := f"r2-{i}") > 0.5)
@@ -256,11 +265,7 @@ def test_a_rollback_keeps_a_job_that_outlasted_verify_and_then_ended_on_its_own(
     the rollback makes r1's migrate again, not started, and its verify does not wait for it.
     Failed on main (4f621c9): v1, v2, v1."""
     tenancy = lab.estate.tenancy
-    tenancy.set_desired("r1", bundle(lab, tag="v1", job="sleep 4"))
-    ok(lab.tick(), "applied")
-    end = time.monotonic() + 20
-    while lab.states("migrate") != ["exited"] and time.monotonic() < end:
-        time.sleep(0.25)
+    r1_whose_job_outlasted_verify_and_ended(lab)
     noop = lab.tick()
     ok(noop, "noop")
     assert [e["service"] for e in noop.events("job.done")] == ["migrate"], noop.stdout
@@ -278,11 +283,7 @@ def test_a_job_that_ended_after_verify_is_not_re_run_by_the_very_next_revision(l
     apply asks the engine first: migrate is done for its config, left out of r2's ``up``.
     Failed on main (8d87d0a): r2's up started the exited migrate again (v1, v1)."""
     tenancy = lab.estate.tenancy
-    tenancy.set_desired("r1", bundle(lab, tag="v1", job="sleep 4"))
-    ok(lab.tick(), "applied")
-    end = time.monotonic() + 20
-    while lab.states("migrate") != ["exited"] and time.monotonic() < end:
-        time.sleep(0.25)
+    r1_whose_job_outlasted_verify_and_ended(lab)
     tenancy.set_desired("r2", bundle(lab, tag="v1", job="sleep 4", web="sleep 3601"))
     second = lab.tick()
     ok(second, "applied")
