@@ -52,6 +52,7 @@ FORBIDDEN_OWN |= {
     "monky_deployd.core.verify",
     "monky_deployd.core.schedule",
     "monky_deployd.core.held",  # held.json's kinds: only when the file exists
+    "monky_deployd.core.plans",  # the plan kinds other than Noop (decide re-exports them)
 }
 
 
