@@ -53,6 +53,7 @@ FORBIDDEN_OWN |= {
     "monky_deployd.core.schedule",
     "monky_deployd.core.held",  # held.json's kinds: only when the file exists
     "monky_deployd.core.plans",  # the plan kinds other than Noop (decide re-exports them)
+    "monky_deployd.core.wirebodies",  # the 200 answer, lease, errors, report (wire re-exports)
 }
 
 
