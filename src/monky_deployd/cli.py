@@ -57,7 +57,6 @@ from monky_deployd.core.errors import (
     ConfigError,
     DeployError,
 )
-from monky_deployd.core.records import Suspended
 from monky_deployd.core.report import TickRecord, rfc3339
 
 log = logging.getLogger("monky_deployd")
@@ -85,6 +84,7 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
     """suspend, resume and lock: small reads and writes of the state and lock dirs."""
     from monky_deployd.adapters.box import locks
     from monky_deployd.adapters.box.state import StateDir
+    from monky_deployd.core.records import Suspended
 
     now = time.time()
     state = StateDir(cfg.state_dir)

@@ -31,13 +31,14 @@ from monky_deployd.agent.locklog import log_locks
 from monky_deployd.config import Config
 from monky_deployd.core import gates, lifecycle, recovery, report, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
-from monky_deployd.core.records import Applied, Journal, Suspended
+from monky_deployd.core.records import Applied
 from monky_deployd.core.services import ServiceState
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.tenancy import Checkin
     from monky_deployd.core import schedule
     from monky_deployd.core.held import Held
+    from monky_deployd.core.records import Journal, Suspended
 
 log = logging.getLogger("monky_deployd")
 

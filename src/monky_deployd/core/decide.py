@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from monky_deployd.core import lifecycle
 from monky_deployd.core.gates import Lock
-from monky_deployd.core.records import Journal, Suspended
 from monky_deployd.core.recovery import rollback_pending
 from monky_deployd.core.services import ServiceState, foreign, orphans
 
@@ -35,6 +34,7 @@ if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-
     from monky_deployd.core.plans import Paused as Paused
     from monky_deployd.core.plans import Restore as Restore
     from monky_deployd.core.plans import Waiting as Waiting
+    from monky_deployd.core.records import Journal, Suspended
 
 # -- facts -----------------------------------------------------------------------------------
 
