@@ -28,6 +28,7 @@ own request deadline.
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
 import time
@@ -222,6 +223,7 @@ class _Tick:
                 self.rec.message += f"; {bake_note}" if bake_note else ""
             return
         # -- act -----------------------------------------------------------------------------
+        gc.enable()  # (``cli.run`` turns the collector off for a no-op; an apply's data is large)
         from monky_deployd.agent import act  # the apply path's modules, in one import
 
         self.rec.reportable = True
