@@ -52,6 +52,10 @@ FORBIDDEN_OWN |= {
     "monky_deployd.core.verify",
     "monky_deployd.core.schedule",
     "monky_deployd.core.held",  # held.json's kinds: only when the file exists
+    "monky_deployd.core.plans",  # the plan kinds other than Noop (decide re-exports them)
+    "monky_deployd.core.wirebodies",  # the 200 answer, lease, errors, report (wire re-exports)
+    "monky_deployd.agent.recorded",  # status's and the metrics' view (a quiet tick writes neither)
+    "monky_deployd.core.records_rare",  # release, suspend, journal, projects (records re-exports)
 }
 
 

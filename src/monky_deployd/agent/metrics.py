@@ -24,7 +24,7 @@ from typing import Any
 from monky_deployd import __version__
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import atomic_write
-from monky_deployd.agent import observe
+from monky_deployd.agent import recorded
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule
 from monky_deployd.core.errors import DeployError
@@ -68,7 +68,7 @@ def _free(path: str) -> int | None:
 
 
 def snapshot(cfg: Config, state: StateDir, led: ledger.Ledger, now: float) -> Snapshot:
-    seen = observe.recorded(cfg, state, now, led, entries=False)
+    seen = recorded.recorded(cfg, state, now, led, entries=False)
     applied, held = seen.local.record, seen.local.held
     disk = tuple((p, free) for p in led.pull_filesystems if (free := _free(p)) is not None)
     windows, waiting = cfg.windows, seen.local.waiting

@@ -10,10 +10,8 @@
     settle(state, obs)           the observation's side effects, in one place: a pre-empted
                                  hold dropped, an expired suspend removed, each lock and the
                                  killed tick named in the journal
-    recorded(cfg, state, now)    what the state and lock dirs say (the tick ledger, the records,
-                                 the locks, token.json's bookkeeping, what was set aside and
-                                 what the next tick sets aside): ``status``'s and the metrics'
-                                 one typed view
+    (``agent.recorded``: what the state and lock dirs say, ``status``'s and the metrics' one
+    typed view, off the tick's path)
 
 ``observe`` writes nothing: the tick calls ``settle`` after it, ``plan`` and ``status`` never
 do (they leave the state dir byte-identical).
@@ -27,21 +25,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from monky_deployd.adapters.box import aside, docker_api, locks
+from monky_deployd.adapters.box import docker_api, locks
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent.locklog import log_locks
 from monky_deployd.config import Config
 from monky_deployd.core import gates, lifecycle, recovery, report, wire
 from monky_deployd.core.decide import AppliedFacts, Facts, needs_container_check
-from monky_deployd.core.errors import DeployError
-from monky_deployd.core.ledger import Ledger
-from monky_deployd.core.records import Applied, Journal, Suspended, TokenState
+from monky_deployd.core.records import Applied
 from monky_deployd.core.services import ServiceState
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.tenancy import Checkin
     from monky_deployd.core import schedule
     from monky_deployd.core.held import Held
+    from monky_deployd.core.records import Journal, Suspended
 
 log = logging.getLogger("monky_deployd")
 
@@ -295,89 +292,6 @@ def settle(state: StateDir, obs: Observation) -> None:
             "this tick resumes or restores",
             extra={"event": "journal.interrupted", "phase": "plan"},
         )
-
-
-# -- the recorded view: status and the metrics ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """What the state dir and the lock dir say now, without asking the engine or a service:
-    the one typed view ``status`` and the metrics textfile are drawn from."""
-
-    now: float
-    ledger: Ledger
-    ledger_problem: str | None  # None, "absent", or why it is unreadable
-    local: Local
-    suspend: Suspended | None  # the record, active or not
-    locks: tuple[gates.Lock, ...]  # every lock file found
-    valid_locks: tuple[gates.Lock, ...]
-    stale_locks: tuple[gates.Lock, ...]
-    token: TokenState | None  # token.json (None: absent or unreadable)
-    interrupted: Journal | None
-    # what ticks moved into aside/ (newest first), and what the next tick moves there: each
-    # path under the state dir and why (a symbolic link, a FIFO ...); empty unless asked
-    set_aside: tuple[aside.Aside, ...] = ()
-    strays: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def last_known_good(self) -> str | None:
-        return self.local.record.revision if self.local.record else None
-
-    @property
-    def running(self) -> str | None:
-        """The revision the containers are of: a failed revision that changed the box and was
-        not rolled back, else the last-known-good."""
-        held = self.local.held
-        if held is None:
-            return self.last_known_good
-        from monky_deployd.core.held import BackingOff  # (held.json exists)
-
-        changed = isinstance(held, BackingOff) and held.box_changed
-        return held.revision if held is not None and changed else self.last_known_good
-
-    @property
-    def suspended(self) -> Suspended | None:
-        s = self.suspend
-        return s if s is not None and s.active(self.now) else None
-
-
-def recorded(
-    cfg: Config, state: StateDir, now: float, led: Ledger | None = None, *, entries: bool = True
-) -> Recorded:
-    """The recorded view; ``led``: the ledger the caller holds (it was just written);
-    ``entries``: also what was and what will be set aside (``status``; the metrics skip it)."""
-    problem: str | None = None
-    if led is None:
-        led, problem = state.read_ledger()
-    try:
-        token = state.read_token()
-    except (DeployError, ValueError):
-        token = None
-    try:
-        found = locks.read_locks(cfg.locks.dir)
-    except DeployError:
-        found = ()
-    valid, stale = gates.split_locks(found, now, cfg.locks.default_ttl_s, cfg.locks.max_ttl_s)
-    local = read_local(state)
-    # the waits as the next tick sees them (bounded against now: core.clock)
-    local = replace(local, held=recovery.bounded(local.held, now, cfg.backoff.cap_s))
-    return Recorded(
-        now,
-        led,
-        problem,
-        local,
-        suspend.bounded(now) if (suspend := state.read_suspend()) is not None else None,
-        tuple(found),
-        valid,
-        stale,
-        token,
-        state.read_journal(),
-        tuple(state.set_aside()) if entries else (),
-        tuple((str(p.relative_to(state.root)), why) for p, why in state.strays())
-        if entries
-        else (),
-    )
 
 
 def bakes(obs: Observation) -> bool:

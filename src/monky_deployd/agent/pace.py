@@ -20,20 +20,14 @@ from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.core import wire
-from monky_deployd.core.decide import (
-    Apply,
-    Backoff,
-    Hold,
-    Paused,
-    Plan,
-    Restore,
-    Waiting,
-)
+from monky_deployd.core.decide import Noop
 from monky_deployd.core.errors import Code
 from monky_deployd.core.report import TickRecord, rfc3339
 
 if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
     from monky_deployd.core import schedule
+    from monky_deployd.core.decide import Plan
+    from monky_deployd.core.plans import Waiting
 
 log = logging.getLogger("monky_deployd")
 
@@ -53,9 +47,13 @@ def keep(
 ) -> None:
     """Write what the plan says of the new revision (``stored``: waiting.json unless it is of
     the applied revision; ``on_disk``: as it is), only when the file changes."""
-    if stored is None and on_disk is None and not isinstance(plan, Waiting | Restore | Apply):
+    if stored is None and on_disk is None and isinstance(plan, Noop):
         return  # nothing waits or waited (a no-op): below, ``after`` would be None too
     from monky_deployd.core import schedule
+    from monky_deployd.core.plans import Apply, Backoff, Hold, Paused, Restore, Waiting
+
+    if stored is None and on_disk is None and not isinstance(plan, Waiting | Restore | Apply):
+        return
 
     if isinstance(plan, Waiting | Restore) and plan.gate is not None:  # (a restore meanwhile)
         g = plan.gate
@@ -118,6 +116,8 @@ def plan_notes(plan: Plan, windows: tuple[schedule.Window, ...], now: float) -> 
                 f"update windows: closed; {state.window} opens at "
                 f"{rfc3339(state.opens_at or now, 'seconds')}"
             )
+    from monky_deployd.core.plans import Apply, Restore, Waiting
+
     g = plan.gate if isinstance(plan, Apply | Waiting | Restore) else None
     if g is not None and g.spread_s:
         notes.append(

@@ -18,19 +18,13 @@ from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent import context, logs
 from monky_deployd.core import recovery, report, wire
-from monky_deployd.core.decide import (
-    Apply,
-    Backoff,
-    Hold,
-    Paused,
-    Restore,
-)
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.report import TickRecord
 
 if TYPE_CHECKING:
     from monky_deployd.core.boxsteps import Ready
     from monky_deployd.core.held import Held
+    from monky_deployd.core.plans import Apply, Backoff, Hold, Paused, Restore
 
 log = logging.getLogger("monky_deployd")
 
@@ -62,6 +56,7 @@ def fail(rec: TickRecord, err: DeployError) -> None:
 def skip(rec: TickRecord, plan: Hold | Backoff | Paused) -> None:
     """No apply this tick: say why and when the next attempt is; no report."""
     from monky_deployd.core import held as held_kinds  # (a failure's record: not a no-op's)
+    from monky_deployd.core.plans import Backoff, Paused
 
     rec.revision = plan.revision
     rec.message = plan.reason

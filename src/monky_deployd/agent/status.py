@@ -1,7 +1,7 @@
 """``monky-deployd status``: what the box knows about itself, from local state only.
 
 Reads the state dir (the tick ledger, applied.json, held.json, token.json's bookkeeping, the
-suspend record, a killed tick's journal, what is and was set aside: ``observe.recorded``), the
+suspend record, a killed tick's journal, what is and was set aside: ``agent.recorded``), the
 update-lock directory, the Engine API (the project's containers: read-only GETs on the local
 socket) and, where systemd runs, ``systemctl list-timers`` for the timer's next start. No
 request to tenancy or OpenBao, no lock taken, nothing written: the state dir is byte-identical
@@ -19,7 +19,7 @@ from typing import Any
 
 from monky_deployd.adapters.box import docker_api, runner
 from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import observe, trust
+from monky_deployd.agent import observe, recorded, trust
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule, status, unit
 from monky_deployd.core.errors import DeployError
@@ -161,7 +161,7 @@ def _waiting(cfg: Config, seen: schedule.Seen) -> dict[str, Any]:
 def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[str, Any]:
     """Everything ``status`` prints, as JSON-ready data (schema ``SCHEMA``)."""
     now = time.time() if now is None else now
-    seen = observe.recorded(cfg, StateDir(cfg.state_dir), now)
+    seen = recorded.recorded(cfg, StateDir(cfg.state_dir), now)
     led, problem = seen.ledger, seen.ledger_problem
     applied, held, token = seen.local.record, seen.local.held, seen.token
     found, valid, stale = seen.locks, seen.valid_locks, seen.stale_locks

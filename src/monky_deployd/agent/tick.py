@@ -28,6 +28,7 @@ own request deadline.
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
 import time
@@ -47,17 +48,9 @@ from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent import checkin, context, logs, observe, outage, pace, publish, recovery
 from monky_deployd.agent.token import TokenKeeper
 from monky_deployd.config import Config
+from monky_deployd.core import decide as kinds  # (its other kinds load on first use)
 from monky_deployd.core import mask
-from monky_deployd.core.decide import (
-    Backoff,
-    Hold,
-    Idle,
-    Noop,
-    Paused,
-    Restore,
-    Waiting,
-    decide,
-)
+from monky_deployd.core.decide import Noop, decide
 from monky_deployd.core.errors import Code, DeployError, TickDeadline, fault_of
 from monky_deployd.core.report import PhaseTiming, TickRecord
 
@@ -203,35 +196,40 @@ class _Tick:
         plan = decide(obs.facts(self.options.retry))
         pace.keep(self.state, local.waiting, local.stored_waiting, plan)
         held = obs.held
-        if isinstance(plan, Noop | Hold) and local.applied is not None:  # the LKG runs
+        # (``kinds.X`` loads core.plans, the kinds a no-op never meets: Noop is asked first)
+        lkg_runs = isinstance(plan, Noop) or isinstance(plan, kinds.Hold)  # noqa: SIM101
+        if lkg_runs and local.applied is not None:
             held = recovery.restore_settled(self.state, held, local.applied.revision)
             cut, record = obs.interrupted, local.record
             if record is not None and cut is not None and cut.phase == "commit":
                 from monky_deployd.agent import steps  # (rare: a GC a kill cut short)
 
                 steps.resume_collect(self.ctx, record, cut)
-        if obs.interrupted is not None and not isinstance(plan, Paused):
+        if obs.interrupted is not None and not isinstance(plan, kinds.Paused):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
-        if isinstance(plan, Hold | Backoff | Paused):
+        if isinstance(plan, Noop):
+            pass  # the steady tick: on to its line below
+        elif isinstance(plan, kinds.Hold | kinds.Backoff | kinds.Paused):
             recovery.skip(self.rec, plan)
             return
-        if isinstance(plan, Waiting):
+        elif isinstance(plan, kinds.Waiting):
             pace.wait(self.rec, plan)
             return
         log.info(plan.reason, extra={"event": f"plan.{plan.kind}", "phase": "plan"})
-        if isinstance(plan, Idle | Noop):
+        if isinstance(plan, Noop) or isinstance(plan, kinds.Idle):  # noqa: SIM101
             self.rec.outcome, self.rec.message = plan.kind, plan.reason
             if isinstance(plan, Noop):
                 self.rec.revision = plan.applied.revision
                 self.rec.message += f"; {bake_note}" if bake_note else ""
             return
         # -- act -----------------------------------------------------------------------------
+        gc.enable()  # (``cli.run`` turns the collector off for a no-op; an apply's data is large)
         from monky_deployd.agent import act  # the apply path's modules, in one import
 
         self.rec.reportable = True
         doer = act.Act(self.ctx, self.phase, bao, token.token, obs, held, self.options)
         try:
-            if isinstance(plan, Restore):
+            if isinstance(plan, kinds.Restore):
                 self.rec.revision = plan.applied.revision
                 doer.restore(plan)
             else:

@@ -38,17 +38,21 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box.grant import read_grant
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.net.bao import Bao, RenewRefused
-from monky_deployd.adapters.net.tenancy import Lease, RateLimited, Tenancy
+from monky_deployd.adapters.net.tenancy import RateLimited, Tenancy
 from monky_deployd.config import Config, TokenCfg
 from monky_deployd.core.errors import Code, DeployError, TokenError
 from monky_deployd.core.records import Stored as Stored
 from monky_deployd.core.records import TokenState as TokenState
 from monky_deployd.core.report import rfc3339, whole_seconds
 from monky_deployd.core.token_plan import WORKING_FLOOR_S, Kind, Known, Step, TokenFacts, decide
+
+if TYPE_CHECKING:
+    from monky_deployd.core.wire import Lease
 
 log = logging.getLogger(__name__)
 

@@ -21,13 +21,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from monky_deployd.core import lifecycle
 from monky_deployd.core.gates import Lock
-from monky_deployd.core.records import Journal, Suspended
 from monky_deployd.core.recovery import rollback_pending
 from monky_deployd.core.services import ServiceState, foreign, orphans
 
 if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
     from monky_deployd.core import schedule
     from monky_deployd.core.held import Held
+    from monky_deployd.core.plans import Apply as Apply
+    from monky_deployd.core.plans import Backoff as Backoff
+    from monky_deployd.core.plans import Hold as Hold
+    from monky_deployd.core.plans import Idle as Idle
+    from monky_deployd.core.plans import Paused as Paused
+    from monky_deployd.core.plans import Restore as Restore
+    from monky_deployd.core.plans import Waiting as Waiting
+    from monky_deployd.core.records import Journal, Suspended
 
 # -- facts -----------------------------------------------------------------------------------
 
@@ -73,14 +80,6 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class Idle:
-    """Tenancy has no desired state for this environment: nothing to do."""
-
-    reason: str
-    kind: ClassVar[str] = "idle"
-
-
-@dataclass(frozen=True)
 class Noop:
     """The desired revision is applied and every service runs: check in, exit."""
 
@@ -89,81 +88,23 @@ class Noop:
     kind: ClassVar[str] = "noop"
 
 
-@dataclass(frozen=True)
-class Restore:
-    """The desired revision is applied but containers died or vanished: ``up`` again, no pull."""
+if TYPE_CHECKING:
+    Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting
 
-    applied: AppliedFacts
-    missing: tuple[str, ...]
-    reason: str
-    gate: schedule.Gate | None = None  # a new revision waits meanwhile (core.schedule)
-    # the failed revision whose rollback to ``applied`` did not finish (killed, or stopped by a
-    # lock or a suspend): this restore is that rollback (``core.recovery.rollback_pending``)
-    rollback_of: str | None = None
-    orphans: tuple[str, ...] = ()  # services the revision does not have: the whole project up
-    # services whose running container another apply made: replacing it is a rollback (an
-    # update lock stops it, ``core.recheck``), unlike bringing a dead service back
-    foreign: tuple[str, ...] = ()
-    kind: ClassVar[str] = "restore"
+# the other kinds live in core.plans, loaded on first use: a steady tick never meets them
+_KINDS = frozenset({"Idle", "Restore", "Apply", "Hold", "Backoff", "Paused", "Waiting"})
 
 
-@dataclass(frozen=True)
-class Apply:
-    """A new (or not yet successfully applied) revision: the full apply."""
+def __getattr__(name: str) -> Any:
+    """``decide.Apply`` and the other kinds of core.plans (and ``Plan``), loaded on first use."""
+    if name not in _KINDS and name != "Plan":  # (``__path__`` and the like: not here)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from monky_deployd.core import plans
 
-    revision: str
-    bundle: Mapping[str, Any] = field(repr=False)
-    previous: AppliedFacts | None
-    reason: str
-    locks: tuple[Lock, ...] = ()  # update locks: stage and pull only, recreate nothing
-    gate: schedule.Gate | None = None  # a new revision's gate, passed (core.schedule)
-    kind: ClassVar[str] = "apply"
-
-
-@dataclass(frozen=True)
-class Hold:
-    """The desired revision failed here before and is held (rolled back, or the rollback
-    stalled): check in, apply nothing, until the desired revision changes or ``--retry``."""
-
-    revision: str
-    held: Held
-    reason: str
-    kind: ClassVar[str] = "hold"
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """The desired revision failed here before; its next attempt is not due yet."""
-
-    revision: str
-    held: Held
-    next_at: float
-    reason: str
-    kind: ClassVar[str] = "backoff"
-
-
-@dataclass(frozen=True)
-class Paused:
-    """Applies are suspended (``monky-deployd suspend``): check in, change nothing."""
-
-    revision: str
-    suspended: Suspended
-    reason: str
-    kind: ClassVar[str] = "suspended"
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """A new revision is not applied yet: outside every update window, or before this box's
-    place in the rollout spread (``core.schedule``). Check in (``waiting``), change nothing."""
-
-    revision: str
-    gate: schedule.Gate
-    reason: str
-    kind: ClassVar[str] = "waiting"
-
-
-Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting
+    if name in _KINDS:
+        return getattr(plans, name)
+    k = plans
+    return k.Idle | Noop | k.Restore | k.Apply | k.Hold | k.Backoff | k.Paused | k.Waiting
 
 
 # steps after which a killed tick may have left another revision's containers behind
@@ -200,7 +141,11 @@ def down_services(
 
 def decide(f: Facts) -> Plan:
     plan = _decide(f)
-    if f.suspended is not None and isinstance(plan, Apply | Restore):
+    if f.suspended is None:
+        return plan
+    from monky_deployd.core.plans import Apply, Paused, Restore
+
+    if isinstance(plan, Apply | Restore):
         what = "apply" if isinstance(plan, Apply) else "restore"
         rev = plan.revision if isinstance(plan, Apply) else plan.applied.revision
         return Paused(rev, f.suspended, f"{f.suspended.describe()}: not {what}ing {rev}")
@@ -228,6 +173,8 @@ def _pending_rollback(f: Facts, desired: str) -> Plan | None:
         return None
     if desired == applied.revision or not rollback_pending(held, applied.revision):
         return None
+    from monky_deployd.core.plans import Restore
+
     return Restore(
         applied,
         applied.services,
@@ -252,6 +199,7 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
         else ()
     )
     from monky_deployd.core.held import BackingOff, Stalled  # (held.json exists)
+    from monky_deployd.core.plans import Backoff, Hold, Restore
 
     box_changed = isinstance(held, BackingOff) and held.box_changed
     if applied is not None and missing and not (isinstance(held, Stalled) or box_changed):
@@ -307,6 +255,8 @@ def _killed_tick(f: Facts, desired: str) -> Plan | None:
         return None
     if cut.revision == desired and cut.phase != "rollback":
         return None
+    from monky_deployd.core.plans import Restore
+
     return Restore(
         applied,
         applied.services,
@@ -337,6 +287,8 @@ def _drift(f: Facts, desired: str) -> Plan | None:
     ]
     facts += [f"{', '.join(strays)} not in revision {desired} (orphans)"] if strays else []
     down = tuple(dict.fromkeys([*missing, *(name for name, _ in other)]))
+    from monky_deployd.core.plans import Restore
+
     return _restore_backoff(f, applied, down or strays) or Restore(
         applied,
         down,
@@ -363,10 +315,12 @@ DECISIONS: tuple[Rule, ...] = (
 
 
 def _decide(f: Facts) -> Plan:
-    if f.checkin_status == 204:
-        return Idle("tenancy has no desired state for this environment yet")
     desired = _desired(f)
     if desired is None:
+        from monky_deployd.core.plans import Idle
+
+        if f.checkin_status == 204:
+            return Idle("tenancy has no desired state for this environment yet")
         return Idle("tenancy named no desired revision")
     for rule in DECISIONS:
         if (plan := rule(f, desired)) is not None:
@@ -381,6 +335,7 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
     if held is None:
         return None
     from monky_deployd.core.held import restore_wait  # (held.json exists)
+    from monky_deployd.core.plans import Backoff
 
     wait = restore_wait(held)
     if wait is None or f.retry or f.now >= wait.next_at:
@@ -402,6 +357,7 @@ def _gated(f: Facts, revision: str, reason: str) -> Plan:
     applied has nothing a window protects: its first revision waits for its rollout place
     only. A malformed ``rollout`` does not wait: the apply's bundle check refuses it now."""
     from monky_deployd.core import schedule
+    from monky_deployd.core.plans import Restore, Waiting
 
     if f.bundle is None or f.retry or schedule.rollout_malformed(f.bundle):
         return _apply(f, revision, reason)
@@ -432,6 +388,8 @@ def _gated(f: Facts, revision: str, reason: str) -> Plan:
 
 
 def _apply(f: Facts, revision: str, reason: str, g: schedule.Gate | None = None) -> Plan:
+    from monky_deployd.core.plans import Apply, Idle
+
     if f.bundle is None:  # a 304 names the applied revision but carries no bundle to apply
         return Idle(f"{reason}, but tenancy sent no bundle to apply")
     if f.locks:

@@ -34,7 +34,7 @@ import base64
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 MIN_RUN = 8  # any run of this many characters of a long secret is masked
@@ -95,16 +95,22 @@ def _envfile(s: str) -> str:
 def forms(secret: str) -> frozenset[str]:
     """Every form in which a tool may print ``secret`` (each char-by-char, so a form of the
     secret is also the middle of the same form of a longer text that holds it)."""
+    chars = set(secret)  # each distinct character's form worked out once, not once per place
+
+    def each(form: Callable[[str], str]) -> str:
+        table = {c: form(c) for c in chars}
+        return "".join(map(table.__getitem__, secret))
+
     out = {secret, secret.replace("$", "$$"), _envfile(secret)}
     for ascii_only in (False, True):
-        out.add("".join(_go_char(c, ascii_only) for c in secret))
+        out.add(each(functools.partial(_go_char, ascii_only=ascii_only)))
         for html in (False, True):
-            out.add("".join(_json_char(c, ascii_only, html) for c in secret))
-    out.add("".join(_repr_char(c) for c in secret))
-    out.add("".join(_repr_char(c) if c != "'" else "\\'" for c in secret))
+            out.add(each(functools.partial(_json_char, ascii_only=ascii_only, html=html)))
+    out.add(each(_repr_char))
+    out.add(each(lambda c: _repr_char(c) if c != "'" else "\\'"))
     out.update(_shell_single(secret))
-    out.add("".join("\\" + c if c in _SHELL_SPECIAL else c for c in secret))
-    url = "".join(_url_char(c) for c in secret)
+    out.add(each(lambda c: "\\" + c if c in _SHELL_SPECIAL else c))
+    url = each(_url_char)
     out.update((url, url.replace("%20", "+")))
     if "\n" in secret or "\r" in secret:  # line by line: a tool may print one line of it
         for line in re.split(r"\r\n|\r|\n", secret):

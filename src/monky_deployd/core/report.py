@@ -9,17 +9,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from monky_deployd import __version__
 from monky_deployd.core.errors import Code
-from monky_deployd.core.wire import (
-    AgentInfo,
-    PhaseRow,
-    ReasonRow,
-    ReportBody,
-    RollbackRow,
-    ServiceRow,
-)
+from monky_deployd.core.wire import AgentInfo
 
-if TYPE_CHECKING:  # (core.reasons stays off the no-op tick's imports)
+if TYPE_CHECKING:  # (core.reasons and the report's rows stay off the no-op tick's imports)
     from monky_deployd.core.reasons import Reason
+    from monky_deployd.core.wirebodies import ReportBody, RollbackRow
 
 
 @dataclass
@@ -77,6 +71,8 @@ _CENTURY_S = 100 * 366 * 86400.0
 
 
 def report_body(rec: TickRecord) -> ReportBody:
+    from monky_deployd.core.wirebodies import PhaseRow, ReasonRow, ReportBody, ServiceRow
+
     return ReportBody(
         tick_id=rec.tick_id,
         revision=rec.revision,

@@ -7,23 +7,59 @@ inputs). Answers the agent reads (``LeaseAnswer``, ``CheckinAnswer``, ``ErrorBod
 they do not know (tenancy may add fields). The bundle inside a check-in answer stays a plain dict
 here: its content is validated by ``core.bundle``.
 
+The answers, the error body and the report live in ``core.wirebodies`` (a steady tick neither
+reads nor sends them); this module re-exports each by name, loading that one on first use.
+
 A ``pydantic.ValidationError`` carries the input values (a token among them): callers turn it
 into their own sentence and never let it into a message, a log line or an exception chain.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from monky_deployd import __version__
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 
-# Built on first use: a steady tick (check-in 304) never reads a lease, an error or a report, so
-# it does not pay for their validators at import.
-_LAZY = ConfigDict(defer_build=True)
+if TYPE_CHECKING:
+    from monky_deployd.core.wirebodies import CheckinAnswer as CheckinAnswer
+    from monky_deployd.core.wirebodies import ErrorBody as ErrorBody
+    from monky_deployd.core.wirebodies import ErrorDetail as ErrorDetail
+    from monky_deployd.core.wirebodies import Lease as Lease
+    from monky_deployd.core.wirebodies import LeaseAnswer as LeaseAnswer
+    from monky_deployd.core.wirebodies import PhaseRow as PhaseRow
+    from monky_deployd.core.wirebodies import ReasonRow as ReasonRow
+    from monky_deployd.core.wirebodies import ReportBody as ReportBody
+    from monky_deployd.core.wirebodies import RollbackRow as RollbackRow
+    from monky_deployd.core.wirebodies import ServiceRow as ServiceRow
+
+# What a steady tick (check-in 304) never reads or sends, a lease, an error, the 200 answer and
+# the report, lives in core.wirebodies, loaded on first use (``wire.ReportBody`` still works).
+_BODIES = frozenset(
+    {
+        "CheckinAnswer",
+        "ErrorBody",
+        "ErrorDetail",
+        "Lease",
+        "LeaseAnswer",
+        "PhaseRow",
+        "ReasonRow",
+        "ReportBody",
+        "RollbackRow",
+        "ServiceRow",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _BODIES:  # (``__path__`` and the like: not here)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from monky_deployd.core import wirebodies
+
+    return getattr(wirebodies, name)
 
 
 # -- shared -----------------------------------------------------------------------------------
@@ -89,123 +125,4 @@ class CheckinRequest(BaseModel):
         body = self.model_dump()
         if body["waiting"] is None:
             del body["waiting"]
-        return body
-
-
-class CheckinAnswer(BaseModel):
-    """``200 {"revision", "bundle"}``."""
-
-    model_config = _LAZY
-
-    revision: NonEmpty
-    bundle: dict[str, Any]
-
-
-# -- POST /v1/envs/{env}/lease --------------------------------------------------------------------
-
-
-class Lease(BaseModel):
-    """``lease`` in ``201 {"lease": {...}}``: the token is a secret (not in ``repr``)."""
-
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
-    id: str
-    token: NonEmpty
-    accessor: str = ""
-    ttl_s: int
-    renewable: bool = False
-
-    def __repr__(self) -> str:  # never print the token
-        return f"Lease(id={self.id!r}, ttl_s={self.ttl_s}, renewable={self.renewable})"
-
-    __str__ = __repr__
-
-
-class LeaseAnswer(BaseModel):
-    model_config = _LAZY
-
-    lease: Lease
-
-
-# -- errors, on every endpoint ----------------------------------------------------------------
-
-
-class ErrorDetail(BaseModel):
-    model_config = _LAZY
-
-    code: str = ""
-    message: str = ""
-    # contract: an int; a fraction is cut (as int() did), an infinity makes the body unreadable
-    retry_after_s: Annotated[float, Field(allow_inf_nan=False)] | None = None
-
-
-class ErrorBody(BaseModel):
-    """``{"error": {"code", "message", "retry_after_s"?}}``."""
-
-    model_config = _LAZY
-
-    error: ErrorDetail
-
-
-# -- POST /v1/envs/{env}/reports ------------------------------------------------------------------
-
-
-class PhaseRow(BaseModel):
-    model_config = _LAZY
-
-    name: str
-    ok: bool
-    ms: int
-
-
-class ServiceRow(BaseModel):
-    model_config = _LAZY
-
-    name: str
-    state: str
-    health: str
-    image: str
-
-
-class RollbackRow(BaseModel):
-    """``rollback`` (contract v1.1): the last-known-good revision restored after a failed apply."""
-
-    model_config = _LAZY
-
-    to_revision: str
-    ok: bool
-
-
-class ReasonRow(BaseModel):
-    """One of ``reasons`` (contract v1.1): why the apply happened, names only (``core.reasons``)."""
-
-    model_config = _LAZY
-
-    kind: str
-    detail: str
-
-
-class ReportBody(BaseModel):
-    model_config = _LAZY
-
-    tick_id: str
-    revision: str | None
-    outcome: str
-    code: str
-    message: str
-    detail: str
-    phases: list[PhaseRow]
-    services: list[ServiceRow]
-    agent: AgentInfo
-    started_at: str
-    finished_at: str
-    rollback: RollbackRow | None = None  # only in the body after a rollback
-    reasons: list[ReasonRow] = Field(default_factory=list)  # only when the tick knows why
-
-    def body(self) -> dict[str, Any]:
-        body = self.model_dump()
-        if body["rollback"] is None:
-            del body["rollback"]
-        if not body["reasons"]:
-            del body["reasons"]
         return body

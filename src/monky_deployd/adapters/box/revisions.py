@@ -20,11 +20,14 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from monky_deployd.adapters import fsread
 from monky_deployd.adapters.fsutil import atomic_write, ensure_private_dir, refuse_link
 from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.records import Release
+
+if TYPE_CHECKING:  # (core.records_rare: loaded where a release is read)
+    from monky_deployd.core.records import Release
 
 COMPOSE_FILE = "compose.yaml"
 ENV_FILE = ".env"
@@ -40,6 +43,8 @@ class Revisions:
     # -- releases (verified revisions) -------------------------------------------------------
 
     def read_release(self, revision: str) -> Release | None:
+        from monky_deployd.core.records import Release
+
         try:
             raw = fsread.read_entry(self.revision_dir(revision) / RELEASE_FILE, RELEASE_CAP)
             return None if raw is None else Release.from_json(raw)

@@ -70,9 +70,6 @@ from monky_deployd.core.ledger import Ledger
 from monky_deployd.core.records import (
     Applied,
     HostFacts,
-    Journal,
-    Projects,
-    Suspended,
     TokenState,
     host_facts_from_json,
     host_facts_to_json,
@@ -81,6 +78,7 @@ from monky_deployd.core.records import (
 if TYPE_CHECKING:  # (read only when their files exist: off the no-op tick's imports)
     from monky_deployd.core.bake import Bake
     from monky_deployd.core.held import Held
+    from monky_deployd.core.records import Journal, Suspended
     from monky_deployd.core.schedule import Seen
 
 if TYPE_CHECKING:
@@ -328,6 +326,8 @@ class StateDir(Revisions):
         raw = self._record_or_none(self.journal_file)
         if raw is None:
             return None
+        from monky_deployd.core.records import Journal  # (core.records_rare, on first use)
+
         try:
             return Journal.from_json(raw)
         except ValueError:
@@ -364,6 +364,8 @@ class StateDir(Revisions):
     def read_projects(self) -> frozenset[str]:
         """The compose projects the agent started (``projects.json``) and the applied one;
         an unreadable record counts as none (the applied project still does)."""
+        from monky_deployd.core.records import Projects  # (core.records_rare, on first use)
+
         names: set[str] = set()
         raw = self._record_or_none(self.projects_file)
         if raw is not None:
@@ -376,6 +378,8 @@ class StateDir(Revisions):
 
     def own_project(self, name: str) -> None:
         """Record ``name`` as a project the agent starts (before anything of it is created)."""
+        from monky_deployd.core.records import Projects  # (core.records_rare, on first use)
+
         raw = self._record_or_none(self.projects_file)
         known = Projects()
         if raw is not None:
@@ -443,6 +447,8 @@ class StateDir(Revisions):
         raw = self._record_or_none(self.suspend_file)
         if raw is None:
             return None
+        from monky_deployd.core.records import Suspended  # (core.records_rare, on first use)
+
         try:
             return Suspended.from_json(raw)
         except ValueError:

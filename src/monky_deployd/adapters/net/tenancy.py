@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -31,14 +31,17 @@ from monky_deployd import USER_AGENT
 from monky_deployd.adapters.httpio import read_capped
 from monky_deployd.adapters.net import httperrors
 from monky_deployd.config import TenancyCfg
+from monky_deployd.core import wire  # (its answers and errors load on first use)
 from monky_deployd.core.errors import (
     Code,
     DeployError,
     TokenError,
 )
 from monky_deployd.core.mask import Masker
-from monky_deployd.core.wire import CheckinAnswer, CheckinRequest, ErrorBody, LeaseAnswer
-from monky_deployd.core.wire import Lease as Lease
+from monky_deployd.core.wire import CheckinRequest
+
+if TYPE_CHECKING:
+    from monky_deployd.core.wire import Lease as Lease
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +104,7 @@ class Tenancy:
             self._raise_unexpected("lease", resp, token)
         body = self._json("lease", resp)
         try:
-            return LeaseAnswer.model_validate(body).lease
+            return wire.LeaseAnswer.model_validate(body).lease
         except ValueError:  # a ValidationError: it holds the token, so it goes no further
             pass
         raise self._bad("lease", "the lease answer lacks lease.id/token/ttl_s")
@@ -120,7 +123,7 @@ class Tenancy:
             self._raise_unexpected("checkin", resp, token)
         data = self._json("checkin", resp)
         try:
-            answer = CheckinAnswer.model_validate(data)
+            answer = wire.CheckinAnswer.model_validate(data)
         except ValueError:  # a ValidationError: it holds the answer's values, kept out of ours
             answer = None
         if answer is None:
@@ -283,7 +286,7 @@ def _error_body(resp: httpx.Response) -> tuple[str, str, int | None]:
     """(code, message, retry_after_s) of an error body; ("", "", None)
     when the body is not one (not JSON, no ``error`` object, a field of the wrong type)."""
     try:
-        err = ErrorBody.model_validate(resp.json()).error
+        err = wire.ErrorBody.model_validate(resp.json()).error
     except (ValueError, RecursionError):  # not JSON (or nested too deep), or a ValidationError
         return "", "", None
     retry = int(err.retry_after_s) if err.retry_after_s is not None else None
