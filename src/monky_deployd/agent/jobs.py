@@ -89,7 +89,7 @@ def _finished_since(ctx: Context, applied: Applied, running: tuple[ServiceState,
     for name, made in finished:
         log.info(
             f"job {name} ran to completion (its exit 0 had no stop before it, in the engine's "
-            f"events): done for its config ({made}), not run again by this up",
+            f"events): done for its config ({made}), recorded before this up",
             extra={"event": "job.done", "service": name},
         )
     done = replace(applied, done={**(applied.done or {}), **dict(finished)})
