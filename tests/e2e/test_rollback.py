@@ -164,8 +164,10 @@ def test_a_healthcheck_that_never_passes_rolls_back(lab: Lab) -> None:
 
 def test_an_up_that_fails_half_way_rolls_back(lab: Lab) -> None:
     apply_good(lab)
-    # web is recreated with r2's .env, then the second service cannot be created
-    broken = {"network_mode": "container:no-such-container-" + lab.project}
+    # web is recreated with r2's .env, then the second service cannot start: its entrypoint
+    # does not exist in the image (a network_mode of a missing container, as before, is now
+    # refused by the local policy before anything changes)
+    broken = {"entrypoint": ["/no/such/entrypoint"]}
     lab.estate.tenancy.set_desired("r2", bundle(lab, log_level="debug", extra={"broken": broken}))
     run = lab.tick()
     assert run.rc == 1, run.stdout
