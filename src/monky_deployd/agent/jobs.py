@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box import docker_api
@@ -84,14 +83,4 @@ def _finished_since(ctx: Context, applied: Applied, running: tuple[ServiceState,
     from monky_deployd.agent import observe
 
     _, finished = observe.jobs_done(ctx.cfg, applied, running, ctx.clock())
-    if not finished:
-        return applied
-    for name, made in finished:
-        log.info(
-            f"job {name} ran to completion (its exit 0 had no stop before it, in the engine's "
-            f"events): done for its config ({made}), recorded before this up",
-            extra={"event": "job.done", "service": name},
-        )
-    done = replace(applied, done={**(applied.done or {}), **dict(finished)})
-    ctx.state.write_applied(done)
-    return done
+    return observe.record_done(ctx.state, applied, finished) if finished else applied

@@ -236,6 +236,23 @@ def may_wait(cfg: Config, answer: Checkin) -> bool:
     return schedule.spread_of(answer.bundle) > 0
 
 
+def record_done(
+    state: StateDir, record: Applied, finished: tuple[tuple[str, str], ...], phase: str = ""
+) -> Applied:
+    """applied.json with ``finished`` (``jobs_done``'s newly done ``(service, made_by)``) in its
+    ``done``, written; each journaled (``job.done``; ``phase``: else the current one)."""
+    at = {"phase": phase} if phase else {}
+    for name, made in finished:
+        log.info(
+            f"job {name} ran to completion (its exit 0 had no stop before it, in the "
+            f"engine's events): done for this config ({made}), never restored nor re-run",
+            extra={"event": "job.done", "service": name, **at},
+        )
+    done = replace(record, done={**(record.done or {}), **dict(finished)})
+    state.write_applied(done)
+    return done
+
+
 def settle(state: StateDir, obs: Observation) -> None:
     """The observation's side effects (the tick's only): each logged with its event."""
     dropped = obs.local.held
@@ -277,14 +294,7 @@ def settle(state: StateDir, obs: Observation) -> None:
         )
     record = obs.local.record
     if obs.finished and record is not None:
-        for name, made in obs.finished:
-            log.info(
-                f"job {name} ran to completion (its exit 0 had no stop before it, in the "
-                f"engine's events): done for this config ({made}), never restored nor re-run",
-                extra={"event": "job.done", "phase": "plan", "service": name},
-            )
-        done = {**(record.done or {}), **dict(obs.finished)}
-        state.write_applied(replace(record, done=done))
+        record_done(state, record, obs.finished, "plan")
     cut = obs.interrupted
     if cut is not None:
         log.warning(

@@ -41,8 +41,8 @@ SAFE_SYSCTLS = frozenset(
         *("net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"),
     }
 )
-# a service's key whose value "host" shares that host namespace -> the namespace's name
 GPU = "gpu"  # the ``devices`` allowance of device requests (``gpus``, reserved devices)
+# a service's key whose value "host" shares that host namespace -> the namespace's name
 HOST_NAMESPACE_KEYS = {
     "pid": "pid",
     "ipc": "ipc",
