@@ -162,9 +162,17 @@ def _stderr_format(args: argparse.Namespace) -> str:
     return "text" if args.log_format == "auto" else str(args.log_format)
 
 
-def _config_refused(args: argparse.Namespace, err: ConfigError, started: float) -> int:
-    """config.yaml missing or invalid (exit 3): apply logs its tick lines; status and plan
-    answer in their own form (--json: their schema); the others print one line on stderr."""
+def _config_refused(
+    args: argparse.Namespace,
+    err: DeployError,
+    started: float,
+    phase: str = "config",
+    status: int = EXIT_CONFIG,
+) -> int:
+    """A refusal before any tick (exit ``status``): config.yaml missing or invalid (exit 3), or
+    a state dir root's command may not act in (``phase`` state, exit 5). apply logs its tick
+    lines; status and plan answer in their own form (--json: their schema); the others print
+    one line on stderr."""
     if args.command == "status":
         from monky_deployd.agent import status_fault
 
@@ -172,15 +180,15 @@ def _config_refused(args: argparse.Namespace, err: ConfigError, started: float) 
     if args.command == "plan" and args.json:
         error = {"code": err.code, "message": err.message, "hint": err.hint}
         print(json.dumps({"schema": 1, "changes": None, "error": error}, indent=2))
-        return EXIT_CONFIG
+        return status
     if args.command != "apply":
         print(f"monky-deployd {args.command}: {err}", file=sys.stderr)
-        return EXIT_CONFIG
+        return status
     from monky_deployd.core.checks import one_line
 
     log.error(
         str(err),
-        extra={"event": "tick.error", "phase": "config", "code": err.code, "hint": err.hint},
+        extra={"event": "tick.error", "phase": phase, "code": err.code, "hint": err.hint},
     )
     log.error(
         f"tick refused: {one_line(err.message)}",
@@ -193,7 +201,7 @@ def _config_refused(args: argparse.Namespace, err: ConfigError, started: float) 
             "duration_ms": int((time.monotonic() - started) * 1000),
         },
     )
-    return EXIT_CONFIG
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in WRITERS:  # root acts as the state dir's owner: no root-owned file left
         from monky_deployd.adapters.box import owner
 
-        if (user := owner.become_owner(cfg.state_dir)) is not None and args.command == "apply":
-            log.info(f"running as {user} (the owner of {cfg.state_dir}), not root")
+        try:
+            user = owner.become_owner(cfg.state_dir, cfg.service_user)
+        except DeployError as err:  # a state dir root may not act in: nothing was run
+            return _config_refused(args, err, started, "state", exit_code_of(err))
+        if user is not None and args.command == "apply":
+            log.info(f"running as {user} (the unit's account, service_user), not root")
     if args.command != "apply":
         try:
             if args.command == "status":

@@ -183,6 +183,8 @@ class Config(_Strict):
     openbao: OpenBaoCfg = OpenBaoCfg()
     grant_file: Path = Path("/etc/monky-deployd/grant.jwt")
     state_dir: Path = Path("/var/lib/monky-deployd")
+    # the unit's account: the only one a root `apply`/`suspend`/`resume` switches to
+    service_user: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")] = "monky-deployd"
     token: TokenCfg = TokenCfg()
     docker: DockerCfg = DockerCfg()
     disk: DiskCfg = DiskCfg()

@@ -39,6 +39,13 @@ def _text(text: str) -> str:
     return text.strip()
 
 
+def _key_path(text: str) -> str:
+    parts = text.strip().split(".")
+    if not text.strip() or any(not p or "\0" in p for p in parts):
+        raise ValueError(f"{text!r} is not a key path (like services.web.provider)")
+    return text.strip()
+
+
 Items = Annotated[list[Annotated[str, AfterValidator(_text)]], Field(max_length=256)]
 
 
@@ -57,6 +64,7 @@ class AllowCfg(BaseModel):
     bind_roots: Annotated[
         list[Annotated[Path, AfterValidator(_absolute)]], Field(max_length=256)
     ] = []
+    providers: Items = []  # programs a `provider:` service may have compose run on the host
 
 
 class PolicyCfg(BaseModel):
@@ -64,3 +72,6 @@ class PolicyCfg(BaseModel):
 
     allow: AllowCfg = AllowCfg()  # every service of every bundle
     services: Annotated[dict[str, AllowCfg], Field(max_length=256)] = {}  # by compose name
+    # key paths of compose's model allowed beyond the key table's defaults (core.policy_keys):
+    # `services.web.provider`, `volumes.*.driver_opts` (`*`: any one name)
+    keys: Annotated[list[Annotated[str, AfterValidator(_key_path)]], Field(max_length=256)] = []

@@ -50,6 +50,7 @@ def _allow(cfg: AllowCfg) -> policy.Allow:
         sysctls=frozenset(cfg.sysctls),
         cgroup_parent=frozenset(cfg.cgroup_parent),
         bind_roots=tuple(os.path.realpath(r) for r in cfg.bind_roots),
+        providers=frozenset(cfg.providers),
     )
 
 
@@ -105,6 +106,7 @@ def rules(cfg: Config) -> policy.Rules:
         allow=every,
         services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
         protected=protected(cfg),
+        keys=tuple(cfg.policy.keys),
     )
 
 
@@ -124,7 +126,9 @@ def judge(
     if outside:
         return outside, {}
     config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
-    resolved = {path: resolve(path) for _, _, path in policy.binds(config)}
+    from monky_deployd.core.policy_host import host_paths
+
+    resolved = {found.path: resolve(found.path) for found in host_paths(config)}
     return policy.judge(config, rules(cfg), resolved, str(project_dir)), config
 
 

@@ -78,6 +78,7 @@ class Code(StrEnum):
     LOCK_BUSY = "LOCK_BUSY"
     STATE_LINK = "STATE_LINK"
     STATE_UNWRITABLE = "STATE_UNWRITABLE"
+    STATE_DIR_UNSAFE = "STATE_DIR_UNSAFE"
     TOKEN_UNSTORABLE = "TOKEN_UNSTORABLE"
     # agent
     INTERNAL = "INTERNAL"
@@ -146,6 +147,7 @@ class Code(StrEnum):
     POLICY_PROTECTED_PATH = "POLICY_PROTECTED_PATH"
     POLICY_SOURCE = "POLICY_SOURCE"
     POLICY_UNJUDGED = "POLICY_UNJUDGED"
+    POLICY_UNKNOWN_KEY = "POLICY_UNKNOWN_KEY"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -224,6 +226,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.LOCK_BUSY: ("state", "refused"),
     Code.STATE_LINK: ("state", "refused"),
     Code.STATE_UNWRITABLE: ("state", "failed"),
+    Code.STATE_DIR_UNSAFE: ("state", "refused"),
     Code.TOKEN_UNSTORABLE: ("state", "refused"),
     # agent
     Code.INTERNAL: ("agent", "failed"),
@@ -292,6 +295,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.POLICY_PROTECTED_PATH: ("policy", "refused"),
     Code.POLICY_SOURCE: ("policy", "refused"),
     Code.POLICY_UNJUDGED: ("policy", "refused"),
+    Code.POLICY_UNKNOWN_KEY: ("policy", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),

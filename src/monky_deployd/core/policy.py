@@ -20,8 +20,13 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from monky_deployd.core.errors import Code, DeployError
+
+if TYPE_CHECKING:
+    from monky_deployd.core.policy_host import HostPath
+    from monky_deployd.core.policy_keys import KeyFault
 
 SOURCE = Code.POLICY_SOURCE
 # Pod Security baseline: the capabilities a container may add (the runtime's default set).
@@ -70,16 +75,19 @@ class Allow:
     sysctls: frozenset[str] = frozenset()  # sysctl names beyond SAFE_SYSCTLS
     cgroup_parent: frozenset[str] = frozenset()
     bind_roots: tuple[str, ...] = ()  # absolute host directories (and what is below them)
+    providers: frozenset[str] = frozenset()  # programs a ``provider`` service may run
 
 
 @dataclass(frozen=True)
 class Rules:
-    """The policy: ``allow`` for every service, ``services`` for one by name, and the paths no
-    bind mount may reach (``protected``: normalized absolute paths, symlinks resolved too)."""
+    """The policy: ``allow`` for every service, ``services`` for one by name, the paths no
+    bind mount may reach (``protected``: normalized absolute paths, symlinks resolved too), and
+    the key paths allowed beyond the key table's defaults (``keys``: ``policy.keys``)."""
 
     allow: Allow = Allow()
     services: Mapping[str, Allow] = field(default_factory=dict)
     protected: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
 
     def allows(self, service: str) -> Allow:
         """What ``service`` may ask: ``allow`` with its own allowances added."""
@@ -96,6 +104,7 @@ class Rules:
             every.sysctls | own.sysctls,
             every.cgroup_parent | own.cgroup_parent,
             every.bind_roots + own.bind_roots,
+            every.providers | own.providers,
         )
 
 
@@ -127,7 +136,7 @@ def inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _scope_line(service: str, key: str, value: str) -> str:
+def scope_line(service: str, key: str, value: str) -> str:
     return f"policy.services.{service}.{key}: [{value}]"
 
 
@@ -153,40 +162,18 @@ def security_opt(text: str) -> str:
     return f"{key.lower()}={value}" if sep else key.lower()
 
 
-def binds(config: Mapping[str, object]) -> list[tuple[str, str, str]]:
-    """Every host path the effective configuration mounts: ``(service, key, path)`` (service
-    ``""`` for a top-level local volume whose ``driver_opts.device`` is a bind)."""
-    found: list[tuple[str, str, str]] = []
-    services = config.get("services")
-    for name, svc in services.items() if isinstance(services, dict) else ():
-        if not isinstance(svc, dict):
-            continue
-        for vol in _list(svc.get("volumes")):
-            if isinstance(vol, dict) and vol.get("type") == "bind":
-                found.append((str(name), "volumes", str(vol.get("source", ""))))
-        for kind in ("secrets", "configs"):
-            top = config.get(kind)
-            top = top if isinstance(top, dict) else {}
-            for ref in _list(svc.get(kind)):
-                source = ref.get("source") if isinstance(ref, dict) else ref
-                spec = top.get(source)
-                if isinstance(spec, dict) and isinstance(spec.get("file"), str):
-                    found.append((str(name), kind, spec["file"]))
-    volumes = config.get("volumes")
-    for name, spec in volumes.items() if isinstance(volumes, dict) else ():
-        opts = spec.get("driver_opts") if isinstance(spec, dict) else None
-        if not isinstance(opts, dict) or not isinstance(device := opts.get("device"), str):
-            continue
-        if {"bind", "rbind"} & {o.strip() for o in str(opts.get("o", "")).split(",")}:
-            found.append(("", f"volumes.{name}.driver_opts.device", device))
-    return found
+def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Violation | None:
+    """The one host-path judge: a protected path never; a build's path inside the release;
+    else under an allowed root."""
+    from monky_deployd.core.policy_host import within_release
 
-
-def _bind(rules: Rules, service: str, key: str, path: str, resolved: str) -> Violation | None:
+    service, key, path = found.service, found.key, found.path
     forms = {normpath(path), normpath(resolved)}
     if any(not f.startswith("/") for f in forms):
         why = "not an absolute path, or one whose links this agent cannot follow"
         return Violation(service, key, f"{path} ({why})")
+    if within_release(found, forms, release_dir):
+        return None
     for form in sorted(forms):
         for guarded in rules.protected:  # the path itself, below it, or above it
             if (guarded != "/" and inside(form, guarded)) or inside(guarded, form):
@@ -199,8 +186,9 @@ def _bind(rules: Rules, service: str, key: str, path: str, resolved: str) -> Vio
         return None
     shown = path if normpath(resolved) == normpath(path) else f"{path} (-> {normpath(resolved)})"
     parent = posixpath.dirname(normpath(resolved)) or "/"
+    parent = normpath(resolved) if parent == "/" else parent  # "/" is no root to allow
     line = (
-        _scope_line(service, "bind_roots", parent)
+        scope_line(service, "bind_roots", parent)
         if service
         else f"policy.allow.bind_roots: [{parent}]"
     )
@@ -216,18 +204,32 @@ def judge(
     """Every violation of ``rules`` in ``config`` (compose's effective configuration as JSON),
     sorted; ``resolved`` maps a bind mount's host path to its real path (symlinks followed);
     ``release_dir`` is the project directory (its ``.env`` is the one ``env_file`` allowed)."""
+    from monky_deployd.core import policy_host, policy_keys
+
     seen = resolved or {}
-    found: list[Violation] = []
+    found = [
+        Violation(f.service, f.path, _key_asks(f), f"policy.keys: [{f.path}]", f.code)
+        for f in policy_keys.walk(config, rules.keys)
+    ]
     services = config.get("services")
     for name, svc in sorted(services.items()) if isinstance(services, dict) else ():
         if isinstance(svc, dict):
             found.extend(_service(str(name), svc, rules))
+            found.extend(policy_host.service(str(name), svc, rules))
             found.extend(_env_files(str(name), svc, normpath(release_dir + "/.env")))
-    for service, key, path in binds(config):
-        hit = _bind(rules, service, key, path, seen.get(path, path))
+    found.extend(policy_host.volumes(config, rules))
+    found.extend(policy_host.networks(config, rules))
+    for host_path in policy_host.host_paths(config):
+        hit = _bind(rules, host_path, seen.get(host_path.path, host_path.path), release_dir)
         if hit is not None:
             found.append(hit)
     return sorted(set(found))
+
+
+def _key_asks(fault: KeyFault) -> str:
+    if fault.why:
+        return f"is refused by default ({fault.why})"
+    return "is a key this agent's policy does not know (compose may act on it; nothing judged it)"
 
 
 def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
@@ -236,28 +238,28 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
         yield Violation(name, "privileged", "true", f"policy.services.{name}.privileged: true")
     for key, ns in HOST_NAMESPACE_KEYS.items():
         if str(svc.get(key, "")).lower() == "host" and ns not in may.host_namespaces:
-            yield Violation(name, key, "host", _scope_line(name, "host_namespaces", ns))
+            yield Violation(name, key, "host", scope_line(name, "host_namespaces", ns))
     for raw in _names(svc.get("cap_add")):
         cap = capability(raw)
         if cap not in BASELINE_CAPS and cap not in may.cap_add:
-            yield Violation(name, "cap_add", cap, _scope_line(name, "cap_add", cap))
+            yield Violation(name, "cap_add", cap, scope_line(name, "cap_add", cap))
     for dev in _list(svc.get("devices")):
         src = str(dev.get("source", "")) if isinstance(dev, dict) else str(dev).split(":")[0]
         if normpath(src) not in may.devices:
-            yield Violation(name, "devices", src, _scope_line(name, "devices", normpath(src)))
+            yield Violation(name, "devices", src, scope_line(name, "devices", normpath(src)))
     for key, request in _device_requests(svc):
         if GPU not in may.devices:
-            yield Violation(name, key, request, _scope_line(name, "devices", GPU))
+            yield Violation(name, key, request, scope_line(name, "devices", GPU))
     for rule in _names(svc.get("device_cgroup_rules")):
         if rule not in may.devices:
-            yield Violation(name, "device_cgroup_rules", rule, _scope_line(name, "devices", rule))
+            yield Violation(name, "device_cgroup_rules", rule, scope_line(name, "devices", rule))
     for raw in _names(svc.get("security_opt")):
         opt = security_opt(raw)
         if _unsafe_opt(opt) and opt not in may.security_opt:
-            yield Violation(name, "security_opt", raw, _scope_line(name, "security_opt", opt))
+            yield Violation(name, "security_opt", raw, scope_line(name, "security_opt", opt))
     for key in _sysctl_names(svc.get("sysctls")):
         if key not in SAFE_SYSCTLS and key not in may.sysctls:
-            yield Violation(name, "sysctls", key, _scope_line(name, "sysctls", key))
+            yield Violation(name, "sysctls", key, scope_line(name, "sysctls", key))
     for source in _names(svc.get("volumes_from")):
         if source.startswith("container:"):  # another container's mounts, of any project
             yield Violation(name, "volumes_from", source.rsplit(":ro", 1)[0].rsplit(":rw", 1)[0])
@@ -269,7 +271,7 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
     parent = svc.get("cgroup_parent")
     if parent and str(parent) not in may.cgroup_parent:
         yield Violation(
-            name, "cgroup_parent", str(parent), _scope_line(name, "cgroup_parent", str(parent))
+            name, "cgroup_parent", str(parent), scope_line(name, "cgroup_parent", str(parent))
         )
 
 
@@ -303,7 +305,7 @@ def _build(name: str, build: Mapping[str, object], may: Allow) -> Iterable[Viola
         )
     if str(build.get("network", "")).lower() == "host" and "network" not in may.host_namespaces:
         yield Violation(
-            name, "build.network", "host", _scope_line(name, "host_namespaces", "network")
+            name, "build.network", "host", scope_line(name, "host_namespaces", "network")
         )
     for entitlement in _names(build.get("entitlements")):
         yield Violation(name, "build.entitlements", entitlement)
@@ -365,7 +367,12 @@ def sources(doc: object) -> list[Violation]:
 
 
 # the order a refusal's code is chosen in: what nothing may allow first
-_GRAVITY = (Code.POLICY_PROTECTED_PATH, Code.POLICY_SOURCE, Code.POLICY_REFUSED)
+_GRAVITY = (
+    Code.POLICY_PROTECTED_PATH,
+    Code.POLICY_SOURCE,
+    Code.POLICY_UNKNOWN_KEY,
+    Code.POLICY_REFUSED,
+)
 
 
 def refusal(revision: str, violations: list[Violation]) -> DeployError:

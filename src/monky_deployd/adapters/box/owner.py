@@ -1,12 +1,14 @@
 """The state dir's owner: the account every write to it is made as.
 
-The unit runs as the service user (``monky-deployd``), which owns the state dir. A command run by
-root that writes there (``apply``, ``suspend``, ``resume``) first becomes that user
-(``become_owner``: supplementary groups, group, then user, before the state dir is touched), so
-it never leaves a file the timer's next tick cannot replace. A state dir that already holds
-entries another account owns (a root shell's ``apply`` before this existed) is named, entry by
-entry, with the ``chown`` that mends it (``poisoned_error``: the tick's STATE_UNWRITABLE and
-doctor's ``state-dir`` check).
+The unit runs as the service user (``monky-deployd``, config.yaml's ``service_user``), which owns
+the state dir. A command run by root that writes there (``apply``, ``suspend``, ``resume``)
+first becomes that user and no other (``become_owner``: supplementary groups, group, then user,
+before the state dir is touched), so it never leaves a file the timer's next tick cannot
+replace; a state dir that is a link, another account's, or writable by group or others is
+refused first (``unsafe``: STATE_DIR_UNSAFE), so a planted directory never chooses the account.
+A state dir that already holds entries another account owns (a root shell's ``apply`` before
+this existed) is named, entry by entry, with the ``chown`` that mends it (``poisoned_error``:
+the tick's STATE_UNWRITABLE and doctor's ``state-dir`` check).
 """
 
 from __future__ import annotations
@@ -48,13 +50,20 @@ def owner_name(state_dir: Path) -> str:
     return account.pw_name if account is not None else _name(os.geteuid())
 
 
-def become_owner(state_dir: Path) -> str | None:
-    """Root only: become the state dir's account (``initgroups``, ``setgid``, ``setuid``; HOME,
-    USER and LOGNAME follow) and return its name. None when this process is not root or the box
-    has no such account (nothing to switch to: root stays root)."""
+def become_owner(state_dir: Path, user: str = SERVICE_USER) -> str | None:
+    """Root only: become the unit's account ``user`` (config.yaml's ``service_user``:
+    ``initgroups``, ``setgid``, ``setuid``; HOME, USER and LOGNAME follow) and return its name.
+    None when this process is not root or the box has no such account (root stays root).
+    STATE_DIR_UNSAFE first, nothing switched or run, when the state dir is not one that account
+    may own alone (``unsafe``)."""
     if os.geteuid() != 0:
         return None
-    account = service_account(state_dir)
+    try:
+        account: pwd.struct_passwd | None = pwd.getpwnam(user)
+    except KeyError:
+        account = None
+    if (err := unsafe(state_dir, user, account)) is not None:
+        raise err
     if account is None or account.pw_uid == 0:
         return None
     os.initgroups(account.pw_name, account.pw_gid)
@@ -62,6 +71,60 @@ def become_owner(state_dir: Path) -> str | None:
     os.setuid(account.pw_uid)
     os.environ.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
     return account.pw_name
+
+
+def unsafe(state_dir: Path, user: str, account: pwd.struct_passwd | None) -> DeployError | None:
+    """STATE_DIR_UNSAFE when root's command may not act in ``state_dir`` (looked at with
+    ``lstat``: no link followed): a symbolic link, not a directory, owned by an account other
+    than ``user`` (or root), or writable by group or others; each with the one command that
+    mends it. None when it is safe, or does not exist yet (the tick makes it)."""
+    try:
+        st = os.lstat(state_dir)
+    except OSError:
+        return None
+    group = _group(account)
+    owner = account.pw_name if account is not None else "root"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(state_dir)
+        except OSError:
+            target = "?"
+        return _unsafe(
+            f"{state_dir} is a symbolic link (to {target}); root's command follows no link to "
+            "find the account it runs as",
+            f"`rm {state_dir}` (the link only: the next tick makes the directory, owned by "
+            f"{owner}; what the link led to stays where it is)",
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        return _unsafe(f"{state_dir} is not a directory", f"`mv {state_dir} {state_dir}.bad`")
+    allowed = {0} | ({account.pw_uid} if account is not None else set())
+    if st.st_uid not in allowed:
+        whose = f"the unit's account {user}" if account else f"root ({user} does not exist here)"
+        return _unsafe(
+            f"{state_dir} is owned by {_name(st.st_uid)}, not {whose}: root's command would "
+            f"act as {owner} in a directory {_name(st.st_uid)} controls",
+            f"`chown -R {owner}:{group} {state_dir}`",
+        )
+    if st.st_mode & 0o022:
+        return _unsafe(
+            f"{state_dir} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
+            "another account could plant entries the tick then trusts",
+            f"`chmod go-w {state_dir}`",
+        )
+    return None
+
+
+def _unsafe(message: str, hint: str) -> DeployError:
+    return DeployError(f"{message}; nothing was run", code=Code.STATE_DIR_UNSAFE, hint=hint)
+
+
+def _group(account: pwd.struct_passwd | None) -> str:
+    if account is None:
+        return "root"
+    try:
+        return grp.getgrgid(account.pw_gid).gr_name
+    except KeyError:
+        return str(account.pw_gid)
 
 
 def _name(uid: int) -> str:
