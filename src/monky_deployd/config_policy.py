@@ -75,3 +75,10 @@ class PolicyCfg(BaseModel):
     # key paths of compose's model allowed beyond the key table's defaults (core.policy_keys):
     # `services.web.provider`, `volumes.*.driver_opts` (`*`: any one name)
     keys: Annotated[list[Annotated[str, AfterValidator(_key_path)]], Field(max_length=256)] = []
+
+    def digest(self) -> str:
+        """The policy's identity (held.json's ``policy`` of a refusal: judged again once it
+        differs): SHA-256 of its canonical JSON, 16 hex digits."""
+        import hashlib
+
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]

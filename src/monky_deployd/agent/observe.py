@@ -169,6 +169,8 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
     held = recovery.bounded(local.held, now, cfg.backoff.cap_s)
     if held is not None and wanted is not None and wanted != held.revision:
         held = None  # pre-empted: a new desired revision ends a hold and a backoff at once
+    if held is not None and _policy_changed(cfg, held):
+        held = None  # a policy refusal under another policy: the revision is judged again
     running: tuple[ServiceState, ...] | None = None
     done: tuple[str, ...] | None = None
     finished: tuple[tuple[str, str], ...] = ()
@@ -194,6 +196,13 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
         done,
         finished,
     )
+
+
+def _policy_changed(cfg: Config, held: Held) -> bool:
+    """``held`` is a policy refusal under a policy other than config.yaml's today."""
+    from monky_deployd.core.held import Refused  # (held.json exists)
+
+    return isinstance(held, Refused) and held.policy != cfg.policy.digest()
 
 
 def jobs_done(

@@ -131,6 +131,7 @@ def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
         cap_s=cfg.backoff.cap_s,
         jitter=cfg.backoff.jitter,
         u=u,
+        policy=cfg.policy.digest(),
     )
     if step.rollback_to is None or ready is None or lkg is None:
         state.write_held(step.held)
@@ -140,6 +141,12 @@ def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
                 f"revision {plan.revision} failed (attempt {step.held.attempts}); "
                 f"next attempt at {when} unless the desired revision changes",
                 extra={"event": "apply.backoff", "next_attempt_at": when},
+            )
+        elif isinstance(step.held, held_kinds.Refused):
+            log.warning(
+                f"revision {plan.revision} is held: judged again when the desired revision or "
+                "config.yaml's policy changes, or on `apply --once --retry`",
+                extra={"event": "apply.held", "revision": plan.revision},
             )
         raise err
     # recorded before the rollback starts: a tick killed inside it, or a rollback stopped by a

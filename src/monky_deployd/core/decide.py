@@ -198,7 +198,7 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
         if applied is not None and f.running is not None
         else ()
     )
-    from monky_deployd.core.held import BackingOff, Stalled  # (held.json exists)
+    from monky_deployd.core.held import BackingOff, Refused, Stalled  # (held.json exists)
     from monky_deployd.core.plans import Backoff, Hold, Restore
 
     box_changed = isinstance(held, BackingOff) and held.box_changed
@@ -216,6 +216,14 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
             f"revision {desired} failed ({held.code}) and the rollback to "
             f"{held.rolled_back_to} failed too: stalled until the desired revision "
             "changes or `apply --once --retry`",
+        )
+    if isinstance(held, Refused):
+        return Hold(
+            desired,
+            held,
+            f"revision {desired} is held: this box's policy refused it ({held.code}); it is "
+            "judged again when the desired revision or config.yaml's policy changes, or on "
+            f"`apply --once --retry`; {lkg}",
         )
     if not isinstance(held, BackingOff):
         return Hold(

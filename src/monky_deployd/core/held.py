@@ -29,6 +29,8 @@ from monky_deployd.core.records import parse_record
 #   BackingOff       failed without a rollback: the next attempt waits (``box_changed``: its
 #                    containers replaced the last-known-good's and stay)
 #   RestoreBackoff   no failed revision: the applied revision's restore failed and waits
+#   Refused          refused by the box's policy (POLICY_*): held until the desired revision
+#                    or config.yaml's policy (``policy``: its digest then) changes, or --retry
 #
 # A held revision (HeldRevision, BackingOff) may also carry a ``RestoreWait``: the last-known-
 # good's restore failed meanwhile. held.json keeps the flat shape every version wrote (all twelve
@@ -104,6 +106,24 @@ class BackingOff:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """``revision`` was refused by the box's policy under the policy whose digest is ``policy``
+    (``PolicyCfg.digest``): the same revision under the same policy is refused again, so it is
+    held (no backoff, no secret read again) until either changes or ``apply --once --retry``."""
+
+    revision: str
+    code: str
+    message: str
+    policy: str
+    attempts: int = 1
+    failed_at: float = 0.0
+    restore: RestoreWait | None = None
+
+    def to_json(self) -> bytes:
+        return _held_bytes(self, policy=self.policy)
+
+
+@dataclass(frozen=True)
 class RestoreBackoff:
     """``revision`` is the applied one: its restore is backing off, nothing else is held."""
 
@@ -118,12 +138,12 @@ class RestoreBackoff:
         return _held_bytes(self)
 
 
-Held = HeldRevision | RollbackPending | Stalled | BackingOff | RestoreBackoff
+Held = HeldRevision | RollbackPending | Stalled | BackingOff | RestoreBackoff | Refused
 
 
 def restore_wait(held: Held | None) -> RestoreWait | None:
     """The last-known-good's restore backoff the record carries, if any."""
-    if isinstance(held, HeldRevision | BackingOff | RestoreBackoff):
+    if isinstance(held, HeldRevision | BackingOff | RestoreBackoff | Refused):
         return held.restore
     return None
 
@@ -136,6 +156,7 @@ def _held_bytes(
     rollback_ok: bool | None = None,
     stalled: bool = False,
     box_changed: bool = False,
+    policy: str | None = None,
 ) -> bytes:
     wait = restore_wait(held)
     body = {
@@ -152,6 +173,8 @@ def _held_bytes(
         "restore_attempts": wait.attempts if wait is not None else 0,
         "restore_next_at": wait.next_at if wait is not None else None,
     }
+    if policy is not None:  # only a policy refusal's record has it (older records: as they were)
+        body["policy"] = policy
     return json.dumps(body, indent=2, sort_keys=True).encode()
 
 
@@ -171,6 +194,7 @@ class _FlatHeld:
     box_changed: bool = False
     restore_attempts: int = 0
     restore_next_at: float | None = None
+    policy: str | None = None
 
 
 def held_record(
@@ -186,9 +210,12 @@ def held_record(
     box_changed: bool = False,
     restore_attempts: int = 0,
     restore_next_at: float | None = None,
+    policy: str | None = None,
 ) -> Held:
     """The variant the flat record's fields mean (held.json's reader; tests)."""
     wait = RestoreWait(restore_attempts, restore_next_at) if restore_next_at is not None else None
+    if policy is not None:
+        return Refused(revision, code, message, policy, attempts, failed_at, wait)
     if stalled:
         return Stalled(revision, code, message, attempts, failed_at, rolled_back_to)
     if next_attempt_at is not None:

@@ -321,7 +321,6 @@ SHAPES: dict[str, dict[str, Key]] = {
         "devices": _j("devices"),
         "generic_resources": _a(_SWARM),
         "memory": _a(_LIMIT),
-        "pids": _a(_LIMIT),
     },
     "hook": _HOOK,
     "network": {

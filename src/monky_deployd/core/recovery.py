@@ -8,6 +8,9 @@
                                                   changes or ``apply --once --retry``)
     that rollback fails                           R is held *stalled* (ROLLBACK_FAILED): no tick
                                                   applies or rolls back on its own
+    refused by the box's policy (POLICY_*,        R is held (no backoff: the same revision under
+    but POLICY_UNJUDGED)                          the same policy is refused again) until the
+                                                  desired revision or config.yaml's policy changes
     anything else: refused before the box         R is retried with backoff: from one tick
     changed, a pull failed, no LKG yet, or        interval, doubling per attempt, capped,
     on_failure: retry                             jittered (never later than the cap)
@@ -33,6 +36,16 @@ if TYPE_CHECKING:  # (read when held.json exists: off the no-op tick's imports)
 
 # the box steps after which the box no longer runs the LKG as it was: a failure there rolls back
 CHANGING_PHASES = frozenset({"down", "up", "verify"})
+# the policy's verdicts on a revision: the same under the same policy (POLICY_UNJUDGED is
+# compose failing to read it: a plugin upgrade may change that, so it backs off)
+POLICY_VERDICTS = frozenset(
+    {
+        Code.POLICY_REFUSED,
+        Code.POLICY_PROTECTED_PATH,
+        Code.POLICY_SOURCE,
+        Code.POLICY_UNKNOWN_KEY,
+    }
+)
 
 
 def backoff_delay(attempts: int, base_s: float, cap_s: float, jitter: float, u: float) -> float:
@@ -65,12 +78,17 @@ def after_failure(
     cap_s: float,
     jitter: float,
     u: float,
+    policy: str = "",
 ) -> Recovery:
     """Roll back (and hold) or back off, from where the apply failed and what the box has. A
-    rollback's record is ``RollbackPending``: it is stored before the rollback starts."""
-    from monky_deployd.core.held import BackingOff, RollbackPending
+    rollback's record is ``RollbackPending``: it is stored before the rollback starts. A policy
+    verdict is held as ``Refused`` under ``policy`` (the digest of config.yaml's policy)."""
+    from monky_deployd.core.held import BackingOff, Refused, RollbackPending, restore_wait
 
     attempts = previous.attempts + 1 if previous and previous.revision == revision else 1
+    if code in POLICY_VERDICTS:
+        wait = restore_wait(previous) if previous and previous.revision == revision else None
+        return Recovery(None, Refused(revision, code.value, message, policy, attempts, now, wait))
     rollback = (
         failed_phase in CHANGING_PHASES
         and lkg is not None
@@ -124,6 +142,7 @@ def after_restore_failure(
     from monky_deployd.core.held import (
         BackingOff,
         HeldRevision,
+        Refused,
         RestoreBackoff,
         RestoreWait,
         restore_wait,
@@ -132,7 +151,7 @@ def after_restore_failure(
     before = restore_wait(held)
     attempts = (before.attempts if before is not None else 0) + 1
     wait = RestoreWait(attempts, now + backoff_delay(attempts, base_s, cap_s, jitter, u))
-    if isinstance(held, HeldRevision | BackingOff) and held.revision != applied:
+    if isinstance(held, HeldRevision | BackingOff | Refused) and held.revision != applied:
         return replace(held, restore=wait)
     return RestoreBackoff(applied, code.value, message, wait, now)
 
@@ -142,11 +161,11 @@ def after_restore(held: Held | None, applied: str) -> Held | None:
     running): the restore's backoff is forgotten (None: no record stays)."""
     if held is None:
         return None
-    from monky_deployd.core.held import BackingOff, HeldRevision, RestoreBackoff
+    from monky_deployd.core.held import BackingOff, HeldRevision, Refused, RestoreBackoff
 
     if held.revision == applied or isinstance(held, RestoreBackoff):
         return None
-    if isinstance(held, HeldRevision | BackingOff) and held.restore is not None:
+    if isinstance(held, HeldRevision | BackingOff | Refused) and held.restore is not None:
         return replace(held, restore=None)
     return held
 
@@ -159,10 +178,19 @@ def bounded(held: Held | None, now: float, cap_s: float) -> Held | None:
     (each tick's bound counts from its own clock)."""
     if held is None:
         return None
-    from monky_deployd.core.held import BackingOff, HeldRevision, RestoreBackoff, RestoreWait
+    from monky_deployd.core.held import (
+        BackingOff,
+        HeldRevision,
+        Refused,
+        RestoreBackoff,
+        RestoreWait,
+    )
 
     out = held
-    if isinstance(out, HeldRevision | BackingOff | RestoreBackoff) and out.restore is not None:
+    if (
+        isinstance(out, HeldRevision | BackingOff | RestoreBackoff | Refused)
+        and out.restore is not None
+    ):
         wait = out.restore
         next_at = bounded_end(held.failed_at, wait.next_at, now, cap_s)
         if next_at != wait.next_at:
