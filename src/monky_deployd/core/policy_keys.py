@@ -391,7 +391,7 @@ def allowed_by(path: str, patterns: Iterable[str]) -> bool:
 
 
 def _asks(value: object) -> bool:
-    return value is not None and value is not False and value != {} and value != []
+    return value not in (None, False, "") and value != {} and value != []
 
 
 def walk(config: Mapping[str, object], allowed: Iterable[str] = ()) -> list[KeyFault]:

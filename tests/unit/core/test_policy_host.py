@@ -1,0 +1,244 @@
+"""core.policy_host through core.policy.judge: what reaches the host beyond a container (issue
+33): volume drivers and driver_opts, the host's network by any road, provider programs, hooks,
+build contexts, mount types and propagation, the engine's API socket. Each refused by default,
+named with the allowance that opens it, and let through by exactly that allowance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monky_deployd.core import policy, policy_host
+from monky_deployd.core.errors import Code
+from monky_deployd.core.policy import Allow, Rules
+
+STATE = "/var/lib/monky-deployd"
+RELEASE = f"{STATE}/revisions/r1"
+PROTECTED = ("/", "/etc", STATE)
+ROOTS = Allow(bind_roots=("/srv/app",))
+
+
+def config(svc: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
+    return {"name": "pj", "services": {"web": {"image": "x", **(svc or {})}}, **top}
+
+
+def judged(cfg: dict[str, Any], rules: Rules | None = None) -> list[policy.Violation]:
+    rules = rules or Rules(allow=ROOTS, protected=PROTECTED)
+    return policy.judge(cfg, rules, release_dir=RELEASE)
+
+
+def keys_of(found: list[policy.Violation]) -> set[str]:
+    return {v.key for v in found}
+
+
+def with_keys(*paths: str) -> Rules:
+    return Rules(allow=ROOTS, protected=PROTECTED, keys=paths)
+
+
+dirs = st.sampled_from(["/etc", STATE, f"{STATE}/token.json", "/srv/app/x", "/srv/other", "/"])
+
+
+@given(st.lists(dirs, min_size=1, max_size=3), st.sampled_from(["lowerdir", "upperdir", "workdir"]))
+def test_an_overlay_volume_is_refused_and_each_of_its_paths_judged_even_when_allowed(
+    paths: list[str], option: str
+) -> None:
+    opts = {"type": "overlay", "device": "overlay", "o": f"{option}={':'.join(paths)}"}
+    cfg = config(volumes={"data": {"name": "pj_data", "driver_opts": opts}})
+    found = judged(cfg)
+    assert "volumes.data.driver_opts" in keys_of(found)
+    opened = judged(cfg, with_keys("volumes.data.driver_opts"))
+    assert "volumes.data.driver_opts" not in keys_of(opened)
+    for path in paths:  # each path judged by the one host-path judge, allowance or not
+        blocked = not path.startswith("/srv/app/")
+        hits = [
+            v
+            for v in opened
+            if v.key == f"volumes.data.driver_opts.o.{option}" and v.asks.startswith(f"{path} ")
+        ]
+        assert bool(hits) == blocked, (path, opened)
+        if path.startswith(("/etc", STATE)) or path == "/":
+            assert all(v.code is Code.POLICY_PROTECTED_PATH for v in hits)
+
+
+@given(st.sampled_from(["/srv/app/data", "/srv/other", "/etc/x"]))
+def test_a_plain_bind_volume_needs_no_key_only_an_allowed_root(device: str) -> None:
+    opts = {"type": "none", "o": "bind", "device": device}
+    found = judged(config(volumes={"data": {"name": "pj_data", "driver_opts": opts}}))
+    assert "volumes.data.driver_opts" not in keys_of(found)
+    assert bool(found) == (not device.startswith("/srv/app/"))
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "driver": st.sampled_from(["local", "rexray", "nfs-plugin"]),
+            "external": st.booleans(),
+            "name": st.sampled_from(["pj_data", "other_data", "data"]),
+        },
+    )
+)
+def test_a_volume_beyond_the_project_is_refused_unless_policy_keys_names_it(
+    spec: dict[str, Any],
+) -> None:
+    found = keys_of(judged(config(volumes={"data": spec})))
+    want = set()
+    if spec.get("driver", "local") != "local":
+        want.add("volumes.data.driver")
+    if spec.get("external"):
+        want.add("volumes.data.external")
+    elif spec.get("name") not in (None, "pj_data"):
+        want.add("volumes.data.name")
+    assert found == want
+    assert judged(config(volumes={"data": spec}), with_keys(*want)) == []
+
+
+@given(
+    st.sampled_from([{"name": "host"}, {"driver": "host"}, {"name": "host", "external": True}]),
+    st.sampled_from([None, "web", "other"]),
+)
+def test_the_hosts_network_by_any_road_needs_the_network_namespace(
+    spec: dict[str, Any], scope: str | None
+) -> None:
+    cfg = config({"networks": {"n": None}}, networks={"n": spec})
+    found = judged(cfg)
+    assert [(v.service, v.key, v.allow_with) for v in found] == [
+        ("web", "networks.n", "policy.services.web.host_namespaces: [network]")
+    ]
+    allow = Allow(host_namespaces=frozenset({"network"}), bind_roots=("/srv/app",))
+    rules = (
+        Rules(allow=allow, protected=PROTECTED)
+        if scope is None
+        else Rules(allow=ROOTS, services={scope: allow}, protected=PROTECTED)
+    )
+    assert bool(judged(cfg, rules)) == (scope == "other")
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "driver": st.sampled_from(["bridge", "macvlan", "ipvlan"]),
+            "external": st.booleans(),
+            "name": st.sampled_from(["pj_n", "otherapp_default", "bridge"]),
+        },
+    )
+)
+def test_a_network_beyond_the_project_is_refused_unless_policy_keys_names_it(
+    spec: dict[str, Any],
+) -> None:
+    found = keys_of(judged(config(networks={"n": spec})))
+    want = set()
+    if spec.get("driver", "bridge") != "bridge":
+        want.add("networks.n.driver")
+    if spec.get("external"):
+        want.add("networks.n.external")
+    elif spec.get("name") not in (None, "pj_n"):
+        want.add("networks.n.name")
+    assert found == want
+    assert judged(config(networks={"n": spec}), with_keys(*want)) == []
+
+
+@given(st.sampled_from(["/opt/evil/prog", "model", "docker-model"]), st.booleans())
+def test_a_provider_runs_only_the_program_an_allowance_names(program: str, allowed: bool) -> None:
+    cfg = config({"provider": {"type": program, "options": {"a": ["1"]}}})
+    found = judged(cfg)
+    assert [(v.key, v.allow_with) for v in found] == [
+        ("provider", f"policy.services.web.providers: [{program}]")
+    ]
+    other = "something-else" if not allowed else program
+    rules = Rules(allow=ROOTS, services={"web": Allow(providers=frozenset({other}))})
+    assert bool(judged(cfg, rules)) == (not allowed)
+
+
+@given(st.sampled_from(["post_start", "pre_stop"]), st.booleans())
+def test_a_hook_is_judged_as_its_service(hook: str, privileged: bool) -> None:
+    cfg = config({hook: [{"command": ["id"], "privileged": privileged, "user": "root"}]})
+    found = judged(cfg)
+    assert [(v.key, v.allow_with) for v in found] == (
+        [(f"{hook}.privileged", "policy.services.web.privileged: true")] if privileged else []
+    )
+    assert judged(cfg, Rules(allow=Allow(privileged=True, bind_roots=("/srv/app",)))) == []
+
+
+@given(st.sampled_from([STATE, "/etc", "/srv/other", f"{RELEASE}/", RELEASE, "/srv/app/ctx"]))
+def test_a_build_context_lies_in_the_release_or_under_an_allowed_root(context: str) -> None:
+    cfg = config({"build": {"context": context, "dockerfile": "Dockerfile"}})
+    found = judged(cfg)
+    ok = context.rstrip("/") == RELEASE or context.startswith("/srv/app/")
+    assert bool(found) == (not ok)
+    assert {v.key for v in found} <= {"build.context", "build.dockerfile"}
+    if context in (STATE, "/etc"):
+        assert {v.code for v in found} == {Code.POLICY_PROTECTED_PATH}
+
+
+@given(st.sampled_from(["https://git.example.net/x.git", "git@host:x.git", "github.com/a/b"]))
+def test_a_build_from_a_url_is_a_source_outside_the_release(url: str) -> None:
+    found = judged(config({"build": {"context": url, "additional_contexts": {"b": url}}}))
+    assert {(v.key, v.code) for v in found} == {
+        ("build.context", Code.POLICY_SOURCE),
+        ("build.additional_contexts.b", Code.POLICY_SOURCE),
+    }
+    images = {"i": "docker-image://alpine", "s": "service:db", "t": "target:base"}
+    assert judged(config({"build": {"context": RELEASE, "additional_contexts": images}})) == []
+
+
+@given(st.sampled_from(["npipe", "cluster", "bind", "volume", "tmpfs", "image"]))
+def test_only_the_mount_types_a_box_gives_are_allowed(kind: str) -> None:
+    mount = {"type": kind, "target": "/t", **({"source": "/srv/app/a"} if kind == "bind" else {})}
+    found = judged(config({"volumes": [mount]}))
+    assert bool(found) == (kind in ("npipe", "cluster"))
+
+
+@given(st.sampled_from(["shared", "rshared", "slave", "rslave", "private", "rprivate"]))
+def test_a_bind_whose_mounts_reach_the_host_is_refused(propagation: str) -> None:
+    mount = {
+        "type": "bind",
+        "source": "/srv/app/a",
+        "target": "/t",
+        "bind": {"propagation": propagation},
+    }
+    found = judged(config({"volumes": [mount]}))
+    path = "services.web.volumes.bind.propagation"
+    assert keys_of(found) == ({path} if propagation in ("shared", "rshared") else set())
+    assert judged(config({"volumes": [mount]}), with_keys(path)) == []
+
+
+def test_the_engines_api_socket_is_never_given() -> None:
+    found = judged(config({"use_api_socket": True}), Rules(allow=Allow(privileged=True)))
+    assert [(v.key, v.code, v.allow_with) for v in found] == [
+        ("use_api_socket", Code.POLICY_PROTECTED_PATH, "")
+    ]
+
+
+def test_every_host_path_of_a_release_is_found() -> None:
+    cfg = config(
+        {
+            "volumes": [{"type": "bind", "source": "/a", "target": "/t"}],
+            "secrets": [{"source": "s"}],
+            "configs": ["c"],
+            "build": {
+                "context": "/ctx",
+                "dockerfile": "/df/Dockerfile",
+                "additional_contexts": {"x": "/more"},
+                "secrets": [{"source": "bs"}],
+            },
+        },
+        secrets={"s": {"file": "/sec"}, "bs": {"file": "/bsec"}},
+        configs={"c": {"file": "/cfg"}},
+        volumes={"v": {"driver_opts": {"device": "/dev/sdz", "o": "upperdir=/up,x=/y"}}},
+    )
+    assert {(h.key, h.path) for h in policy_host.host_paths(cfg)} == {
+        ("volumes", "/a"),
+        ("secrets", "/sec"),
+        ("configs", "/cfg"),
+        ("build.context", "/ctx"),
+        ("build.dockerfile", "/df/Dockerfile"),
+        ("build.additional_contexts.x", "/more"),
+        ("build.secrets", "/bsec"),
+        ("volumes.v.driver_opts.device", "/dev/sdz"),
+        ("volumes.v.driver_opts.o.upperdir", "/up"),
+        ("volumes.v.driver_opts.o.x", "/y"),
+    }
