@@ -121,9 +121,11 @@ class Lab:
         project: str | None = None,
         services: tuple[str, ...] = ("web",),
         web: dict[str, Any] | None = None,
+        top: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A bundle of ``services`` (each a sleeping busybox); ``web``: keys of the ``web``
-        service's compose entry set or replaced (``{"cap_add": [...]}``)."""
+        service's compose entry set or replaced (``{"cap_add": [...]}``; None removes one);
+        ``top``: the compose file's top-level keys beside ``services`` (``volumes``)."""
         svc = {
             name: {
                 "image": image or self.image,
@@ -137,6 +139,7 @@ class Lab:
         }
         if web and "web" in svc:
             svc["web"].update(web)
+            svc["web"] = {k: v for k, v in svc["web"].items() if v is not None}
         if manifest is None:
             manifest = [
                 {"name": "DB_PASSWORD", "path": "envs/env-e2e-01/app", "key": "db_password"},
@@ -149,7 +152,7 @@ class Lab:
             ]
         return {
             "project": project or self.project,
-            "compose": yaml.safe_dump({"services": svc}),
+            "compose": yaml.safe_dump({"services": svc, **(top or {})}),
             "env_template": env_template,
             "manifest": manifest,
             "registry_host": self.registry.host,

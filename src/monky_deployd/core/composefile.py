@@ -132,7 +132,13 @@ def relative_binds(doc: dict[Any, Any]) -> list[tuple[str, str]]:
     for name, spec in volumes.items() if isinstance(volumes, dict) else ():
         opts = spec.get("driver_opts") if isinstance(spec, dict) else None
         device = opts.get("device") if isinstance(opts, dict) else None
-        if isinstance(device, str) and _not_absolute(device):
+        options = (
+            {o.strip() for o in str(opts.get("o", "")).split(",")}
+            if isinstance(opts, dict)
+            else set()
+        )
+        binds = bool(options & {"bind", "rbind"})  # (an overlay's device is a word: 'overlay')
+        if binds and isinstance(device, str) and _not_absolute(device):
             found.append((f"compose.volumes.{name}.driver_opts.device", device))
     return found
 
