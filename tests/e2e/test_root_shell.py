@@ -65,6 +65,7 @@ def box(service_user: pwd.struct_passwd) -> Iterator[tuple[Path, Path, Estate[An
         grant = estate.write_grant(top / "grant.jwt")
         os.chown(grant, service_user.pw_uid, service_user.pw_gid)
         cfg = estate.config(state_dir=state, grant_file=grant)
+        cfg["service_user"] = service_user.pw_name  # the unit's account: the only one root becomes
         cfg["locks"] = {"dir": str(top / "locks")}
         config = top / "config.yaml"
         config.write_text(yaml.safe_dump(cfg))

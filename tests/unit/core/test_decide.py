@@ -516,3 +516,20 @@ def test_a_done_job_is_never_restored_and_an_exited_service_always_is(
         assert not set(plan.missing) & set(jobs)  # never re-run a job done for its config
     else:
         assert not web_down
+
+
+@given(st.booleans(), st.floats(0, 1e9))
+def test_a_policy_refusal_is_held_until_the_revision_changes_or_retry(
+    retry: bool, now: float
+) -> None:
+    from monky_deployd.core.held import Refused
+
+    held = Refused("r2", "POLICY_REFUSED", "refused", "p1", 3, 10.0)
+    base = replace(facts(running=(svc("db"), svc("web"))), held=held, now=now, retry=retry)
+    plan = decide(base)
+    if retry:
+        assert isinstance(plan, Apply)
+    else:
+        assert isinstance(plan, Hold) and "this box's policy refused it" in plan.reason
+    # a new desired revision is not held by another's refusal
+    assert not isinstance(decide(replace(base, desired_revision="r3")), Hold)

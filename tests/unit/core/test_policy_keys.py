@@ -91,7 +91,9 @@ def test_a_key_the_table_does_not_know_is_refused_naming_its_path(
         return
     path = f"{prefix}.{name}" if prefix else name
     faults = policy_keys.walk(wrap({name: value}))
-    assert [(f.path, f.code) for f in faults] == [(path, Code.POLICY_UNKNOWN_KEY)]
+    assert [(f.path, f.service, f.code) for f in faults] == [
+        (path, service, Code.POLICY_UNKNOWN_KEY)
+    ]
     found = policy.judge(wrap({name: value}), Rules())
     mine = [v for v in found if v.key == path]
     assert [(v.code, v.allow_with) for v in mine] == [

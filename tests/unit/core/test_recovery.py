@@ -12,14 +12,17 @@ from hypothesis import strategies as st
 
 from monky_deployd.core.errors import Code
 from monky_deployd.core.held import (
+    BackingOff,
     Held,
     HeldRevision,
+    Refused,
     RollbackPending,
     Stalled,
     held_from_json,
     held_record,
 )
 from monky_deployd.core.recovery import (
+    POLICY_VERDICTS,
     after_failure,
     after_restore,
     after_restore_failure,
@@ -315,3 +318,46 @@ def test_records_written_by_the_current_version_load_as_their_variant() -> None:
         held = held_from_json(raw)
         assert type(held).__name__ == kind
         assert held.to_json() == raw
+
+
+POLICY_CODES = st.sampled_from(sorted(POLICY_VERDICTS))
+
+
+@given(POLICY_CODES, st.sampled_from(["policy", "render"]), st.none() | st.just("r1"))
+def test_a_policy_verdict_is_held_under_its_policy_not_backed_off(
+    code: Code, phase: str, lkg: str | None
+) -> None:
+    step = fail(code=code, failed_phase=phase, lkg=lkg, policy="p1")
+    assert step.rollback_to is None
+    assert step.held == Refused("r2", code.value, "web exited", "p1", 1, 1000.0)
+    again = fail(code=code, failed_phase=phase, lkg=lkg, policy="p1", previous=step.held)
+    assert isinstance(again.held, Refused) and again.held.attempts == 2
+    assert held_from_json(step.held.to_json()) == step.held
+    assert json.loads(step.held.to_json())["policy"] == "p1"
+    assert checkin_outcome(step.held) == "held"
+
+
+def test_compose_failing_to_read_a_release_backs_off() -> None:
+    step = fail(code=Code.POLICY_UNJUDGED, failed_phase="policy", policy="p1")
+    assert isinstance(step.held, BackingOff)
+
+
+@given(st.floats(0, 1e6), st.floats(0, 1e6))
+def test_a_refusal_keeps_the_lkgs_restore_backoff_and_forgets_it_once_restored(
+    failed_at: float, now: float
+) -> None:
+    held = Refused("r2", "POLICY_REFUSED", "m", "p1", 1, failed_at)
+    after = after_restore_failure(
+        held,
+        applied="r1",
+        code=Code.VERIFY_EXITED,
+        message="db exited",
+        now=now,
+        base_s=60.0,
+        cap_s=3600.0,
+        jitter=0.0,
+        u=0.0,
+    )
+    assert isinstance(after, Refused) and after.restore is not None
+    assert held_from_json(after.to_json()) == after
+    assert after_restore(after, "r1") == held
