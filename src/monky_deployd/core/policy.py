@@ -120,8 +120,10 @@ class Violation:
     code: Code = Code.POLICY_REFUSED
 
     def line(self) -> str:
-        where = f"service {self.service}" if self.service else "the compose file"
         fix = f"allow with {self.allow_with}" if self.allow_with else "no allowance permits it"
+        if self.key.startswith(f"services.{self.service}."):  # a key path names its service
+            return f"{self.key} {self.asks} ({fix})"
+        where = f"service {self.service}" if self.service else "the compose file"
         return f"{where}: {self.key} {self.asks} ({fix})"
 
 

@@ -147,18 +147,9 @@ def volumes(config: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
                 f"driver_opts {_opts_text(_dict(spec.get('driver_opts')))} (a mount on the host "
                 "other than a plain bind)",
             ),
-            ("external", bool(spec.get("external")), "a volume the release did not create"),
-            (
-                "name",
-                not spec.get("external") and spec.get("name") not in (None, f"{project}_{name}"),
-                f"the name {spec.get('name')} (not the project's {project}_{name}: another "
-                "app's volume)",
-            ),
+            *_outside("volume", name, spec, project),
         ]
-        for key, refused, asks in checks:
-            path = f"{here}.{key}"
-            if refused and not allowed_by(path, rules.keys):
-                yield Violation("", path, asks, _keys_line(path))
+        yield from _unless_keyed(here, checks, rules)
 
 
 def _opts_text(opts: Mapping[str, object]) -> str:
@@ -190,18 +181,36 @@ def networks(config: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
             continue
         checks = [
             ("driver", driver != "bridge", f"the network driver {driver} (the host's LAN)"),
-            ("external", bool(spec.get("external")), f"the network {engine_name} of the box"),
-            (
-                "name",
-                not spec.get("external") and spec.get("name") not in (None, f"{project}_{name}"),
-                f"the name {engine_name} (not the project's {project}_{name}: another app's "
-                "network)",
-            ),
+            *_outside("network", name, spec, project),
         ]
-        for key, refused, asks in checks:
-            path = f"{here}.{key}"
-            if refused and not allowed_by(path, rules.keys):
-                yield Violation("", path, asks, _keys_line(path))
+        yield from _unless_keyed(here, checks, rules)
+
+
+def _outside(
+    kind: str, name: str, spec: Mapping[str, object], project: str
+) -> list[tuple[str, bool, str]]:
+    """A volume's or network's checks for reaching beyond the project: ``external`` (the box's,
+    not the release's) and a ``name`` other than the project's own."""
+    own = f"{project}_{name}"
+    given = spec.get("name")
+    return [
+        ("external", bool(spec.get("external")), f"the box's {kind} {given or name}"),
+        (
+            "name",
+            not spec.get("external") and given not in (None, own),
+            f"the name {given} (not the project's {own}: another app's {kind})",
+        ),
+    ]
+
+
+def _unless_keyed(
+    here: str, checks: list[tuple[str, bool, str]], rules: Rules
+) -> Iterable[Violation]:
+    """A violation per check that refuses, unless ``policy.keys`` names its path."""
+    for key, refused, asks in checks:
+        path = f"{here}.{key}"
+        if refused and not allowed_by(path, rules.keys):
+            yield Violation("", path, asks, _keys_line(path))
 
 
 def service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Violation]:

@@ -274,7 +274,7 @@ SHAPES: dict[str, dict[str, Key]] = {
         "secrets": _j("host_paths", "file_ref"),
         "shm_size": _a(_LIMIT),
         "ssh": _j("build"),
-        "tags": _a("more names for the built image"),
+        "tags": _r("more names for the built image: another app's image name on the box"),
         "target": _a("the stage built"),
         "ulimits": _a("rlimits of the build's processes"),
     },

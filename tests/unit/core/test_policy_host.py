@@ -70,29 +70,38 @@ def test_a_plain_bind_volume_needs_no_key_only_an_allowed_root(device: str) -> N
     assert bool(found) == (not device.startswith("/srv/app/"))
 
 
-@given(
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "driver": st.sampled_from(["local", "rexray", "nfs-plugin"]),
-            "external": st.booleans(),
-            "name": st.sampled_from(["pj_data", "other_data", "data"]),
-        },
-    )
-)
-def test_a_volume_beyond_the_project_is_refused_unless_policy_keys_names_it(
-    spec: dict[str, Any],
+# (kind, its own driver, other drivers, other names): volumes and networks judged alike
+KINDS = {
+    "volumes": ("local", ["rexray", "nfs-plugin"], ["other_n", "n"]),
+    "networks": ("bridge", ["macvlan", "ipvlan"], ["otherapp_default", "bridge"]),
+}
+
+
+@given(st.sampled_from(sorted(KINDS)), st.data())
+def test_a_volume_or_network_beyond_the_project_is_refused_unless_policy_keys_names_it(
+    kind: str, data: st.DataObject
 ) -> None:
-    found = keys_of(judged(config(volumes={"data": spec})))
+    own, drivers, names = KINDS[kind]
+    spec = data.draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "driver": st.sampled_from([own, *drivers]),
+                "external": st.booleans(),
+                "name": st.sampled_from(["pj_n", *names]),
+            },
+        )
+    )
+    found = keys_of(judged(config(**{kind: {"n": spec}})))
     want = set()
-    if spec.get("driver", "local") != "local":
-        want.add("volumes.data.driver")
+    if spec.get("driver", own) != own:
+        want.add(f"{kind}.n.driver")
     if spec.get("external"):
-        want.add("volumes.data.external")
-    elif spec.get("name") not in (None, "pj_data"):
-        want.add("volumes.data.name")
+        want.add(f"{kind}.n.external")
+    elif spec.get("name") not in (None, "pj_n"):
+        want.add(f"{kind}.n.name")
     assert found == want
-    assert judged(config(volumes={"data": spec}), with_keys(*want)) == []
+    assert judged(config(**{kind: {"n": spec}}), with_keys(*want)) == []
 
 
 @given(
@@ -114,31 +123,6 @@ def test_the_hosts_network_by_any_road_needs_the_network_namespace(
         else Rules(allow=ROOTS, services={scope: allow}, protected=PROTECTED)
     )
     assert bool(judged(cfg, rules)) == (scope == "other")
-
-
-@given(
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "driver": st.sampled_from(["bridge", "macvlan", "ipvlan"]),
-            "external": st.booleans(),
-            "name": st.sampled_from(["pj_n", "otherapp_default", "bridge"]),
-        },
-    )
-)
-def test_a_network_beyond_the_project_is_refused_unless_policy_keys_names_it(
-    spec: dict[str, Any],
-) -> None:
-    found = keys_of(judged(config(networks={"n": spec})))
-    want = set()
-    if spec.get("driver", "bridge") != "bridge":
-        want.add("networks.n.driver")
-    if spec.get("external"):
-        want.add("networks.n.external")
-    elif spec.get("name") not in (None, "pj_n"):
-        want.add("networks.n.name")
-    assert found == want
-    assert judged(config(networks={"n": spec}), with_keys(*want)) == []
 
 
 @given(st.sampled_from(["/opt/evil/prog", "model", "docker-model"]), st.booleans())
