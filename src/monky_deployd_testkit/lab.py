@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -198,6 +199,54 @@ class Lab:
             os.killpg(proc.pid, signal.SIGKILL)
         finally:
             proc.wait(timeout=30)
+
+    def kill_at(self, action: str, *, after: int = 1) -> dict[str, Any]:
+        """Start a tick and SIGKILL it with its docker children (as systemd kills the unit's
+        cgroup) the moment the engine reports the ``after``-th container ``action`` (create,
+        stop, destroy, rename, start, ...) of the lab's project: ``docker events`` read as they
+        happen, never a sleep. Returns that event."""
+        since = f"{time.time():.3f}"
+        events = subprocess.Popen(
+            (
+                "docker", "events", "--since", since,
+                "--filter", f"label=com.docker.compose.project={self.project}",
+                "--filter", "type=container", "--filter", f"event={action}",
+                "--format", "{{json .}}",
+            ),
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        proc = subprocess.Popen(
+            (*CLI, "apply", "--once", "--config", str(self.config_path)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self.env(),
+            start_new_session=True,
+        )
+        seen: list[dict[str, Any]] = []
+
+        def close_when_over() -> None:  # the tick ended on its own: the stream ends too
+            proc.wait()
+            time.sleep(2)  # events already on their way are still read
+            events.kill()
+
+        threading.Thread(target=close_when_over, daemon=True).start()
+        try:
+            assert events.stdout is not None
+            for line in events.stdout:
+                seen.append(json.loads(line))
+                if len(seen) == after:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    break
+            assert seen, f"the engine reported no {action} of {self.project}"
+        finally:
+            events.kill()
+            events.wait(timeout=30)
+            if proc.poll() is None and len(seen) < after:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+        assert proc.returncode == -signal.SIGKILL, f"the tick ended before the {action}"
+        return seen[-1]
 
     def tick(self, *extra: str) -> Run:
         proc = self.cli("apply", "--once", *extra, timeout=600)

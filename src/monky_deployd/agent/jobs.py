@@ -39,7 +39,23 @@ def up_leaving_done_jobs(
     ``done`` records. Those jobs are left out of the ``up``; one whose container another apply
     replaced is created again, not started. ``whole`` False: only ``every`` (a restore of what
     is down, ``--no-deps``). Each kept job is named in the journal with the fact it rests on;
-    ``ctx.kept_jobs`` carries them to the commit."""
+    ``ctx.kept_jobs`` carries them to the commit. Around it, what a killed tick left half done
+    in the project is repaired first, and again after a failed ``up`` (``agent.halfdone``)."""
+    from monky_deployd.agent.halfdone import up_repaired
+
+    up_repaired(
+        ctx, project, lambda: _up_leaving_done_jobs(ctx, compose, project, every, labels, whole)
+    )
+
+
+def _up_leaving_done_jobs(
+    ctx: Context,
+    compose: Compose,
+    project: str,
+    every: tuple[str, ...],
+    labels: Mapping[str, ServiceLabel] | None,
+    whole: bool,
+) -> None:
     from monky_deployd.core import lifecycle
 
     applied = ctx.state.read_applied()

@@ -33,13 +33,15 @@ from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code, CommandError, DeployError
 from monky_deployd.core.services import EngineEvent, ServiceState
 
-if TYPE_CHECKING:  # (verify and bake only: off the no-op tick's imports)
+if TYPE_CHECKING:  # (verify, bake and the apply's repair only: off the no-op tick's imports)
+    from monky_deployd.core.halfdone import Seen
     from monky_deployd.core.verify import ContainerObs
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 ONEOFF_LABEL = "com.docker.compose.oneoff"  # "True" on `docker compose run` containers
+NUMBER_LABEL = "com.docker.compose.container-number"
 WORKING_DIR_LABEL = "com.docker.compose.project.working_dir"
 COMPOSE_VERSION_LABEL = "com.docker.compose.version"  # the compose that created the container
 CONFIG_HASH_LABEL = "com.docker.compose.config-hash"  # the service config it was created from
@@ -90,6 +92,30 @@ def project_containers(cfg: DockerCfg, project: str) -> list[ServiceState]:
             key=lambda s: s.name,
         )
     except (ValueError, AttributeError, TypeError) as exc:
+        raise _not_a_list(where) from exc
+
+
+def project_seen(cfg: DockerCfg, project: str) -> list[Seen]:
+    """The project's containers with their names, states and numbers (``core.halfdone``'s
+    input: what compose may have left half done)."""
+    from monky_deployd.core.halfdone import Seen
+
+    rows, where = _project_rows(cfg, project)
+    try:
+        return [
+            Seen(
+                service=str(labels.get(SERVICE_LABEL, "")),
+                number=str(labels.get(NUMBER_LABEL, "")),
+                name=str((r.get("Names") or [""])[0]).lstrip("/"),
+                state=str(r.get("State", "")),
+                created=int(r.get("Created") or 0),
+                container_id=str(r.get("Id", "")),
+                oneoff=labels.get(ONEOFF_LABEL) == "True",
+            )
+            for r in rows
+            if isinstance(labels := r.get("Labels") or {}, dict)
+        ]
+    except (ValueError, AttributeError, TypeError, IndexError) as exc:
         raise _not_a_list(where) from exc
 
 
