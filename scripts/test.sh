@@ -49,5 +49,6 @@ if (($# == 0)); then
     tests/e2e/test_tick_docker.py tests/e2e/test_lifecycle.py tests/e2e/test_bake_engine.py \
     tests/e2e/test_rollback.py tests/e2e/test_repin.py tests/e2e/test_prune.py \
     tests/e2e/test_jobs.py tests/e2e/test_drift.py tests/e2e/test_policy_allowlist.py \
+    tests/e2e/test_kill_replacement.py \
     tests/integration/box/test_preflight.py tests/integration/box/test_verify_docker.py
 fi
