@@ -9,7 +9,10 @@ allowance (``Allow``) is opt-in and narrow, for every service or for one. Some p
 whatever the allowances say (``Rules.protected``: the engine's sockets, ``/``, ``/etc``, ...).
 
 ``judge`` reads the *effective* configuration, the JSON of ``docker compose config --format
-json`` over the rendered release (``agent.policy`` runs it); ``sources`` reads the compose file's
+json`` over the rendered release (``agent.policy`` runs it): every key of it against the
+allow-list (``core.policy_keys``: a key it does not know is refused), the judges here and those
+of what reaches the host beyond a container (``core.policy_host``), and every host path it
+names through the one host-path judge (``_bind``); ``sources`` reads the compose file's
 own YAML for what compose would fetch while resolving it (``include``, ``extends.file``,
 ``label_file``), so it runs first. Each returns one ``Violation`` per fault; ``refusal`` makes
 them one ``DeployError`` whose first line names the first fault.
