@@ -73,3 +73,27 @@ def test_every_step_fits_the_tick_and_the_rollback_its_budget() -> None:
 def test_a_skipped_apply_does_not_fail_the_unit() -> None:
     # 6: held, backing off, locked, suspended; 7: a new revision waits (window, rollout)
     assert unit_setting("SuccessExitStatus").split() == [str(EXIT_HELD), str(EXIT_WAITING)]
+
+
+EXAMPLE = Path(__file__).parents[2] / "packaging" / "config.example.yaml"
+
+
+def test_the_example_config_says_the_defaults_and_its_worst_tick_fits_the_unit() -> None:
+    """config.example.yaml "lists the keys with their defaults": each value it shows is the
+    code's default (but the box's own env), so a copied example never moves the tick's budget
+    past what the unit allows."""
+    import yaml
+
+    shown = yaml.safe_load(EXAMPLE.read_text())
+    example = Config(**shown)
+    default = Config(env=shown["env"]).model_dump(mode="json")
+
+    def differ(value: object, want: object, path: str) -> list[str]:
+        if isinstance(value, dict):
+            sub = want if isinstance(want, dict) else {}
+            return [d for k, v in value.items() for d in differ(v, sub.get(k), f"{path}.{k}")]
+        return [] if value == want else [f"{path}: example {value!r}, default {want!r}"]
+
+    assert differ(shown, default, "") == []
+    worst = example.tick_deadline_s + example.rollback_budget_s + example.tenancy.deadline_s
+    assert worst + MARGIN_S <= seconds(unit_setting("TimeoutStartSec"))
