@@ -174,16 +174,20 @@ class Lab:
             check=False,
         )
 
-    def kill_during(self, phase: str, revision: str | None = None) -> None:
-        """Start a tick and SIGKILL it with its docker children (as systemd kills the unit's
-        cgroup) once journal.json says it is in ``phase`` (of ``revision``, when given)."""
-        proc = subprocess.Popen(
+    def _tick_process(self) -> subprocess.Popen[bytes]:
+        """``apply --once`` started in a session of its own (its docker children with it)."""
+        return subprocess.Popen(
             (*CLI, "apply", "--once", "--config", str(self.config_path)),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=self.env(),
             start_new_session=True,
         )
+
+    def kill_during(self, phase: str, revision: str | None = None) -> None:
+        """Start a tick and SIGKILL it with its docker children (as systemd kills the unit's
+        cgroup) once journal.json says it is in ``phase`` (of ``revision``, when given)."""
+        proc = self._tick_process()
         journal = self.state_dir / "journal.json"
         deadline = time.monotonic() + 120
         try:
@@ -216,13 +220,7 @@ class Lab:
             stdout=subprocess.PIPE,
             text=True,
         )  # fmt: skip
-        proc = subprocess.Popen(
-            (*CLI, "apply", "--once", "--config", str(self.config_path)),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=self.env(),
-            start_new_session=True,
-        )
+        proc = self._tick_process()
         seen: list[dict[str, Any]] = []
 
         def close_when_over() -> None:  # the tick ended on its own: the stream ends too
