@@ -7,7 +7,8 @@ as a subprocess run by root, a real system user created for the test, real files
   named entry by entry with the ``chown`` to run, by the tick and by ``doctor``.
 
 The CLI runs under the system's /usr/bin/python3 with the venv's packages on PYTHONPATH: after
-the switch the process reads its lazily imported modules as the service user, as on a box.
+the switch the process reads its lazily imported modules as the service user, as on a box (from
+a copy it can read when the clone lies under a 0700 directory: testkit/readable.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import pwd
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 import yaml
 
+from monky_deployd_testkit import readable
 from monky_deployd_testkit.fakes.estate import Estate
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not SYSTEM_PYTHON.exists(), reason="needs root and /usr/bin/python3"
@@ -77,8 +77,9 @@ def box(service_user: pwd.struct_passwd) -> Iterator[tuple[Path, Path, Estate[An
 
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join((str(SRC), sysconfig.get_paths()["purelib"]))
-    env = {"PATH": os.environ["PATH"], "HOME": "/root", "PYTHONPATH": path}
+    # the service user imports what the switch left to import: a copy it can read when the
+    # clone lies under a directory only root may enter (testkit/readable.py)
+    env = {"PATH": os.environ["PATH"], "HOME": "/root", "PYTHONPATH": readable.pythonpath()}
     return subprocess.run(
         (str(SYSTEM_PYTHON), "-m", "monky_deployd.cli", *args, "--config", str(config)),
         capture_output=True,

@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from monky_deployd.adapters.net import identity
 from monky_deployd.core.errors import DeployError
+from monky_deployd_testkit import readable
 
 REPO = Path(__file__).resolve().parents[3]
 SRC = REPO / "src"
@@ -443,11 +444,11 @@ def _as_agent(path: Path, *groups: str) -> dict[str, Any]:
     )
     argv = ["setpriv", f"--reuid={AGENT}", f"--regid={AGENT}", *(groups or ("--init-groups",))]
     proc = subprocess.run(
-        [*argv, sys.executable, "-B", "-c", script, str(path)],
+        [*argv, str(readable.SYSTEM_PYTHON), "-B", "-c", script, str(path)],
         capture_output=True,
         text=True,
-        timeout=60,
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC)},
+        timeout=60,  # (the agent user reads a copy when the clone's parent is 0700)
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": readable.pythonpath()},
     )
     assert proc.returncode == 0, proc.stderr
     result: dict[str, Any] = json.loads(proc.stdout)
