@@ -101,12 +101,10 @@ if [[ ! -x "$D26_ROOT/usr/sbin/dockerd" || ! -x "$D26_ROOT/usr/bin/containerd" ]
   for deb in "$apt_dir"/*.deb; do dpkg-deb -x "$deb" "$D26_ROOT"; done
   rm -rf "$apt_dir"
 fi
-if DOCKER_HOST="$D26_SOCK" docker info >/dev/null 2>&1; then
-  echo "docker-up: second engine (Docker 26, containerd store) already running"
-else
-  echo "docker-up: starting the second engine (Docker 26, containerd store; log: $d26_log)"
-  mkdir -p "$D26_LIB/containerd" "$D26_LIB/docker" "$D26_RUN/containerd" "$D26_RUN/exec"
-  cat >"$D26_LIB/containerd.toml" <<TOML
+# Its configuration and command lines are written every time (they are this script's own; a test
+# that restarts the engine reads the command lines: monky_deployd_testkit.engines).
+mkdir -p "$D26_LIB/containerd" "$D26_LIB/docker" "$D26_RUN/containerd" "$D26_RUN/exec"
+cat >"$D26_LIB/containerd.toml" <<TOML
 version = 2
 root = "$D26_LIB/containerd"
 state = "$D26_RUN/containerd"
@@ -115,14 +113,27 @@ state = "$D26_RUN/containerd"
 [debug]
   address = "$D26_RUN/containerd/debug.sock"
 TOML
-  echo '{"features": {"containerd-snapshotter": true}}' >"$D26_LIB/daemon.json"
-  # the command lines, for a test that restarts this engine (monky_deployd_testkit.engines)
-  printf '%s\n' "$D26_ROOT/usr/bin/containerd" --config "$D26_LIB/containerd.toml" \
-    >"$D26_RUN/containerd.argv"
-  printf '%s\n' "$D26_ROOT/usr/sbin/dockerd" --config-file "$D26_LIB/daemon.json" \
-    --data-root "$D26_LIB/docker" --exec-root "$D26_RUN/exec" --pidfile "$D26_RUN/dockerd.pid" \
-    -H "$D26_SOCK" --containerd "$D26_RUN/containerd/containerd.sock" \
-    --iptables=false --ip6tables=false --bridge=none >"$D26_RUN/dockerd.argv"
+echo '{"features": {"containerd-snapshotter": true}}' >"$D26_LIB/daemon.json"
+# the command lines, for a test that restarts this engine (monky_deployd_testkit.engines)
+printf '%s\n' "$D26_ROOT/usr/bin/containerd" --config "$D26_LIB/containerd.toml" \
+  >"$D26_RUN/containerd.argv"
+printf '%s\n' "$D26_ROOT/usr/sbin/dockerd" --config-file "$D26_LIB/daemon.json" \
+  --data-root "$D26_LIB/docker" --exec-root "$D26_RUN/exec" --pidfile "$D26_RUN/dockerd.pid" \
+  -H "$D26_SOCK" --containerd "$D26_RUN/containerd/containerd.sock" \
+  --iptables=false --ip6tables=false --bridge=none >"$D26_RUN/dockerd.argv"
+d26_ready() { DOCKER_HOST="$D26_SOCK" docker info 2>/dev/null | grep -q "io.containerd.snapshotter"; }
+d26_pid=$(cat "$D26_RUN/dockerd.pid" 2>/dev/null || true)
+if d26_ready && [[ -n "$d26_pid" ]] && kill -0 "$d26_pid" 2>/dev/null; then
+  echo "docker-up: second engine (Docker 26, containerd store) already running (pid $d26_pid)"
+else
+  # Found answering without what it needs (no containerd store, no pid file: started by
+  # something else, or half started): stopped, then started cleanly. Never used half-started.
+  if pkill -f -- "-H $D26_SOCK" 2>/dev/null; then
+    echo "docker-up: the second engine answered without its containerd store or pid file:" \
+      "stopping it to start it cleanly"
+    for _ in $(seq 1 60); do pgrep -f -- "-H $D26_SOCK" >/dev/null || break; sleep 0.5; done
+  fi
+  echo "docker-up: starting the second engine (Docker 26, containerd store; log: $d26_log)"
   export PATH="$D26_ROOT/usr/bin:$D26_ROOT/usr/sbin:$PATH"
   # A socket file proves nothing: a machine stopped and started again (a CI machine made from a
   # snapshot) keeps /run's files but none of the processes. Ask containerd itself.
