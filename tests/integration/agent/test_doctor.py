@@ -35,6 +35,7 @@ from monky_deployd.agent import doctor, doctor_box
 from monky_deployd.agent.tick import run_tick
 from monky_deployd.core import checks
 from monky_deployd.core.checks import Check
+from monky_deployd_testkit import readable
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.fakes.estate import Estate
 from tests.integration.box.test_preflight import small_dockerd  # noqa: F401 (a fixture)
@@ -404,13 +405,14 @@ def _doctor_as_agent(config: Path) -> dict[str, Any]:
         "out = {c.check: c.as_json() for c in doctor.run_checks(Path(sys.argv[1]))}\n"
         "print(json.dumps(out['identity']))\n"
     )
-    argv = ["setpriv", f"--reuid={AGENT}", f"--regid={AGENT}", "--init-groups", sys.executable]
+    python = str(readable.SYSTEM_PYTHON)  # the agent user may not enter the clone's .venv
+    argv = ["setpriv", f"--reuid={AGENT}", f"--regid={AGENT}", "--init-groups", python]
     proc = subprocess.run(
         [*argv, "-B", "-c", script, str(config)],
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC)},
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": readable.pythonpath()},
     )
     assert proc.returncode == 0, proc.stderr
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
