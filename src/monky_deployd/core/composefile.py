@@ -132,15 +132,19 @@ def relative_binds(doc: dict[Any, Any]) -> list[tuple[str, str]]:
     for name, spec in volumes.items() if isinstance(volumes, dict) else ():
         opts = spec.get("driver_opts") if isinstance(spec, dict) else None
         device = opts.get("device") if isinstance(opts, dict) else None
-        options = (
-            {o.strip() for o in str(opts.get("o", "")).split(",")}
-            if isinstance(opts, dict)
-            else set()
-        )
-        binds = bool(options & {"bind", "rbind"})  # (an overlay's device is a word: 'overlay')
+        binds = bool(mount_options(opts) & BIND_OPTIONS)  # (an overlay's device: 'overlay')
         if binds and isinstance(device, str) and _not_absolute(device):
             found.append((f"compose.volumes.{name}.driver_opts.device", device))
     return found
+
+
+BIND_OPTIONS = frozenset({"bind", "rbind"})  # a local volume's `o` that makes it a bind
+
+
+def mount_options(opts: object) -> frozenset[str]:
+    """The options of a local volume's ``driver_opts.o`` (``"bind,ro"``), each stripped."""
+    text = str(opts.get("o", "")) if isinstance(opts, dict) else ""
+    return frozenset(o.strip() for o in text.split(",") if o.strip())
 
 
 def _bind_source(vol: object) -> str | None:

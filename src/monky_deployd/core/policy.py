@@ -142,7 +142,10 @@ def inside(path: str, root: str) -> bool:
 
 
 def scope_line(service: str, key: str, value: str) -> str:
-    return f"policy.services.{service}.{key}: [{value}]"
+    """The config.yaml line that allows ``value`` of ``key`` for ``service`` (every service:
+    ``policy.allow``, when the ask belongs to none, "")."""
+    scope = f"services.{service}" if service else "allow"
+    return f"policy.{scope}.{key}: [{value}]"
 
 
 def _list(value: object) -> list[object]:
@@ -192,11 +195,7 @@ def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Vio
     shown = path if normpath(resolved) == normpath(path) else f"{path} (-> {normpath(resolved)})"
     parent = posixpath.dirname(normpath(resolved)) or "/"
     parent = normpath(resolved) if parent == "/" else parent  # "/" is no root to allow
-    line = (
-        scope_line(service, "bind_roots", parent)
-        if service
-        else f"policy.allow.bind_roots: [{parent}]"
-    )
+    line = scope_line(service, "bind_roots", parent)
     return Violation(service, key, f"{shown} is outside the allowed roots", line)
 
 

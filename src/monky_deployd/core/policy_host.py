@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from monky_deployd.core.composefile import BIND_OPTIONS, mount_options
 from monky_deployd.core.errors import Code
 from monky_deployd.core.policy import Rules, Violation, normpath, scope_line
 from monky_deployd.core.policy_keys import allowed_by
@@ -113,12 +114,12 @@ def _plain_bind(opts: Mapping[str, object]) -> bool:
     """``driver_opts`` of a plain bind: no filesystem type, ``o`` only bind options (with
     ``bind``), an absolute ``device``."""
     kind = str(opts.get("type", "none")).strip()
-    options = {o.strip() for o in str(opts.get("o", "")).split(",") if o.strip()}
+    options = mount_options(opts)
     device = opts.get("device")
     return (
         kind in ("none", "")
         and set(opts) <= {"type", "o", "device"}
-        and bool(options & {"bind", "rbind"})
+        and bool(options & BIND_OPTIONS)
         and options <= _BIND_OPTS
         and isinstance(device, str)
         and device.startswith("/")
@@ -172,12 +173,8 @@ def networks(config: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
         if engine_name == "host" or driver == "host":
             for service in users.get(name, []) or [""]:
                 if "network" not in rules.allows(service).host_namespaces:
-                    line = (
-                        scope_line(service, "host_namespaces", "network")
-                        if service
-                        else "policy.allow.host_namespaces: [network]"
-                    )
-                    yield Violation(service, f"{here}", "the host's network", line)
+                    line = scope_line(service, "host_namespaces", "network")
+                    yield Violation(service, here, "the host's network", line)
             continue
         checks = [
             ("driver", driver != "bridge", f"the network driver {driver} (the host's LAN)"),

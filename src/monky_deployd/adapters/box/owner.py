@@ -187,10 +187,7 @@ def poisoned_error(state_dir: Path) -> DeployError | None:
     owners = sorted({_name(uid) for _, uid in named})
     shown = ", ".join(f"{rel} ({_name(uid)})" for rel, uid in named)
     more = f" and {total - len(named)} more" if total > len(named) else ""
-    try:
-        group = grp.getgrgid(account.pw_gid).gr_name
-    except KeyError:
-        group = str(account.pw_gid)
+    group = _group(account)
     return DeployError(
         f"{state_dir} holds {total} entr{'y' if total == 1 else 'ies'} owned by "
         f"{', '.join(owners)}, not {user} (the unit's user), which cannot replace them: "
