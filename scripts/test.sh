@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this): install what the tests need, start the
 # real Docker engine, run every gate, then pytest. Fails loudly; never skips Docker tests.
+#
+# pytest runs on several workers (pytest-xdist): the first engine's whole suite on
+# MONKY_TEST_WORKERS (default 6) and, at the same time, the second engine's files on
+# MONKY_TEST_WORKERS_SECOND (default 3). The engine-facing tests mostly wait (stable windows,
+# bakes, restarts), so they overlap well on two cores. Extra arguments select tests for the first
+# engine only (scripts/test.sh tests/e2e/test_jobs.py -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/heartbeat.sh
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s (%s)\n' "$*" "$(date +%T)"; }
 
 step "python venv (.venv) with the package and its test extras"
 if [[ ! -x .venv/bin/python ]]; then
@@ -12,10 +19,11 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 # --prefer-binary: openziti installs only as its 0.6.0 wheel here (newer releases are sdists whose
 # build downloads the C SDK).
-.venv/bin/pip install -q --disable-pip-version-check --prefer-binary -e '.[test]'
+waiting "installing the venv's packages" \
+  .venv/bin/pip install -q --disable-pip-version-check --prefer-binary -e '.[test]'
 
 step "system packages and the Docker engine"
-MONKY_VENV="$PWD/.venv" scripts/docker-up.sh
+MONKY_VENV="$PWD/.venv" waiting "setting up the engines (scripts/docker-up.sh)" scripts/docker-up.sh
 
 export PATH="$PWD/.venv/bin:$PATH"
 
@@ -37,18 +45,36 @@ if [[ -d ansible ]]; then
   (cd ansible && ansible-lint --offline --profile production)
 fi
 
-step "pytest"
-pytest "$@"
-
-# The estate's engine kind: the engine-facing e2e files again on the second engine (Docker 26,
-# containerd image store; scripts/docker-up.sh started it), with DOCKER_HOST pointing at it (the
-# lab's docker commands and the agent's docker.host follow it). Only for the whole suite.
-if (($# == 0)); then
-  step "pytest on the second engine (Docker 26, containerd image store)"
-  DOCKER_HOST=unix:///run/monky-docker26/docker.sock pytest -m docker \
-    tests/e2e/test_tick_docker.py tests/e2e/test_lifecycle.py tests/e2e/test_bake_engine.py \
-    tests/e2e/test_rollback.py tests/e2e/test_repin.py tests/e2e/test_prune.py \
-    tests/e2e/test_jobs.py tests/e2e/test_drift.py tests/e2e/test_policy_allowlist.py \
-    tests/e2e/test_kill_replacement.py \
-    tests/integration/box/test_preflight.py tests/integration/box/test_verify_docker.py
+workers="${MONKY_TEST_WORKERS:-6}" second_workers="${MONKY_TEST_WORKERS_SECOND:-3}"
+if (($# > 0)); then
+  step "pytest on $workers workers: $*"
+  exec pytest -n "$workers" --dist worksteal "$@"
 fi
+
+# The estate's engine kind: the engine-facing files again on the second engine (Docker 26,
+# containerd image store; scripts/docker-up.sh started it), with DOCKER_HOST pointing at it (the
+# lab's docker commands and the agent's docker.host follow it). Its tests hold that engine
+# shared, a test that restarts it holds it alone (monky_deployd_testkit.engines.in_use); those
+# restart tests run in this pass only.
+second_log="$(mktemp /tmp/monky-pytest-second-engine.XXXXXX)"
+step "pytest on the second engine (Docker 26, containerd image store), $second_workers workers, in the background (log: $second_log)"
+DOCKER_HOST=unix:///run/monky-docker26/docker.sock pytest -n "$second_workers" --dist worksteal -m docker \
+  tests/e2e/test_tick_docker.py tests/e2e/test_lifecycle.py tests/e2e/test_bake_engine.py \
+  tests/e2e/test_rollback.py tests/e2e/test_repin.py tests/e2e/test_prune.py \
+  tests/e2e/test_jobs.py tests/e2e/test_drift.py tests/e2e/test_policy_allowlist.py \
+  tests/e2e/test_kill_replacement.py \
+  tests/integration/box/test_preflight.py tests/integration/box/test_verify_docker.py \
+  >"$second_log" 2>&1 &
+second=$!
+trap 'kill "$second" 2>/dev/null || true' EXIT  # interrupted: the background pass stops too
+
+step "pytest on the first engine (Docker 20.10), $workers workers"
+first_rc=0
+pytest -n "$workers" --dist worksteal -m "not second_engine_restart" || first_rc=$?
+
+step "pytest on the second engine: its output (it ran beside the first)"
+tail -n +1 --pid="$second" -f "$second_log"
+second_rc=0
+wait "$second" || second_rc=$?
+printf '\n==> done (%s): first engine exit %d, second engine exit %d\n' "$(date +%T)" "$first_rc" "$second_rc"
+((first_rc == 0 && second_rc == 0))

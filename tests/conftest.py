@@ -9,12 +9,38 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
+from monky_deployd_testkit import engines
 from monky_deployd_testkit.dockerlab import Registry, ensure_busybox_image
 from monky_deployd_testkit.realbao import RealBao
 
 if os.environ.get("MONKY_FUZZ") == "quick":  # scripts/test-fast.sh: fewer examples per property
     settings.register_profile("quick", max_examples=20)  # (tests that set their own keep it)
     settings.load_profile("quick")
+
+# The longest tests first (the system tier, then end to end, then integration): pytest-xdist
+# hands tests out in this order, so the few minutes-long ones start at once instead of being the
+# last worker's tail (scripts/test.sh runs the suite on several workers).
+_FIRST = ("tests/system/", "tests/e2e/", "tests/integration/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid
+        return next((i for i, top in enumerate(_FIRST) if path.startswith(top)), len(_FIRST))
+
+    items.sort(key=rank)  # stable: the order inside each tier is the files' own
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A test of the second engine's pass (DOCKER_HOST is its socket) holds that engine shared
+    for its whole run, fixtures included; a test that restarts it holds it alone
+    (engines.in_use: both passes run at once, each on several workers)."""
+    alone = item.get_closest_marker("second_engine_restart") is not None
+    if not alone and os.environ.get("DOCKER_HOST") != engines.SECOND_SOCK:
+        return (yield)
+    with engines.in_use(alone=alone):
+        return (yield)
 
 
 @pytest.fixture(scope="session")

@@ -9,15 +9,25 @@
   ``DOCKER_HOST`` pointing at it: the lab's docker commands inherit it and the agent's
   ``docker.host`` follows it (``Estate.config``). It is the suite's own: ``restart_second`` stops
   and starts it (an engine upgrade, a reboot), which a test may do; the first engine, never.
+
+The whole suite runs both engines' passes at once, each on several workers (scripts/test.sh), so
+a restart must not pull the engine from under another test: ``in_use`` is a readers-writer lock
+between processes (flock on two files in the temp dir). Every test of the second engine's pass
+holds it shared; a test marked ``second_engine_restart`` holds it alone, and new users wait
+behind it (the turnstile) instead of starving it. tests/conftest.py takes it around each test's
+whole run, fixtures included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from monky_deployd_testkit.dockerlab import DockerUnavailable
@@ -26,6 +36,26 @@ ROOT = Path("/opt/monky-docker26")  # Debian 13's binaries, unpacked (docker-up.
 RUN_DIR = Path("/run/monky-docker26")
 SECOND_SOCK = f"unix://{RUN_DIR}/docker.sock"
 LOG = Path("/var/log/monky-test-dockerd26.log")
+LOCK = Path(tempfile.gettempdir()) / "monky-test-second-engine.lock"
+TURNSTILE = Path(tempfile.gettempdir()) / "monky-test-second-engine.turnstile"
+
+
+@contextlib.contextmanager
+def in_use(*, alone: bool) -> Iterator[None]:
+    """Hold the second engine: shared with the other tests, or ``alone`` (a restart)."""
+    with TURNSTILE.open("a") as turnstile, LOCK.open("a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # held while a restart waits: no new user enters
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        global _alone
+        _alone = alone
+        try:
+            yield
+        finally:
+            _alone = False
+
+
+_alone = False  # this process holds the second engine alone (in_use(alone=True))
 
 
 def second_available() -> None:
@@ -61,7 +91,13 @@ def _alive(pid: int) -> bool:
 def restart_second(down_s: float = 0.0) -> None:
     """Stop the second engine's dockerd (SIGTERM, as systemd and a shutdown do: it stops the
     containers, and forgets its events), wait ``down_s``, start it again with the same command
-    line (``dockerd.argv``, written by docker-up.sh) and wait until it answers."""
+    line (``dockerd.argv``, written by docker-up.sh) and wait until it answers. Only inside
+    ``in_use(alone=True)``: mark the test ``second_engine_restart``."""
+    if not _alone:
+        raise RuntimeError(
+            "restart_second outside in_use(alone=True): mark the test "
+            "@pytest.mark.second_engine_restart (tests/conftest.py holds the engine for it)"
+        )
     pid = int((RUN_DIR / "dockerd.pid").read_text().strip())
     os.kill(pid, signal.SIGTERM)
     end = time.monotonic() + 60

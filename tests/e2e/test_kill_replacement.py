@@ -80,6 +80,7 @@ def test_an_apply_killed_at_any_step_of_composes_replacement_converges(
     converged(lab, "r2")
 
 
+@pytest.mark.second_engine_restart
 def test_an_apply_killed_and_the_engine_restarted_converges(
     tmp_path: Path, registry: Registry, web_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

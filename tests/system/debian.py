@@ -22,6 +22,7 @@ Debian 12 containers, the real .deb, and the loopback package registry they down
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -120,13 +121,24 @@ def ensure_pkgtest_image() -> str:
 
 
 def build_deb() -> Path:
-    """packaging/build-deb.sh (the venv is built in the bookworm image) into dist/."""
+    """packaging/build-deb.sh (the venv is built in the bookworm image) into dist/, once per test
+    run: pytest-xdist's workers share the run's id (``PYTEST_XDIST_TESTRUNUID``), the first
+    builds under the lock and the others take the path it recorded."""
     docker_available()
     script = REPO / "packaging" / "build-deb.sh"
     assert script.is_file(), "packaging/build-deb.sh is missing: the tests install the real .deb"
-    out = run(["bash", str(script)], timeout=900).stdout.strip().splitlines()
-    deb = Path(out[-1])
-    assert deb.is_file(), f"build-deb.sh printed {out[-1]!r}, not a file"
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+    record = Path(tempfile.gettempdir()) / "monky-test-deb.built"
+    with (Path(tempfile.gettempdir()) / "monky-test-deb.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with contextlib.suppress(OSError, ValueError):
+            built_by, path = record.read_text().split("\n")[:2]
+            if built_by == run_id and Path(path).is_file():
+                return Path(path)
+        out = run(["bash", str(script)], timeout=900).stdout.strip().splitlines()
+        deb = Path(out[-1])
+        assert deb.is_file(), f"build-deb.sh printed {out[-1]!r}, not a file"
+        record.write_text(f"{run_id}\n{deb}\n")
     return deb
 
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -392,8 +393,9 @@ def test_controller_that_never_answers_is_bounded(tmp: Path) -> None:
 
 # --- "unreadable by this user", for real (R1) --------------------------------------------------
 
-OWNER = "mdtest-ziti"  # stands in for ziti:ziti
-AGENT = "mdtest-agent"  # stands in for monky-deployd
+_TAG = uuid.uuid4().hex[:6]  # unique per process: pytest-xdist workers each make their own
+OWNER = f"mdz{_TAG}"  # stands in for ziti:ziti
+AGENT = f"mda{_TAG}"  # stands in for monky-deployd
 
 
 def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
