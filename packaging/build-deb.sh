@@ -19,6 +19,8 @@ builder_image=local/monky-debbuild:bookworm
 pip_cache="${MONKY_BUILD_PIP_CACHE:-${HOME:-/root}/.cache/monky-deployd-build/pip}"
 
 die() { echo "build-deb: FAILED: $*" >&2; exit 1; }
+# shellcheck source=scripts/heartbeat.sh
+source "$repo/scripts/heartbeat.sh"  # waiting WHAT CMD...: says every 20 s what it waits for
 
 # The version: __version__ as Python parses it, nothing else.
 version="$(python3 - "$repo/src/monky_deployd/__init__.py" <<'PY'
@@ -38,7 +40,7 @@ if [[ "${CI_COMMIT_TAG:-}" == v* && "$CI_COMMIT_TAG" != "v$version" ]]; then
 fi
 
 command -v docker >/dev/null || die "docker missing (scripts/docker-up.sh)"
-"$repo/scripts/debian-image.sh" >/dev/null
+"$repo/scripts/debian-image.sh" >&2  # its progress on stderr: stdout ends with the .deb's path
 
 # Builder image: the bookworm root plus python3-venv (cached; concurrent builds wait on a lock).
 exec 8>"/tmp/.monky-debbuild-image.lock"
@@ -46,7 +48,8 @@ flock 8
 if ! docker image inspect "$builder_image" >/dev/null 2>&1; then
   echo "build-deb: creating $builder_image (apt-get install python3-venv)"
   cname="monky-debbuild-$$"
-  docker run --name "$cname" --network host local/debian:bookworm sh -c \
+  waiting "installing python3-venv in $builder_image" \
+    docker run --name "$cname" --network host local/debian:bookworm sh -c \
     'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3.11-venv python3-venv >/dev/null && rm -rf /var/lib/apt/lists/*' \
     || { docker rm -f "$cname" >/dev/null 2>&1; die "apt-get in the builder container"; }
   docker commit "$cname" "$builder_image" >/dev/null
@@ -78,7 +81,8 @@ for var in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_DEFAULT_TIMEOUT; do
 done
 
 echo "build-deb: building the virtualenv for $version in $builder_image"
-arch="$(docker run --rm --network host "${docker_args[@]}" "$builder_image" sh -ec '
+arch="$(waiting "building the virtualenv (pip install in $builder_image)" \
+  docker run --rm --network host "${docker_args[@]}" "$builder_image" sh -ec '
     cp -r /build/src /tmp/src
     /usr/bin/python3.11 -m venv /opt/monky-deployd >&2
     /opt/monky-deployd/bin/pip install -q --disable-pip-version-check --prefer-binary /tmp/src >&2
@@ -129,7 +133,8 @@ CTL
 mkdir -p "$out"
 deb="$out/monky-deployd_${version}_${arch}.deb"
 # Written under a private name, then renamed: a concurrent build never sees half a file.
-dpkg-deb --root-owner-group -Zxz -z6 --build "$stage" "$deb.tmp.$$" >/dev/null
+waiting "compressing the package (dpkg-deb, xz)" \
+  dpkg-deb --root-owner-group -Zxz -z6 --build "$stage" "$deb.tmp.$$" >/dev/null
 mv -f "$deb.tmp.$$" "$deb"
 # The kit's one-liner with this release's version as its default.
 sed "s/@DEPLOYD_RELEASE_VERSION@/$version/" "$repo/packaging/install.sh" >"$out/install.sh.tmp.$$"

@@ -7,6 +7,8 @@
 #
 # Environment: DEBIAN_IMAGE (default local/debian:bookworm), DEBIAN_MIRROR (override the mirror).
 set -euo pipefail
+# shellcheck source=scripts/heartbeat.sh
+source "$(dirname "${BASH_SOURCE[0]}")/heartbeat.sh"  # waiting WHAT CMD...
 
 image="${DEBIAN_IMAGE:-local/debian:bookworm}"
 suite=bookworm
@@ -63,7 +65,7 @@ command -v debootstrap >/dev/null || {
 root="$(mktemp -d /tmp/debian-image.XXXXXX)"
 trap 'rm -rf "$root"' EXIT
 echo "debian-image: debootstrap --variant=minbase $suite from $mirror (about 30 s)"
-if ! debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$root.log" 2>&1; then
+if ! waiting "running debootstrap" debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$root.log" 2>&1; then
   echo "debian-image: FAILED: debootstrap; last lines of $root.log:" >&2
   tail -n 20 "$root.log" >&2
   exit 1

@@ -31,7 +31,7 @@ if [[ -n $why ]]; then
     exit 1
   fi
   echo "demo: running scripts/docker-up.sh"
-  if ! MONKY_VENV="$PWD/.venv" scripts/docker-up.sh; then
+  if ! MONKY_VENV="$PWD/.venv" bash -c 'source scripts/heartbeat.sh; waiting "setting up the engines (scripts/docker-up.sh)" scripts/docker-up.sh'; then
     echo "demo: scripts/docker-up.sh could not start the engine (its words are above);" >&2
     echo "demo: the demo needs a running Docker engine and the compose plugin." >&2
     exit 1
@@ -40,5 +40,8 @@ fi
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q --disable-pip-version-check --prefer-binary -e '.[test]'
+# shellcheck source=scripts/heartbeat.sh
+source scripts/heartbeat.sh  # waiting WHAT CMD...: says every 20 s what it waits for
+waiting "installing the venv's packages" \
+  .venv/bin/pip install -q --disable-pip-version-check --prefer-binary -e '.[test]'
 exec .venv/bin/python scripts/demo.py "$@"

@@ -58,7 +58,7 @@ fi
 # restart tests run in this pass only.
 second_log="$(mktemp /tmp/monky-pytest-second-engine.XXXXXX)"
 step "pytest on the second engine (Docker 26, containerd image store), $second_workers workers, in the background (log: $second_log)"
-DOCKER_HOST=unix:///run/monky-docker26/docker.sock pytest -n "$second_workers" --dist worksteal -m docker \
+DOCKER_HOST=unix:///run/monky-docker26/docker.sock pytest -n "$second_workers" --dist worksteal --durations=25 -m docker \
   tests/e2e/test_tick_docker.py tests/e2e/test_lifecycle.py tests/e2e/test_bake_engine.py \
   tests/e2e/test_rollback.py tests/e2e/test_repin.py tests/e2e/test_prune.py \
   tests/e2e/test_jobs.py tests/e2e/test_drift.py tests/e2e/test_policy_allowlist.py \
@@ -70,7 +70,7 @@ trap 'kill "$second" 2>/dev/null || true' EXIT  # interrupted: the background pa
 
 step "pytest on the first engine (Docker 20.10), $workers workers"
 first_rc=0
-pytest -n "$workers" --dist worksteal -m "not second_engine_restart" || first_rc=$?
+pytest -n "$workers" --dist worksteal --durations=25 -m "not second_engine_restart" || first_rc=$?
 
 step "pytest on the second engine: its output (it ran beside the first)"
 tail -n +1 --pid="$second" -f "$second_log"
