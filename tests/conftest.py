@@ -17,18 +17,33 @@ if os.environ.get("MONKY_FUZZ") == "quick":  # scripts/test-fast.sh: fewer examp
     settings.register_profile("quick", max_examples=20)  # (tests that set their own keep it)
     settings.load_profile("quick")
 
-# The longest tests first (the system tier, then end to end, then integration): pytest-xdist
-# hands tests out in this order, so the few minutes-long ones start at once instead of being the
-# last worker's tail (scripts/test.sh runs the suite on several workers).
+# The longest tests first (the system tier, then end to end, then integration), dealt out to
+# the workers: pytest-xdist's worksteal gives each worker a contiguous slice of this order and
+# idle workers steal from the end of the others' slices, so every slice starts with its share of
+# the minutes-long tests and ends with the short ones that balance the finish. A system file
+# goes to one worker whole (its module fixtures build containers). All workers compute the same
+# order (xdist checks). scripts/test.sh runs the suite on several workers.
 _FIRST = ("tests/system/", "tests/e2e/", "tests/integration/")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         path = item.nodeid
         return next((i for i, top in enumerate(_FIRST) if path.startswith(top)), len(_FIRST))
 
     items.sort(key=rank)  # stable: the order inside each tier is the files' own
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    units: list[list[pytest.Item]] = []
+    for item in items:
+        whole_file = item.nodeid.startswith(_FIRST[0])
+        if whole_file and units and units[-1][0].path == item.path:
+            units[-1].append(item)
+        else:
+            units.append([item])
+    slices: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for i, unit in enumerate(units):
+        slices[i % workers].extend(unit)
+    items[:] = [item for part in slices for item in part]
 
 
 @pytest.hookimpl(wrapper=True)

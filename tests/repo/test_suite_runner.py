@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,24 @@ def test_a_restart_waits_for_the_tests_using_the_engine_and_new_ones_wait_behind
 def test_restart_second_refuses_outside_the_lock() -> None:
     with pytest.raises(RuntimeError, match="second_engine_restart"):
         engines.restart_second()
+
+
+def test_each_workers_slice_starts_with_its_share_of_the_long_tests() -> None:
+    from types import SimpleNamespace
+
+    from tests.conftest import pytest_collection_modifyitems
+
+    def item(nodeid: str) -> Any:
+        return SimpleNamespace(nodeid=nodeid, path=Path(nodeid.split("::")[0]))
+
+    names = [
+        "tests/unit/a.py::u1", "tests/unit/a.py::u2", "tests/e2e/b.py::e1",
+        "tests/system/s.py::s1", "tests/unit/a.py::u3", "tests/e2e/b.py::e2",
+        "tests/system/s.py::s2", "tests/system/t.py::t1",
+    ]  # fmt: skip
+    items = [item(n) for n in names]
+    config = SimpleNamespace(workerinput={"workercount": 2})
+    pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+    order = [i.nodeid.split("::")[1] for i in items]
+    # units in rank order: [s1 s2] t1 e1 e2 u1 u2 u3, dealt to two slices
+    assert order == ["s1", "s2", "e1", "u1", "u3", "t1", "e2", "u2"]
