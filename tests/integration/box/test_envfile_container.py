@@ -108,9 +108,12 @@ def _environ(project_dir: Path, project: str, service: str) -> dict[str, bytes]:
 Envs = dict[str, dict[str, bytes]]
 
 
+_PREFIX = f"monkyenv-{uuid.uuid4().hex[:6]}-"  # one per process (worker)
+
+
 def _run_project(tmp: Path, image: str, env_text: str, names: list[str]) -> Envs:
     """Bring up a project reading ``env_text`` both ways; return each service's environment."""
-    project = f"monkyenv-{uuid.uuid4().hex[:10]}"
+    project = f"{_PREFIX}{uuid.uuid4().hex[:10]}"
     tmp.mkdir(parents=True, exist_ok=True)
     fsutil.atomic_write(tmp / ".env", env_text.encode("utf-8"), mode=0o600)
     interp = {name: f"${{{name}}}" for name in names}
@@ -178,7 +181,7 @@ def test_one_byte_longer_is_refused_and_linux_would_refuse_it(
             {"services": {"one": {"image": busybox_image, "command": ["true"], "env_file": ".env"}}}
         )
     )
-    project = f"monkyenv-{uuid.uuid4().hex[:10]}"
+    project = f"{_PREFIX}{uuid.uuid4().hex[:10]}"
     try:
         proc = _compose(tmp_path, project, "run", "--rm", "-T", "one", check=False)
     finally:
@@ -390,7 +393,7 @@ def _compose_config(
     (tmp / "compose.yaml").write_text(
         json.dumps({"services": {"one": {"image": busybox_image, "env_file": ".env"}}})
     )
-    return _compose(tmp, f"monkyenv-{uuid.uuid4().hex[:10]}", "config", check=False)
+    return _compose(tmp, f"{_PREFIX}{uuid.uuid4().hex[:10]}", "config", check=False)
 
 
 @pytest.mark.parametrize("case", sorted(UNREADABLE))
@@ -445,5 +448,6 @@ def _no_leftover_projects() -> Iterator[None]:
         text=True,
         check=True,
     )
-    left = sorted({p for p in proc.stdout.split() if p.startswith("monkyenv-")})
+    # this process's projects only: other pytest-xdist workers run theirs at the same time
+    left = sorted({p for p in proc.stdout.split() if p.startswith(_PREFIX)})
     assert not left, f"compose projects left behind: {left}"
