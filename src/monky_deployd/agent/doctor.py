@@ -1,7 +1,7 @@
 """``monky-deployd doctor``: live checks of every fault class the estate has met, one line each,
 in the order a person debugs (OPERATIONS.md, "doctor").
 
-    config -> grant -> identity -> controller -> tenancy-intercept, openbao-intercept
+    config -> state-dir -> grant -> identity -> controller -> tenancy-intercept, openbao-intercept
     -> tenancy -> openbao -> token -> checkin -> secrets -> registry
     -> docker-socket -> disk -> compose -> policy -> timer -> run-host-dropin -> clock
 
@@ -270,6 +270,9 @@ def check_clock(run: Run) -> Check:
 # (name, prerequisites, check): the order is the one a person debugs in
 CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("config", (), check_config),
+    # the state dir before anything that reads it (the token) or runs docker with the agent's
+    # HOME and DOCKER_CONFIG in it (disk, compose): its ownership is the cause, those symptoms
+    ("state-dir", ("config",), doctor_box.check_state_dir),
     ("grant", ("config",), check_grant),
     ("identity", ("config",), doctor_ziti.check_identity),
     ("controller", ("identity",), doctor_ziti.check_controller),
@@ -282,10 +285,10 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("secrets", ("checkin",), check_secrets),
     ("registry", ("secrets",), doctor_box.check_registry),
     ("docker-socket", ("config",), doctor_box.check_socket),
-    ("disk", ("docker-socket",), doctor_box.check_disk),  # `docker info` says where pulls write
-    ("compose", ("docker-socket",), doctor_box.check_compose),
+    # `docker info` says where pulls write
+    ("disk", ("docker-socket", "state-dir"), doctor_box.check_disk),
+    ("compose", ("docker-socket", "state-dir"), doctor_box.check_compose),
     ("policy", ("compose",), lambda run: _policy(run)),
-    ("state-dir", ("config",), doctor_box.check_state_dir),
     ("timer", (), doctor_box.check_timer),  # needs no config
     ("last-tick", (), doctor_box.check_last_tick),  # the unit's, whoever runs doctor
     ("run-host-dropin", ("config",), doctor_box.check_dropin),

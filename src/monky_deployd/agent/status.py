@@ -22,7 +22,7 @@ from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.agent import observe, recorded, trust
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule, status, unit
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.held import Stalled
 from monky_deployd.core.records import Applied
 from monky_deployd.core.report import rfc3339, whole_seconds
@@ -158,11 +158,35 @@ def _waiting(cfg: Config, seen: schedule.Seen) -> dict[str, Any]:
     }
 
 
+def unreadable(cfg: Config, problem: str | None) -> DeployError | None:
+    """Why the state dir cannot be read, or holds entries the unit's user cannot read or
+    replace: the cause (``owner.poisoned_error``: the entries another account owns and the
+    ``chown`` that mends them; the same answer whoever runs status), else the tick ledger's
+    own problem when it is one of access (``problem``: ``read_ledger``'s reason). None when
+    the agent's user reads and replaces everything."""
+    from monky_deployd.adapters.box import owner
+
+    poisoned = owner.poisoned_error(cfg.state_dir)
+    if poisoned is not None:
+        return poisoned
+    if problem is None or problem == "absent" or "unreadable (" not in problem:
+        return None  # no ledger yet, or one that is not a record (a fresh ledger: no_tick)
+    return DeployError(
+        f"the tick ledger {problem}",
+        code=Code.STATE_UNWRITABLE,
+        hint=owner.chown_hint(cfg.state_dir),
+    )
+
+
 def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[str, Any]:
-    """Everything ``status`` prints, as JSON-ready data (schema ``SCHEMA``)."""
+    """Everything ``status`` prints, as JSON-ready data (schema ``SCHEMA``). Raises
+    STATE_UNWRITABLE (``unreadable``) first when the state dir cannot be read or holds entries
+    the unit's user cannot replace: status then answers ``unreadable`` (exit 15)."""
     now = time.time() if now is None else now
     seen = recorded.recorded(cfg, StateDir(cfg.state_dir), now)
     led, problem = seen.ledger, seen.ledger_problem
+    if (fault := unreadable(cfg, problem)) is not None:
+        raise fault
     applied, held, token = seen.local.record, seen.local.held, seen.token
     found, valid, stale = seen.locks, seen.valid_locks, seen.stale_locks
     active, lkg, running = seen.suspended, seen.last_known_good, seen.running

@@ -24,7 +24,8 @@ first that applies, in this order (OPERATIONS.md, "Status"):
 and, when there is no verdict to make (``agent.status_fault``):
 
     config_error 3  config.yaml missing, unreadable or invalid
-    unreadable   15 the state dir (or the lock dir) cannot be read by this user
+    unreadable   15 the state dir (or the lock dir) cannot be read by this user, or holds
+                    entries the unit's user does not own (whoever runs status)
 
 ``rows(view)`` shapes ``agent.status``'s JSON view into (label, text) pairs for the terminal.
 """
