@@ -19,6 +19,7 @@ import pwd
 import stat
 from pathlib import Path
 
+from monky_deployd.core import fixes
 from monky_deployd.core.errors import Code, DeployError
 
 SERVICE_USER = "monky-deployd"
@@ -211,7 +212,7 @@ def poisoned_error(state_dir: Path) -> DeployError | None:
         f"{', '.join(owners)}, not {user} (the unit's user), which cannot replace them: "
         f"{shown}{more}{inside}",
         code=Code.STATE_UNWRITABLE,
-        hint=f"`chown -R {user}:{group} {state_dir}`",
+        hint=fixes.state_chown(user, group, str(state_dir)),
     )
 
 
@@ -219,7 +220,8 @@ def chown_hint(state_dir: Path) -> str:
     """The one command that gives ``state_dir`` back to the unit's account (as root)."""
     account = service_account(state_dir)
     user = account.pw_name if account is not None else SERVICE_USER
-    return f"`chown -R {user}:{_group(account) if account else SERVICE_USER} {state_dir}`"
+    group = _group(account) if account is not None else SERVICE_USER
+    return fixes.state_chown(user, group, str(state_dir))
 
 
 def explain(state_dir: Path, err: DeployError) -> DeployError:
