@@ -651,8 +651,14 @@ ensure_ziti() {
     install -d -m 0755 "$DEPLOYD_DROPIN_DIR"
     cmp -s "$DEPLOYD_DROPIN_SRC" "$dropin" || changed=1
     put_copy "$dropin" 0644 root:root "$DEPLOYD_DROPIN_SRC"
+  elif [[ -e "$dropin" || -L "$dropin" ]]; then
+    # A drop-in an earlier --transport ziti run installed: run-host mode turns the intercepts
+    # plain dials off (issue 36: it was only warned about and stayed).
+    rm -f "$dropin"
+    changed=1
+    log "--transport plain: removed the run-host drop-in $dropin (the agent needs the tunneler's intercepts: run mode)"
   else
-    warn "--transport plain: the run-host drop-in is not installed (the agent needs the tunneler's intercepts)"
+    log "--transport plain: no run-host drop-in (the agent needs the tunneler's intercepts: run mode)"
   fi
 
   owner=root
@@ -691,7 +697,7 @@ ensure_ziti() {
   # A tunneler that was already running keeps its old command line until restarted.
   if ((changed)) && systemd_running && systemctl is-active --quiet ziti-edge-tunnel.service; then
     systemctl restart ziti-edge-tunnel.service ||
-      left "ziti-edge-tunnel.service failed to restart with the run-host drop-in (see journalctl -u ziti-edge-tunnel)"
+      left "ziti-edge-tunnel.service failed to restart after its run-host drop-in changed (see journalctl -u ziti-edge-tunnel)"
   fi
 }
 

@@ -1,9 +1,10 @@
 """``monky-deployd doctor``: live checks of every fault class the estate has met, one line each,
 in the order a person debugs (OPERATIONS.md, "doctor").
 
-    config -> state-dir -> grant -> identity -> controller -> tenancy-intercept, openbao-intercept
+    config -> state-dir -> grant -> identity -> controller -> run-host-dropin
+    -> tenancy-intercept, openbao-intercept
     -> tenancy -> openbao -> token -> checkin -> secrets -> registry
-    -> docker-socket -> disk -> compose -> policy -> timer -> run-host-dropin -> clock
+    -> docker-socket -> disk -> compose -> policy -> timer -> last-tick -> clock
 
 Each check is a function of the run's context returning a ``core.checks.Check``; it runs
 isolated (a ``DeployError`` is its FAIL, the adapter's own sentence as the fact; anything else is
@@ -276,6 +277,8 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("grant", ("config",), check_grant),
     ("identity", ("config",), doctor_ziti.check_identity),
     ("controller", ("identity",), doctor_ziti.check_controller),
+    # the tunneler's mode before the intercepts it serves (a run-host drop-in turns them off)
+    ("run-host-dropin", ("config",), doctor_box.check_dropin),
     ("tenancy-intercept", ("controller",), doctor_ziti.check_tenancy_intercept),
     ("openbao-intercept", ("controller",), doctor_ziti.check_openbao_intercept),
     ("tenancy", ("tenancy-intercept",), check_tenancy),
@@ -291,7 +294,6 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("policy", ("compose",), lambda run: _policy(run)),
     ("timer", (), doctor_box.check_timer),  # needs no config
     ("last-tick", (), doctor_box.check_last_tick),  # the unit's, whoever runs doctor
-    ("run-host-dropin", ("config",), doctor_box.check_dropin),
     ("clock", ("tenancy",), check_clock),
 )
 

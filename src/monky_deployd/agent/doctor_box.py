@@ -17,7 +17,7 @@ from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import user_name
 from monky_deployd.adapters.net.registry import Registry
-from monky_deployd.core import checks, registry_cred, unit
+from monky_deployd.core import checks, fixes, registry_cred, unit
 from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.report import rfc3339
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 AGENT_USER = "monky-deployd"
 TIMER_UNIT = "monky-deployd.timer"
-DROPIN = Path("/etc/systemd/system/ziti-edge-tunnel.service.d/10-monky-run-host.conf")
+DROPIN = Path(fixes.RUN_HOST_DROPIN)
 
 
 def agent_user() -> str:
@@ -215,10 +215,20 @@ def check_state_dir(run: Run) -> Check:
 
 def check_dropin(run: Run) -> Check:
     if run.config.transport == "plain":
+        if DROPIN.is_file():  # install.sh --transport ziti once put it there
+            return Check(
+                "run-host-dropin",
+                "FAIL",
+                f"{DROPIN} is present with transport plain: it runs ziti-edge-tunnel in "
+                "run-host mode (no intercepts, no DNS for them), and transport plain dials "
+                "tenancy and OpenBao through the tunneler's intercepts",
+                fixes.remove_run_host_dropin(),
+            )
         return Check(
             "run-host-dropin",
             "OK",
-            "transport plain: the tunneler runs in run mode, no run-host drop-in is wanted",
+            f"transport plain: no run-host drop-in at {DROPIN} (the tunneler's intercepts "
+            "need its run mode)",
         )
     if DROPIN.is_file():
         return Check("run-host-dropin", "OK", f"{DROPIN} is present")

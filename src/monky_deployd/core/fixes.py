@@ -16,6 +16,8 @@ IDENTITY_DIR = "/opt/openziti/etc/identities"
 # (its default ACL: a rewritten file inherits them) and on the files in it; owner, group and
 # mode bits stay the tunneler's (ziti:ziti 0640)
 IDENTITY_ACCESS = "/usr/lib/monky-deployd/identity-access"
+TUNNELER = "ziti-edge-tunnel.service"
+RUN_HOST_DROPIN = "/etc/systemd/system/ziti-edge-tunnel.service.d/10-monky-run-host.conf"
 
 
 def state_chown(user: str, group: str, state_dir: str) -> str:
@@ -26,6 +28,21 @@ def state_chown(user: str, group: str, state_dir: str) -> str:
 def identity_access(directory: str) -> str:
     """IDENTITY_UNREADABLE on a box with the package: its helper on the identity's directory."""
     return f"`{IDENTITY_ACCESS} {directory}`"
+
+
+def remove_run_host_dropin() -> str:
+    """transport plain with install.sh's run-host drop-in (for ziti) still in place: the
+    tunneler back to its packaged run mode, whose intercepts and DNS plain transport dials."""
+    return f"`rm {RUN_HOST_DROPIN} && systemctl daemon-reload && systemctl restart {TUNNELER}`"
+
+
+def start_tunneler(installed: bool) -> str:
+    """transport plain and an intercept name that does not resolve: the tunneler whose DNS
+    answers it, started (``installed``: its unit file is there) or installed (OpenZiti's apt
+    repository, which install.sh adds; its package enables the unit)."""
+    if installed:
+        return f"`systemctl enable --now {TUNNELER}`"
+    return "`apt-get install ziti-edge-tunnel`"
 
 
 # code -> the hint printed on a box where everything is where the package puts it
