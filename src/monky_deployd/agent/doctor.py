@@ -74,6 +74,7 @@ class Run:
     registry_value: object = None
     docker_info: dict[str, object] | None = None
     secrets: list[str] = field(default_factory=list)  # for the output's masker
+    timer_status: checks.Status | None = None  # the timer check's, once it ran
 
     @property
     def config(self) -> Config:

@@ -170,7 +170,15 @@ def check_compose(run: Run) -> Check:
 
 
 def check_timer(run: Run) -> Check:
+    found = _timer()
+    run.timer_status = found.status  # last-tick follows it where systemd does not run
+    return found
+
+
+def _timer() -> Check:
     units = unit_adapter.read()
+    if isinstance(units, unit.NoBus):  # systemd runs, this user cannot ask it
+        return units.check("timer", user_name(os.geteuid()), TIMER_UNIT)
     if units is not None:  # systemd runs: the timer's own state (enabled, waiting or not)
         return unit.timer_check("timer", units)
     try:
@@ -196,6 +204,10 @@ def check_timer(run: Run) -> Check:
 def check_last_tick(run: Run) -> Check:
     """The unit's last tick as systemd saw it (a failed one fails doctor, whoever runs it)."""
     units = unit_adapter.read()
+    if isinstance(units, unit.NoBus):
+        return units.check("last-tick", user_name(os.geteuid()), f"{unit.SERVICE}'s last tick")
+    if units is None and run.timer_status not in (None, "OK"):  # not an OK beside FAIL timer
+        return checks.skipped("last-tick", "timer", run.timer_status)
     if units is None:
         return Check("last-tick", "OK", "systemd does not run here: no unit to ask")
     when = rfc3339(units.service.exited_at, "seconds") if units.service.exited_at else ""

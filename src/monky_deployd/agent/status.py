@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from typing import Any
 
 from monky_deployd.adapters.box import docker_api, runner
 from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.adapters.fsutil import user_name
 from monky_deployd.agent import observe, recorded, trust
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule, status, unit
@@ -129,7 +131,11 @@ def timer_view() -> dict[str, Any]:
         "stopped": None,
         "last_tick_failed": None,
         "last_tick_at": None,
+        "unasked": None,
     }
+    if isinstance(units, unit.NoBus):  # systemd runs; this user cannot ask it (no D-Bus)
+        out["unasked"] = f"{units.fact(user_name(os.geteuid()), TIMER)}; {units.fix}"
+        return out
     if units is None:
         return out
     check = unit.timer_check("timer", units)
@@ -216,6 +222,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             unit_failed=timer["last_tick_failed"] or "",
             unit_failed_at=timer["last_tick_at"],
             timer_stopped=timer["stopped"] or "",
+            unit_unasked=timer["unasked"] or "",
         )
     )
     tok = token.token if token is not None else None
