@@ -18,7 +18,8 @@ state it needs:
 4. no D-Bus: the service user's doctor and status say that the bus is missing, root's see the
    timer;
 5. ``CONFIG_INVALID`` is one journal line;
-6. purge: nothing of the agent's stays in ``systemctl --failed``; what it keeps is what
+6. ``install.sh --transport plain`` removes the run-host drop-in an earlier ziti run left;
+7. purge: nothing of the agent's stays in ``systemctl --failed``; what it keeps is what
    OPERATIONS.md lists.
 
 Run with ``-s`` to see each seat's output as printed.
@@ -333,7 +334,39 @@ def test_an_invalid_config_is_one_journal_line(box: SystemdBox, estate: Estate[A
     configure(box, estate)
 
 
-# -- 6. purge -----------------------------------------------------------------------------------
+# -- 6. install.sh --transport plain on a box that had ziti ------------------------------------
+
+
+def test_install_sh_plain_removes_the_run_host_dropin(
+    box: SystemdBox, estate: Estate[Any], built_deb: Path
+) -> None:
+    configure(box, estate)
+    box.check(
+        f"install -d {Path(fixes.RUN_HOST_DROPIN).parent} && "
+        f"printf '[Service]\\nExecStartPre=\\n' > {fixes.RUN_HOST_DROPIN}"
+    )
+    box.sh("install -m 0600 /dev/stdin /root/grant.jwt", input=estate.grant.encode())
+    # the .deb from /dist, no tunneler to be had (the OpenZiti repository unreachable: an item
+    # left, exit 3), the kit's own config kept (the same env)
+    nowhere = {
+        "MONKY_DEPLOYD_ZITI_KEY_URL": "http://127.0.0.1:1/key",
+        "MONKY_DEPLOYD_ZITI_APT_URL": "http://127.0.0.1:1/apt",
+    }
+    argv = (
+        f"bash /dist/install.sh --env {estate.env} --deb /dist/{built_deb.name} "
+        "--bootstrap-file /root/grant.jwt --transport plain --insecure-http"
+    )
+    done = box.sh(argv, env=nowhere, check=False)
+    show(f"install.sh --transport plain (exit {done.returncode})", done.stdout + done.stderr)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"--transport plain: removed the run-host drop-in {fixes.RUN_HOST_DROPIN}" in done.stdout
+    box.check(f"test ! -e {fixes.RUN_HOST_DROPIN}")
+    box.check("systemctl disable --now monky-deployd.timer 2>/dev/null")
+    line = doctor(box, agent=True)["run-host-dropin"]
+    assert line.startswith("OK run-host-dropin: "), line
+
+
+# -- 7. purge -----------------------------------------------------------------------------------
 
 
 def test_purge_leaves_nothing_failed_and_keeps_what_the_docs_list(
