@@ -18,8 +18,10 @@ state it needs:
 4. no D-Bus: the service user's doctor and status say that the bus is missing, root's see the
    timer;
 5. ``CONFIG_INVALID`` is one journal line;
-6. ``install.sh --transport plain`` removes the run-host drop-in an earlier ziti run left;
-7. purge: nothing of the agent's stays in ``systemctl --failed``; what it keeps is what
+6. an operator in the adm group: status and doctor send it to root's seat (the files are as
+   the package sets them), the journal is readable to it;
+7. ``install.sh --transport plain`` removes the run-host drop-in an earlier ziti run left;
+8. purge: nothing of the agent's stays in ``systemctl --failed``; what it keeps is what
    OPERATIONS.md lists.
 
 Run with ``-s`` to see each seat's output as printed.
@@ -31,6 +33,7 @@ import json
 import re
 import shlex
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -334,7 +337,47 @@ def test_an_invalid_config_is_one_journal_line(box: SystemdBox, estate: Estate[A
     configure(box, estate)
 
 
-# -- 6. install.sh --transport plain on a box that had ziti ------------------------------------
+# -- 6. an operator in the adm group -------------------------------------------------------------
+
+
+def test_an_operator_in_adm_is_sent_to_roots_seat_not_to_the_files_ownership(
+    box: SystemdBox, estate: Estate[Any]
+) -> None:
+    configure(box, estate)
+    ops = f"ops{uuid.uuid4().hex[:8]}"
+    box.check(f"useradd --no-create-home --groups adm {ops}")
+    try:
+        as_ops = f"cd / && runuser -u {ops} -- "
+        shown = box.sh(as_ops + "monky-deployd status", check=False)
+        show(f"status as {ops} (adm; exit {shown.returncode})", shown.stdout + shown.stderr)
+        assert shown.returncode == 3
+        assert shown.stdout.startswith(
+            "state  config_error (exit 3): CONFIG_UNREADABLE: cannot read "
+            f"{CONFIG}: Permission denied (/etc/monky-deployd is root:monky-deployd mode 0750 "
+            f"as the package sets it (root's and the agent's alone), and {ops} is neither root "
+            "nor in group monky-deployd). Check: `sudo monky-deployd status`"
+        ), shown.stdout
+        out = box.sh(as_ops + "monky-deployd doctor", check=False).stdout
+        show(f"doctor as {ops} (adm)", out)
+        assert out.splitlines()[0].endswith("Check: `sudo monky-deployd doctor`.")
+        # the file is as the package sets it: root's seat reads it
+        assert box.check(f"stat -c '%U:%G %a' {CONFIG}").strip() == "root:monky-deployd 640"
+        assert status(box, agent=False)[0] != 3
+        # adm reads the unit's journal: its first err line is the agent's
+        box.check(f"chmod 0600 {CONFIG}")
+        assert tick(box)[0] != 0
+        box.check(f"chmod 0640 {CONFIG}")
+        first = box.sh(
+            as_ops + f"journalctl -u {UNIT} -p err -o cat --no-pager | tail -n 3 | head -n 1",
+            check=False,
+        ).stdout
+        show(f"journalctl -p err as {ops} (adm)", first)
+        assert first.startswith("CONFIG_UNREADABLE: "), first
+    finally:
+        box.sh(f"userdel {ops}", check=False)
+
+
+# -- 7. install.sh --transport plain on a box that had ziti ------------------------------------
 
 
 def test_install_sh_plain_removes_the_run_host_dropin(
@@ -366,7 +409,7 @@ def test_install_sh_plain_removes_the_run_host_dropin(
     assert line.startswith("OK run-host-dropin: "), line
 
 
-# -- 7. purge -----------------------------------------------------------------------------------
+# -- 8. purge -----------------------------------------------------------------------------------
 
 
 def test_purge_leaves_nothing_failed_and_keeps_what_the_docs_list(

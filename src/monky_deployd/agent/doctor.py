@@ -86,7 +86,17 @@ class Run:
 
 
 def check_config(run: Run) -> Check:
-    run.cfg = load(run.config_path)
+    try:
+        run.cfg = load(run.config_path)
+    except DeployError as err:
+        from monky_deployd.adapters import accounts
+
+        seat = None
+        if err.code is Code.CONFIG_UNREADABLE:  # this user's fix, or root's seat (issue 36)
+            seat = accounts.config_closed(run.config_path, "doctor", err.message)
+        if seat is None:
+            raise
+        return Check("config", "FAIL", seat[0], seat[1], str(err.code))
     c = run.cfg
     closed = doctor_box.closed_to_agent(
         "config",
