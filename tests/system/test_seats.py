@@ -184,6 +184,7 @@ def test_a_root_owned_state_dir_is_named_alike_from_every_seat(
     assert (code, body["state"], body["error"]["hint"]) == (15, "unreadable", chown)
     named = re.match(rf"{STATE} holds (\d+) entries owned by root", body["error"]["message"])
     assert named and int(named.group(1)) > 3, body["error"]["message"]
+    assert "the state dir itself (root), docker/ (root)" in body["error"]["message"]
     assert "ledger.json (root)" in body["error"]["message"]
     total = named.group(0)
 

@@ -197,7 +197,9 @@ def poisoned_error(state_dir: Path) -> DeployError | None:
         return None
     user = account.pw_name
     owners = sorted({_name(uid) for _, uid in named})
-    shown = ", ".join(f"{rel} ({_name(uid)})" for rel, uid in named)
+    shown = ", ".join(
+        f"{'the state dir itself' if rel == '.' else rel} ({_name(uid)})" for rel, uid in named
+    )
     more = f" and {total - len(named)} more" if total > len(named) else ""
     at_least = "at least " if unlisted else ""
     inside = (
