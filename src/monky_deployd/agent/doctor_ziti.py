@@ -6,7 +6,6 @@ SDK context loaded here, or plain)."""
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -14,11 +13,9 @@ import httpx
 from monky_deployd.adapters import accounts
 from monky_deployd.adapters.net import identity, transport
 from monky_deployd.agent import doctor_box
-from monky_deployd.core import checks, fixes
+from monky_deployd.core import checks
 from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code
-
-UNIT_DIRS = ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
 
 if TYPE_CHECKING:
     from monky_deployd.agent.doctor import Run
@@ -105,11 +102,9 @@ def _resolves(name: str, what: str, addr: tuple[str, int], code: Code) -> Check 
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         words = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
-        hint = (
-            fixes.remove_run_host_dropin()
-            if doctor_box.DROPIN.is_file()
-            else fixes.start_tunneler(any(Path(d, fixes.TUNNELER).is_file() for d in UNIT_DIRS))
-        )
+        from monky_deployd.adapters.net import httperrors
+
+        hint = httperrors.unresolved_fix()  # the tick's hint for the same fault
         return Check(
             name,
             "FAIL",

@@ -45,6 +45,13 @@ def start_tunneler(installed: bool) -> str:
     return "`apt-get install ziti-edge-tunnel`"
 
 
+def unresolved(dropin_present: bool, tunneler_installed: bool) -> str:
+    """A service's name that does not resolve (transport plain: the tunneler's DNS answers the
+    intercept names): its cause first, the run-host drop-in that turned the intercepts off;
+    else the tunneler started, or installed."""
+    return remove_run_host_dropin() if dropin_present else start_tunneler(tunneler_installed)
+
+
 # code -> the hint printed on a box where everything is where the package puts it
 DOCUMENTED: dict[Code, str] = {
     Code.STATE_UNWRITABLE: state_chown(SERVICE_USER, SERVICE_USER, STATE_DIR),
