@@ -259,7 +259,15 @@ def test_the_identity_hint_is_the_documented_fix_and_keeps_the_tunnelers_ownersh
     # a tunneler's rewrite (a new file, then rename) inherits the access
     box.check(f"cp {path} {path}.tmp && chmod 0640 {path}.tmp && mv {path}.tmp {path}")
     box.check(f"runuser -u monky-deployd -- cat {path} >/dev/null")
-    box.check(f"rm -rf {IDS}")
+
+    # transport ziti without the run-host drop-in: the command puts the package's copy in place
+    line = doctor(box, agent=True)["run-host-dropin"]
+    assert line.startswith("WARN run-host-dropin: ") and hint_of(line) == (
+        fixes.install_run_host_dropin()
+    ), line
+    box.sh(hint_of(line).strip("`"), check=False)  # no tunneler here: its restart alone fails
+    assert doctor(box, agent=True)["run-host-dropin"].startswith("OK run-host-dropin: ")
+    box.check(f"rm -rf {IDS} {fixes.RUN_HOST_DROPIN}")
 
 
 # -- 3. transport plain: a run-host drop-in, a name that does not resolve -----------------------

@@ -249,5 +249,5 @@ def check_dropin(run: Run) -> Check:
         "WARN",
         f"{DROPIN} is missing: the packaged ziti-edge-tunnel unit's ExecStartPre may fail "
         "with 203/EXEC and the tunneler never start",
-        "re-run install.sh (it installs the drop-in), then `systemctl daemon-reload`",
+        fixes.install_run_host_dropin(),
     )

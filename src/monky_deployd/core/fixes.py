@@ -36,6 +36,18 @@ def remove_run_host_dropin() -> str:
     return f"`rm {RUN_HOST_DROPIN} && systemctl daemon-reload && systemctl restart {TUNNELER}`"
 
 
+RUN_HOST_DROPIN_SRC = "/usr/share/monky-deployd/ziti-edge-tunnel.service.d/10-monky-run-host.conf"
+
+
+def install_run_host_dropin() -> str:
+    """transport ziti without the run-host drop-in: the package's copy put in place (what
+    install.sh does), the tunneler restarted with it."""
+    return (
+        f"`install -D -m 0644 {RUN_HOST_DROPIN_SRC} {RUN_HOST_DROPIN} && systemctl daemon-reload "
+        f"&& systemctl restart {TUNNELER}`"
+    )
+
+
 def start_tunneler(installed: bool) -> str:
     """transport plain and an intercept name that does not resolve: the tunneler whose DNS
     answers it, started (``installed``: its unit file is there) or installed (OpenZiti's apt
