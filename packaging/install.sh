@@ -314,8 +314,12 @@ registry_download() { # URL FILE
   while :; do
     auth=()
     [[ "$(origin_of "$url")" == "$origin" ]] && auth=(-K "$DEPLOYD_TMP/curl-auth.conf")
+    # curl's words go to a file: with --retry it says them once per attempt (four "Could not
+    # resolve host" lines); download_failed prints them once, with what to check for them.
+    DEPLOYD_CURL_RC=0
     result="$(curl -sS --proto "$proto" --connect-timeout 15 --max-time 900 --retry 3 \
-      "${auth[@]}" -o "$out" -w '%{http_code} %{redirect_url}' "$url")" || return 1
+      "${auth[@]}" -o "$out" -w '%{http_code} %{redirect_url}' "$url" 2>"$DEPLOYD_TMP/curl.err")" ||
+      { DEPLOYD_CURL_RC=$?; return 1; }
     code="${result%% *}"
     next="${result#* }"
     DEPLOYD_HTTP_CODE="$code"
@@ -337,6 +341,28 @@ registry_download() { # URL FILE
         ;;
     esac
   done
+}
+
+# A download that failed, said once: curl's own last words (each line once), and what to check
+# for that failure: the box's DNS or network for curl's 6/7/28, else the token, source and version.
+download_failed() { # URL
+  local host words=""
+  host="$(origin_of "$1" | sed -E 's#^[a-zA-Z][a-zA-Z0-9+.-]*://##; s#^.*@##; s#:[0-9]+$##')"
+  [[ -s "$DEPLOYD_TMP/curl.err" ]] && words="$(awk '!seen[$0]++' "$DEPLOYD_TMP/curl.err" | tail -n 1)"
+  case "${DEPLOYD_CURL_RC:-0}" in
+    6)
+      printf 'install.sh: FAILED: cannot download %s: the host %s does not resolve on this box (%s); check its DNS: getent hosts %s\n' \
+        "$1" "$host" "$words" "$host" >&2
+      ;;
+    7 | 28)
+      printf 'install.sh: FAILED: cannot download %s: no connection to %s (%s); check the route and firewall to it, and --base-url\n' \
+        "$1" "$(origin_of "$1")" "$words" >&2
+      ;;
+    *)
+      printf 'install.sh: FAILED: cannot download %s%s; check --token/MONKY_DEPLOYD_TOKEN, --source, --base-url and --version\n' \
+        "$1" "${words:+ ($words)}" >&2
+      ;;
+  esac
 }
 
 # URL of FILE in the release: the .deb and SHA256SUMS sit side by side (the CI release jobs
@@ -368,7 +394,7 @@ verify_package() { # FILE SUMS-URL
     if [[ "$DEPLOYD_HTTP_CODE" == 404 ]]; then
       unverified "$2 does not exist: release $DEPLOYD_VERSION publishes no SHA256SUMS, so $name cannot be verified (check --version and --source; or verify a .deb yourself and pass --deb FILE)"
     fi
-    printf 'install.sh: FAILED: cannot download %s; check --token/MONKY_DEPLOYD_TOKEN, --source, --base-url and --version\n' "$2" >&2
+    download_failed "$2"
     exit 1
   fi
   want="$(awk -v f="$name" '$2 == f || $2 == "*" f { print tolower($1) }' "$sums" | sort -u)"
@@ -410,8 +436,7 @@ install_package() {
           "$url" "$DEPLOYD_BASE_URL" "$DEPLOYD_VERSION" "$arch" >&2
         exit 5
       fi
-      printf 'install.sh: FAILED: cannot download %s; check --token/MONKY_DEPLOYD_TOKEN, --source, --base-url and --version\n' \
-        "$url" >&2
+      download_failed "$url"
       exit 1
     fi
     verify_package "$deb" "$(release_url SHA256SUMS)"
@@ -651,8 +676,14 @@ ensure_ziti() {
     install -d -m 0755 "$DEPLOYD_DROPIN_DIR"
     cmp -s "$DEPLOYD_DROPIN_SRC" "$dropin" || changed=1
     put_copy "$dropin" 0644 root:root "$DEPLOYD_DROPIN_SRC"
+  elif [[ -e "$dropin" || -L "$dropin" ]]; then
+    # A drop-in an earlier --transport ziti run installed: run-host mode turns the intercepts
+    # plain dials off (issue 36: it was only warned about and stayed).
+    rm -f "$dropin"
+    changed=1
+    log "--transport plain: removed the run-host drop-in $dropin (the agent needs the tunneler's intercepts: run mode)"
   else
-    warn "--transport plain: the run-host drop-in is not installed (the agent needs the tunneler's intercepts)"
+    log "--transport plain: no run-host drop-in (the agent needs the tunneler's intercepts: run mode)"
   fi
 
   owner=root
@@ -691,7 +722,7 @@ ensure_ziti() {
   # A tunneler that was already running keeps its old command line until restarted.
   if ((changed)) && systemd_running && systemctl is-active --quiet ziti-edge-tunnel.service; then
     systemctl restart ziti-edge-tunnel.service ||
-      left "ziti-edge-tunnel.service failed to restart with the run-host drop-in (see journalctl -u ziti-edge-tunnel)"
+      left "ziti-edge-tunnel.service failed to restart after its run-host drop-in changed (see journalctl -u ziti-edge-tunnel)"
   fi
 }
 

@@ -162,6 +162,20 @@ def _stderr_format(args: argparse.Namespace) -> str:
     return "text" if args.log_format == "auto" else str(args.log_format)
 
 
+def _seat(args: argparse.Namespace, err: DeployError) -> DeployError:
+    """CONFIG_UNREADABLE with this user's fix (``accounts.config_closed``): an operator (the
+    adm group, a login) while config.yaml is as the package sets it is sent to root's seat, not
+    to the ownership the file already has; else the chgrp/chmod that lets it read (issue 36)."""
+    if err.code is not Code.CONFIG_UNREADABLE:
+        return err
+    from monky_deployd.adapters import accounts
+
+    action = getattr(args, "action", None)  # `lock list`: the command as typed
+    command = f"{args.command} {action}" if action else str(args.command)
+    found = accounts.config_closed(args.config, command, err.message)
+    return err if found is None else ConfigError(found[0], code=err.code, hint=found[1])
+
+
 def _config_refused(
     args: argparse.Namespace,
     err: DeployError,
@@ -173,6 +187,7 @@ def _config_refused(
     a state dir root's command may not act in (``phase`` state, exit 5). apply logs its tick
     lines; status and plan answer in their own form (--json: their schema); the others print
     one line on stderr."""
+    err = _seat(args, err)
     if args.command == "status":
         from monky_deployd.agent import status_fault
 

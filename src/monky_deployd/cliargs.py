@@ -60,7 +60,8 @@ EXITS: dict[str, str] = {
  13  degraded: a long-running service is not running, or unhealthy
  14  not_applied: tenancy names a revision the box does not run (nothing above
      says why)
- 15  unreadable: the state dir cannot be read by this user""",
+ 15  unreadable: the state dir cannot be read by this user, or holds entries
+     monky-deployd does not own (the entries and the chown that mends them)""",
     "doctor": """\
   0  every check OK
   1  a warning (WARN) and no failure

@@ -1,9 +1,10 @@
 """``monky-deployd doctor``: live checks of every fault class the estate has met, one line each,
 in the order a person debugs (OPERATIONS.md, "doctor").
 
-    config -> grant -> identity -> controller -> tenancy-intercept, openbao-intercept
+    config -> state-dir -> grant -> identity -> controller -> run-host-dropin
+    -> tenancy-intercept, openbao-intercept
     -> tenancy -> openbao -> token -> checkin -> secrets -> registry
-    -> docker-socket -> disk -> compose -> policy -> timer -> run-host-dropin -> clock
+    -> docker-socket -> disk -> compose -> policy -> timer -> last-tick -> clock
 
 Each check is a function of the run's context returning a ``core.checks.Check``; it runs
 isolated (a ``DeployError`` is its FAIL, the adapter's own sentence as the fact; anything else is
@@ -73,6 +74,7 @@ class Run:
     registry_value: object = None
     docker_info: dict[str, object] | None = None
     secrets: list[str] = field(default_factory=list)  # for the output's masker
+    timer_status: checks.Status | None = None  # the timer check's, once it ran
 
     @property
     def config(self) -> Config:
@@ -84,7 +86,17 @@ class Run:
 
 
 def check_config(run: Run) -> Check:
-    run.cfg = load(run.config_path)
+    try:
+        run.cfg = load(run.config_path)
+    except DeployError as err:
+        from monky_deployd.adapters import accounts
+
+        seat = None
+        if err.code is Code.CONFIG_UNREADABLE:  # this user's fix, or root's seat (issue 36)
+            seat = accounts.config_closed(run.config_path, "doctor", err.message)
+        if seat is None:
+            raise
+        return Check("config", "FAIL", seat[0], seat[1], str(err.code))
     c = run.cfg
     closed = doctor_box.closed_to_agent(
         "config",
@@ -270,9 +282,14 @@ def check_clock(run: Run) -> Check:
 # (name, prerequisites, check): the order is the one a person debugs in
 CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("config", (), check_config),
+    # the state dir before anything that reads it (the token) or runs docker with the agent's
+    # HOME and DOCKER_CONFIG in it (disk, compose): its ownership is the cause, those symptoms
+    ("state-dir", ("config",), doctor_box.check_state_dir),
     ("grant", ("config",), check_grant),
     ("identity", ("config",), doctor_ziti.check_identity),
     ("controller", ("identity",), doctor_ziti.check_controller),
+    # the tunneler's mode before the intercepts it serves (a run-host drop-in turns them off)
+    ("run-host-dropin", ("config",), doctor_box.check_dropin),
     ("tenancy-intercept", ("controller",), doctor_ziti.check_tenancy_intercept),
     ("openbao-intercept", ("controller",), doctor_ziti.check_openbao_intercept),
     ("tenancy", ("tenancy-intercept",), check_tenancy),
@@ -282,13 +299,12 @@ CHECKS: tuple[tuple[str, tuple[str, ...], Callable[[Run], Check]], ...] = (
     ("secrets", ("checkin",), check_secrets),
     ("registry", ("secrets",), doctor_box.check_registry),
     ("docker-socket", ("config",), doctor_box.check_socket),
-    ("disk", ("docker-socket",), doctor_box.check_disk),  # `docker info` says where pulls write
-    ("compose", ("docker-socket",), doctor_box.check_compose),
+    # `docker info` says where pulls write
+    ("disk", ("docker-socket", "state-dir"), doctor_box.check_disk),
+    ("compose", ("docker-socket", "state-dir"), doctor_box.check_compose),
     ("policy", ("compose",), lambda run: _policy(run)),
-    ("state-dir", ("config",), doctor_box.check_state_dir),
     ("timer", (), doctor_box.check_timer),  # needs no config
     ("last-tick", (), doctor_box.check_last_tick),  # the unit's, whoever runs doctor
-    ("run-host-dropin", ("config",), doctor_box.check_dropin),
     ("clock", ("tenancy",), check_clock),
 )
 

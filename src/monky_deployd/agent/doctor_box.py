@@ -17,7 +17,7 @@ from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.state import StateDir
 from monky_deployd.adapters.fsutil import user_name
 from monky_deployd.adapters.net.registry import Registry
-from monky_deployd.core import checks, registry_cred, unit
+from monky_deployd.core import checks, fixes, registry_cred, unit
 from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.report import rfc3339
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 AGENT_USER = "monky-deployd"
 TIMER_UNIT = "monky-deployd.timer"
-DROPIN = Path("/etc/systemd/system/ziti-edge-tunnel.service.d/10-monky-run-host.conf")
+DROPIN = Path(fixes.RUN_HOST_DROPIN)
 
 
 def agent_user() -> str:
@@ -170,7 +170,15 @@ def check_compose(run: Run) -> Check:
 
 
 def check_timer(run: Run) -> Check:
+    found = _timer()
+    run.timer_status = found.status  # last-tick follows it where systemd does not run
+    return found
+
+
+def _timer() -> Check:
     units = unit_adapter.read()
+    if isinstance(units, unit.NoBus):  # systemd runs, this user cannot ask it
+        return units.check("timer", user_name(os.geteuid()), TIMER_UNIT)
     if units is not None:  # systemd runs: the timer's own state (enabled, waiting or not)
         return unit.timer_check("timer", units)
     try:
@@ -196,6 +204,10 @@ def check_timer(run: Run) -> Check:
 def check_last_tick(run: Run) -> Check:
     """The unit's last tick as systemd saw it (a failed one fails doctor, whoever runs it)."""
     units = unit_adapter.read()
+    if isinstance(units, unit.NoBus):
+        return units.check("last-tick", user_name(os.geteuid()), f"{unit.SERVICE}'s last tick")
+    if units is None and run.timer_status not in (None, "OK"):  # not an OK beside FAIL timer
+        return checks.skipped("last-tick", "timer", run.timer_status)
     if units is None:
         return Check("last-tick", "OK", "systemd does not run here: no unit to ask")
     when = rfc3339(units.service.exited_at, "seconds") if units.service.exited_at else ""
@@ -215,10 +227,20 @@ def check_state_dir(run: Run) -> Check:
 
 def check_dropin(run: Run) -> Check:
     if run.config.transport == "plain":
+        if DROPIN.is_file():  # install.sh --transport ziti once put it there
+            return Check(
+                "run-host-dropin",
+                "FAIL",
+                f"{DROPIN} is present with transport plain: it runs ziti-edge-tunnel in "
+                "run-host mode (no intercepts, no DNS for them), and transport plain dials "
+                "tenancy and OpenBao through the tunneler's intercepts",
+                fixes.remove_run_host_dropin(),
+            )
         return Check(
             "run-host-dropin",
             "OK",
-            "transport plain: the tunneler runs in run mode, no run-host drop-in is wanted",
+            f"transport plain: no run-host drop-in at {DROPIN} (the tunneler's intercepts "
+            "need its run mode)",
         )
     if DROPIN.is_file():
         return Check("run-host-dropin", "OK", f"{DROPIN} is present")
@@ -227,5 +249,5 @@ def check_dropin(run: Run) -> Check:
         "WARN",
         f"{DROPIN} is missing: the packaged ziti-edge-tunnel unit's ExecStartPre may fail "
         "with 203/EXEC and the tunneler never start",
-        "re-run install.sh (it installs the drop-in), then `systemctl daemon-reload`",
+        fixes.install_run_host_dropin(),
     )

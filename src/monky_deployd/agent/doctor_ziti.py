@@ -5,6 +5,7 @@ SDK context loaded here, or plain)."""
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING
 
 import httpx
@@ -74,8 +75,11 @@ def check_tenancy_intercept(run: Run) -> Check:
     c = checks.intercept_check(
         "tenancy-intercept", cfg.transport, cfg.tenancy.host, cfg.tenancy.port
     )
-    if c.status != "OK" or cfg.transport == "plain":
+    if c.status != "OK":
         return c
+    if cfg.transport == "plain":
+        addr = (cfg.tenancy.host, cfg.tenancy.port)
+        return _resolves("tenancy-intercept", "tenancy", addr, Code.TENANCY_UNREACHABLE) or c
     return _dial(run, (cfg.tenancy.host, cfg.tenancy.port), "tenancy-intercept")
 
 
@@ -83,8 +87,34 @@ def check_openbao_intercept(run: Run) -> Check:
     cfg = run.config
     addr = (cfg.openbao.host, cfg.openbao.port)
     if cfg.transport == "plain":
-        return Check("openbao-intercept", "OK", f"OpenBao is dialled at {addr[0]}:{addr[1]}")
+        return _resolves("openbao-intercept", "OpenBao", addr, Code.OPENBAO_UNREACHABLE) or Check(
+            "openbao-intercept", "OK", f"OpenBao is dialled at {addr[0]}:{addr[1]}"
+        )
     return _dial(run, addr, "openbao-intercept")
+
+
+def _resolves(name: str, what: str, addr: tuple[str, int], code: Code) -> Check | None:
+    """transport plain: a FAIL when the service's name does not resolve here (a tunneler in
+    run mode answers the intercept names); its cause first in the hint: the run-host drop-in
+    that turned the intercepts off, else the tunneler not running. None when it resolves."""
+    host, port = addr
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        words = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        from monky_deployd.adapters.net import httperrors
+
+        hint = httperrors.unresolved_fix()  # the tick's hint for the same fault
+        return Check(
+            name,
+            "FAIL",
+            f"{what}'s name {host} does not resolve on this box ({words}): with transport "
+            "plain it is dialled through an intercept, whose name the tunneler in run mode "
+            "answers",
+            hint,
+            str(code),
+        )
+    return None
 
 
 def _dial(run: Run, addr: tuple[str, int], name: str) -> Check:

@@ -55,6 +55,10 @@ def record_fields(record: logging.LogRecord, priority: int) -> list[tuple[str, s
     """The entry of one record (already masked): MESSAGE, PRIORITY, SYSLOG_IDENTIFIER, the
     standard CODE_* fields and one ``MONKY_*`` field per extra attribute that is not None."""
     message = record.getMessage()
+    if "\n" in message:  # a fault of one line per problem (CONFIG_INVALID): one line here too,
+        from monky_deployd.core.checks import one_line  # as in the text log (issue 36)
+
+        message = one_line(message)
     if record.exc_info and not record.exc_text:  # (the masking filter formats it when it masks)
         record.exc_text = logging.Formatter().formatException(record.exc_info)
     if record.exc_text:

@@ -146,7 +146,8 @@ class _TextFormatter(logging.Formatter):
         level = f"{record.levelname:<7}"
         if self.colour:
             level = f"{_COLOURS.get(record.levelno, '')}{level}{_RESET}"
-        head = f"{level} [{record.phase}]"  # type: ignore[attr-defined]
+        where = record.phase  # type: ignore[attr-defined]
+        head = level if where in ("", "-") else f"{level} [{where}]"  # no phase: no tag
         if self.clock:
             head = f"{self.formatTime(record, '%H:%M:%S')} {head}"
         text = f"{head} {message}" + (f"  ({tail})" if tail else "")

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from typing import Any
 
 from monky_deployd.adapters.box import docker_api, runner
 from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.adapters.fsutil import user_name
 from monky_deployd.agent import observe, recorded, trust
 from monky_deployd.config import Config
 from monky_deployd.core import ledger, schedule, status, unit
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.held import Stalled
 from monky_deployd.core.records import Applied
 from monky_deployd.core.report import rfc3339, whole_seconds
@@ -129,7 +131,11 @@ def timer_view() -> dict[str, Any]:
         "stopped": None,
         "last_tick_failed": None,
         "last_tick_at": None,
+        "unasked": None,
     }
+    if isinstance(units, unit.NoBus):  # systemd runs; this user cannot ask it (no D-Bus)
+        out["unasked"] = f"{units.fact(user_name(os.geteuid()), TIMER)}; {units.fix}"
+        return out
     if units is None:
         return out
     check = unit.timer_check("timer", units)
@@ -158,11 +164,35 @@ def _waiting(cfg: Config, seen: schedule.Seen) -> dict[str, Any]:
     }
 
 
+def unreadable(cfg: Config, problem: str | None) -> DeployError | None:
+    """Why the state dir cannot be read, or holds entries the unit's user cannot read or
+    replace: the cause (``owner.poisoned_error``: the entries another account owns and the
+    ``chown`` that mends them; the same answer whoever runs status), else the tick ledger's
+    own problem when it is one of access (``problem``: ``read_ledger``'s reason). None when
+    the agent's user reads and replaces everything."""
+    from monky_deployd.adapters.box import owner
+
+    poisoned = owner.poisoned_error(cfg.state_dir)
+    if poisoned is not None:
+        return poisoned
+    if problem is None or problem == "absent" or "unreadable (" not in problem:
+        return None  # no ledger yet, or one that is not a record (a fresh ledger: no_tick)
+    return DeployError(
+        f"the tick ledger {problem}",
+        code=Code.STATE_UNWRITABLE,
+        hint=owner.chown_hint(cfg.state_dir),
+    )
+
+
 def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[str, Any]:
-    """Everything ``status`` prints, as JSON-ready data (schema ``SCHEMA``)."""
+    """Everything ``status`` prints, as JSON-ready data (schema ``SCHEMA``). Raises
+    STATE_UNWRITABLE (``unreadable``) first when the state dir cannot be read or holds entries
+    the unit's user cannot replace: status then answers ``unreadable`` (exit 15)."""
     now = time.time() if now is None else now
     seen = recorded.recorded(cfg, StateDir(cfg.state_dir), now)
     led, problem = seen.ledger, seen.ledger_problem
+    if (fault := unreadable(cfg, problem)) is not None:
+        raise fault
     applied, held, token = seen.local.record, seen.local.held, seen.token
     found, valid, stale = seen.locks, seen.valid_locks, seen.stale_locks
     active, lkg, running = seen.suspended, seen.last_known_good, seen.running
@@ -192,6 +222,7 @@ def view(cfg: Config, now: float | None = None, *, engine: bool = True) -> dict[
             unit_failed=timer["last_tick_failed"] or "",
             unit_failed_at=timer["last_tick_at"],
             timer_stopped=timer["stopped"] or "",
+            unit_unasked=timer["unasked"] or "",
         )
     )
     tok = token.token if token is not None else None

@@ -54,14 +54,15 @@ class Check:
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line: its lines joined by ``; `` and no line's trailing colon left
-    dangling (``x is invalid:`` + ``at 'a': bad`` -> ``x is invalid: at 'a': bad``)."""
+    """``text`` on one line: its lines joined by ``; `` (by a space after a line's colon or
+    full stop) and no line's trailing colon left dangling (``x is invalid:`` + ``at 'a': bad``
+    -> ``x is invalid: at 'a': bad``)."""
     parts = [line.strip() for line in text.splitlines() if line.strip()]
     out = ""
     for part in parts:
         if not out:
             out = part
-        elif out.endswith(":"):
+        elif out.endswith((":", ".")):  # a list after its colon, a sentence after a sentence
             out = f"{out} {part}"
         else:
             out = f"{out}; {part}"

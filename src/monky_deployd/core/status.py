@@ -24,7 +24,8 @@ first that applies, in this order (OPERATIONS.md, "Status"):
 and, when there is no verdict to make (``agent.status_fault``):
 
     config_error 3  config.yaml missing, unreadable or invalid
-    unreadable   15 the state dir (or the lock dir) cannot be read by this user
+    unreadable   15 the state dir (or the lock dir) cannot be read by this user, or holds
+                    entries the unit's user does not own (whoever runs status)
 
 ``rows(view)`` shapes ``agent.status``'s JSON view into (label, text) pairs for the terminal.
 """
@@ -77,6 +78,9 @@ class StatusFacts:
     unit_failed: str = ""  # systemd's word that the unit's last tick failed (core.unit)
     unit_failed_at: float | None = None  # when that tick ended
     timer_stopped: str = ""  # the timer is installed but not waiting: no tick comes
+    # systemd runs but could not be asked (no system bus for this user): the unit's facts
+    # above are unknown, not fine; the sentence and its fix
+    unit_unasked: str = ""
 
 
 def _services_note(f: StatusFacts) -> str:
@@ -112,6 +116,15 @@ def _ledger_has_it(f: StatusFacts) -> bool:
 
 
 def verdict(f: StatusFacts) -> Verdict:
+    """The first state that applies (the module's list); where systemd could not be asked,
+    the reason says so: the unit's failure and a stopped timer are then unknown."""
+    found = _verdict(f)
+    if not f.unit_unasked:
+        return found
+    return Verdict(found.state, found.exit_status, f"{found.reason}; {f.unit_unasked}")
+
+
+def _verdict(f: StatusFacts) -> Verdict:
     last = f.last
     if f.unit_failed and not _ledger_has_it(f):
         return _v("failed", f.unit_failed)
@@ -292,6 +305,8 @@ def rows(view: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("next tick", f"none: {timer['stopped']}"))
     else:
         where = "no systemd timer here" if timer.get("state") is None else timer["state"]
+        if timer.get("unasked"):
+            where = "unknown: systemd could not be asked (no system bus, above)"
         out.append(("next tick", timer["next_run_at"] or f"- ({where})"))
     if timer.get("last_tick_failed"):
         out.append(("unit", timer["last_tick_failed"]))

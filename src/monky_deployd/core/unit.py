@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monky_deployd.core.checks import Check
+from monky_deployd.core.checks import Check, one_line
 
 TIMER = "monky-deployd.timer"
 SERVICE = "monky-deployd.service"
@@ -70,6 +70,33 @@ def parse(text: str) -> Units:
         if "Id" in props:
             found[props["Id"]] = _facts(props)
     return Units(found.get(TIMER, UnitFacts()), found.get(SERVICE, UnitFacts()))
+
+
+@dataclass(frozen=True)
+class NoBus:
+    """systemd runs here (PID 1), but this user's ``systemctl`` cannot reach it: without the
+    system bus (D-Bus, package ``dbus``) only root's systemctl does (systemd's private socket
+    is root's). ``words``: systemctl's own; ``installed``: the bus's unit is installed, not
+    running (installing the package does not start it)."""
+
+    words: str
+    installed: bool
+
+    def fact(self, user: str, about: str) -> str:
+        bus = "is not running" if self.installed else "is not installed (package dbus)"
+        return (
+            f"systemd runs here, but {user} cannot ask it about {about}: the system bus "
+            f"(D-Bus) {bus}, and only root's systemctl reaches systemd without it "
+            f"({one_line(self.words)})"
+        )
+
+    @property
+    def fix(self) -> str:
+        start = "systemctl start dbus.service"
+        return f"`{start}`" if self.installed else f"`apt-get install dbus && {start}`"
+
+    def check(self, name: str, user: str, about: str) -> Check:
+        return Check(name, "WARN", self.fact(user, about), self.fix)
 
 
 def last_tick_failed(units: Units) -> bool:

@@ -6,14 +6,17 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from monky_deployd.adapters.net import httperrors
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.config import OpenBaoCfg, TenancyCfg
+from monky_deployd.core import fixes
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd_testkit.dockerlab import free_port
 
@@ -59,8 +62,8 @@ def stalls() -> Iterator[int]:
         yield srv.getsockname()[1]
 
 
-def tenancy_fault(port: int, timeout_s: float = 15.0) -> DeployError:
-    cfg = TenancyCfg(host="127.0.0.1", port=port, timeout_s=timeout_s)
+def tenancy_fault(port: int, timeout_s: float = 15.0, host: str = "127.0.0.1") -> DeployError:
+    cfg = TenancyCfg(host=host, port=port, timeout_s=timeout_s)
     with httpx.Client() as http:
         t = Tenancy(http, cfg, "env-dev-08", max_body_bytes=1000)
         with pytest.raises(DeployError) as exc:
@@ -68,8 +71,8 @@ def tenancy_fault(port: int, timeout_s: float = 15.0) -> DeployError:
     return exc.value
 
 
-def bao_fault(port: int, timeout_s: float = 15.0) -> DeployError:
-    cfg = OpenBaoCfg(host="127.0.0.1", port=port, timeout_s=timeout_s)
+def bao_fault(port: int, timeout_s: float = 15.0, host: str = "127.0.0.1") -> DeployError:
+    cfg = OpenBaoCfg(host=host, port=port, timeout_s=timeout_s)
     with httpx.Client() as http, pytest.raises(DeployError) as exc:
         Bao(http, cfg).lookup_self("s.token")
     return exc.value
@@ -100,3 +103,23 @@ def test_a_server_that_stalls_is_a_timeout_for_both(stalls: int) -> None:
     assert b.message.startswith(f"OpenBao at 127.0.0.1:{stalls} did not answer ")
     assert b.message.endswith(" within 0.3 s")
     assert "tenancy.timeout_s" in t.hint and "openbao.timeout_s" in b.hint
+
+
+def test_a_name_that_does_not_resolve_says_so_with_the_command_doctor_prints() -> None:
+    """transport plain: the tunneler's DNS answers the intercept names (issue 36); the hint is
+    ``core.fixes.unresolved`` for this box, as doctor's intercept checks print it."""
+    host = f"monky-{uuid.uuid4().hex[:8]}.invalid"  # RFC 6761: never resolves
+    t, b = tenancy_fault(443, host=host), bao_fault(8200, host=host)
+    assert (t.code, b.code) == (Code.TENANCY_UNREACHABLE, Code.OPENBAO_UNREACHABLE)
+    assert t.message.startswith(
+        f"cannot reach tenancy at {host}:443: its name {host} does not resolve on this box ("
+    ), t.message
+    assert b.message.startswith(f"cannot reach OpenBao at {host}:8200: its name {host} does ")
+    assert t.hint == b.hint == httperrors.unresolved_fix()
+    assert t.hint in {
+        fixes.remove_run_host_dropin(),
+        fixes.start_tunneler(installed=True),
+        fixes.start_tunneler(installed=False),
+    }
+    refused = tenancy_fault(free_port())  # a port, not a name: the route's words stay
+    assert "does not resolve" not in refused.message and refused.hint != t.hint

@@ -83,3 +83,19 @@ def test_ok_only_when_the_timer_waits_and_the_last_tick_did_not_fail(
     assert timer_ok == (timer_active == "active" and file_state in unit.ENABLED)
     tick_ok = unit.service_check("last-tick", got, "").status == "OK"
     assert tick_ok == (svc_active != "failed" and result in ("success", ""))
+
+
+def test_no_bus_names_the_missing_bus_and_the_command_that_starts_one() -> None:
+    words = "Failed to connect to bus: No such file or directory"
+    absent = unit.NoBus(words, installed=False)
+    check = absent.check("timer", "monky-deployd", unit.TIMER)
+    assert check.status == "WARN"
+    assert check.fact.startswith(
+        "systemd runs here, but monky-deployd cannot ask it about monky-deployd.timer: the "
+        "system bus (D-Bus) is not installed (package dbus)"
+    )
+    assert words in check.fact
+    assert check.hint == "`apt-get install dbus && systemctl start dbus.service`"
+    stopped = unit.NoBus(words, installed=True)
+    assert "is not running" in stopped.fact("u", unit.SERVICE)
+    assert stopped.fix == "`systemctl start dbus.service`"

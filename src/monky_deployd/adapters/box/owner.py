@@ -19,6 +19,7 @@ import pwd
 import stat
 from pathlib import Path
 
+from monky_deployd.core import fixes
 from monky_deployd.core.errors import Code, DeployError
 
 SERVICE_USER = "monky-deployd"
@@ -55,7 +56,8 @@ def become_owner(state_dir: Path, user: str = SERVICE_USER) -> str | None:
     ``initgroups``, ``setgid``, ``setuid``; HOME, USER and LOGNAME follow) and return its name.
     None when this process is not root or the box has no such account (root stays root).
     STATE_DIR_UNSAFE first, nothing switched or run, when the state dir is not one that account
-    may own alone (``unsafe``)."""
+    may own alone (``unsafe``); STATE_UNWRITABLE, nothing switched or run, when it holds
+    entries that account cannot replace (``poisoned_error``, counted as root)."""
     if os.geteuid() != 0:
         return None
     try:
@@ -66,6 +68,10 @@ def become_owner(state_dir: Path, user: str = SERVICE_USER) -> str | None:
         raise err
     if account is None or account.pw_uid == 0:
         return None
+    # entries the account cannot replace, counted while still root: once switched it could not
+    # list a root-owned directory, and would name that directory alone (issue 36)
+    if (err := poisoned_error(state_dir)) is not None:
+        raise err
     os.initgroups(account.pw_name, account.pw_gid)
     os.setgid(account.pw_gid)
     os.setuid(account.pw_uid)
@@ -134,17 +140,20 @@ def _name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def foreign_entries(state_dir: Path, uid: int) -> tuple[list[tuple[str, int]], int]:
+def foreign_entries(state_dir: Path, uid: int) -> tuple[list[tuple[str, int]], int, str]:
     """Entries under ``state_dir`` (itself included, as ``.``) not owned by ``uid``: the first
-    ``NAMED`` as (path relative to the state dir, ``/`` after a directory; owner uid), and how
-    many in all. No link is followed; at most ``WALK_LIMIT`` entries are looked at."""
+    ``NAMED`` as (path relative to the state dir, ``/`` after a directory; owner uid), how many
+    in all, and the first directory this process could not list (``""``: none; the service
+    user cannot look inside a root-owned 0700 state dir, root can). No link is followed; at
+    most ``WALK_LIMIT`` entries are looked at."""
     named: list[tuple[str, int]] = []
     total = 0
     seen = 0
+    unlisted = ""
     try:
         top = os.lstat(state_dir)
     except OSError:
-        return named, 0
+        return named, 0, unlisted
     if top.st_uid != uid:
         named.append((".", top.st_uid))
         total = 1
@@ -155,6 +164,9 @@ def foreign_entries(state_dir: Path, uid: int) -> tuple[list[tuple[str, int]], i
             with os.scandir(here) as entries:
                 found = list(entries)
         except OSError:
+            if not unlisted:
+                rel = Path(here).relative_to(state_dir).as_posix()
+                unlisted = str(state_dir) if rel == "." else rel + "/"
             continue
         for entry in sorted(found, key=lambda e: e.name):
             seen += 1
@@ -170,7 +182,7 @@ def foreign_entries(state_dir: Path, uid: int) -> tuple[list[tuple[str, int]], i
                     named.append((rel + ("/" if is_dir else ""), st.st_uid))
             if is_dir:
                 stack.append(Path(entry.path))
-    return named, total
+    return named, total, unlisted
 
 
 def poisoned_error(state_dir: Path) -> DeployError | None:
@@ -180,22 +192,38 @@ def poisoned_error(state_dir: Path) -> DeployError | None:
     account = service_account(state_dir)
     if account is None:
         return None
-    named, total = foreign_entries(state_dir, account.pw_uid)
+    named, total, unlisted = foreign_entries(state_dir, account.pw_uid)
     if not total:
         return None
     user = account.pw_name
     owners = sorted({_name(uid) for _, uid in named})
-    shown = ", ".join(f"{rel} ({_name(uid)})" for rel, uid in named)
+    shown = ", ".join(
+        f"{'the state dir itself' if rel == '.' else rel} ({_name(uid)})" for rel, uid in named
+    )
     more = f" and {total - len(named)} more" if total > len(named) else ""
+    at_least = "at least " if unlisted else ""
+    inside = (
+        f"; {_name(os.geteuid())} cannot list {unlisted} (Permission denied), so what lies "
+        "inside is not counted"
+        if unlisted
+        else ""
+    )
     group = _group(account)
     return DeployError(
-        f"{state_dir} holds {total} entr{'y' if total == 1 else 'ies'} owned by "
+        f"{state_dir} holds {at_least}{total} entr{'y' if total == 1 else 'ies'} owned by "
         f"{', '.join(owners)}, not {user} (the unit's user), which cannot replace them: "
-        f"{shown}{more}",
+        f"{shown}{more}{inside}",
         code=Code.STATE_UNWRITABLE,
-        hint=f"`chown -R {user}:{group} {state_dir}` (a command run as root by an older "
-        "version left them)",
+        hint=fixes.state_chown(user, group, str(state_dir)),
     )
+
+
+def chown_hint(state_dir: Path) -> str:
+    """The one command that gives ``state_dir`` back to the unit's account (as root)."""
+    account = service_account(state_dir)
+    user = account.pw_name if account is not None else SERVICE_USER
+    group = _group(account) if account is not None else SERVICE_USER
+    return fixes.state_chown(user, group, str(state_dir))
 
 
 def explain(state_dir: Path, err: DeployError) -> DeployError:

@@ -8,15 +8,19 @@ for both services:
     the request's overall deadline ran out                      -> <service>.timeout_code
     timeout                                                     -> <service>.timeout_code
     not HTTP (httpx.ProtocolError: garbage, a TLS or SSH port)   -> <service>.bad(...)
-    anything else (refused, reset, no route, DNS)                -> <service>.unreachable_code
+    a name that does not resolve (socket.gaierror in the chain)  -> <service>.unreachable_code,
+                                                                    the hint core.fixes.unresolved
+    anything else (refused, reset, no route)                     -> <service>.unreachable_code
 
 Messages name the service, its address and what was asked; never a token.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -64,8 +68,41 @@ def translate(
         )
     if isinstance(exc, httpx.ProtocolError):
         return service.bad(what, f"something that is not HTTP ({root_words(exc)})")
+    if _unresolved(exc):  # the name, not the route: what doctor's intercept check says
+        host = service.address.rsplit(":", 1)[0]
+        return DeployError(
+            f"cannot reach {service.name} at {service.address}: its name {host} does not "
+            f"resolve on this box ({root_words(exc)})",
+            code=service.unreachable_code,
+            hint=unresolved_fix(),
+        )
     return DeployError(
         f"cannot reach {service.name} at {service.address}: {root_words(exc)}",
         code=service.unreachable_code,
         hint=service.unreachable_hint,
+    )
+
+
+TUNNELER_UNIT_DIRS = ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
+
+
+def _unresolved(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(20):
+        if seen is None:
+            return False
+        if isinstance(seen, socket.gaierror):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def unresolved_fix() -> str:
+    """``core.fixes.unresolved`` for this box: is install.sh's run-host drop-in there, is the
+    tunneler's unit installed (the tick's hint and doctor's intercept checks)."""
+    from monky_deployd.core import fixes
+
+    return fixes.unresolved(
+        Path(fixes.RUN_HOST_DROPIN).is_file(),
+        any(Path(d, fixes.TUNNELER).is_file() for d in TUNNELER_UNIT_DIRS),
     )

@@ -176,8 +176,14 @@ def group_hint(path: Path) -> str:
 
 
 def _group_hint(path: Path) -> str:
+    """The package's helper where it is installed (``core.fixes``: ACLs, the tunneler's owner,
+    group and mode kept; a ``usermod`` did nothing for a user already in the group, a ``chgrp``
+    moved the file off ziti:ziti); else the ``usermod``/``chmod`` that lets the user read it."""
     from monky_deployd.adapters import accounts
+    from monky_deployd.core import fixes
 
+    if Path(fixes.IDENTITY_ACCESS).is_file():
+        return fixes.identity_access(str(path.absolute().parent))
     user = user_name(os.geteuid())
     user = AGENT_USER if user in ("root", f"uid {os.geteuid()}") else user
     fix = accounts.fix_for(user, path)
