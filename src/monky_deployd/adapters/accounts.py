@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import grp
+import os
 import pwd
+import stat
 from pathlib import Path
 
 from monky_deployd.core import access
@@ -59,9 +61,6 @@ def not_this_seat(path: Path, command: str) -> tuple[str, str] | None:
     agent's alone, not an operator's): the sentence that says so and the one command that asks
     from a seat that reads it (root's, which speaks for the agent). None when what this user
     can see is not as the package sets it (then its ownership is the fault) or it is root."""
-    import os
-    import stat
-
     me = os.geteuid()
     if me == 0:
         return None
@@ -87,8 +86,6 @@ def config_closed(path: Path, command: str, message: str) -> tuple[str, str] | N
     """CONFIG_UNREADABLE's sentence and hint for this user (issue 36): an operator's seat while
     the file is as the package sets it (``not_this_seat``: the command from root's seat), else
     the ``chgrp``/``chmod`` that lets this user read it; None when neither can be told."""
-    import os
-
     found = not_this_seat(path, command)
     if found is not None:
         return f"{message} ({found[0]})", found[1]

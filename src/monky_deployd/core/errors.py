@@ -49,7 +49,7 @@ place.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, TypeVar
 
 Outcome = Literal["refused", "failed"]
 Family = Literal[
@@ -426,17 +426,26 @@ class CommandError(DeployError):
     """A subprocess (docker, docker compose) failed: the pre-flight catches it."""
 
 
-def named_cause(exc: BaseException) -> DeployError | None:
-    """The first ``DeployError`` in ``exc``'s cause chain: a lower layer (the Ziti transport
-    under httpx) that already named the fault; None when there is none."""
+_E = TypeVar("_E", bound=BaseException)
+
+
+def in_chain(exc: BaseException, kind: type[_E]) -> _E | None:
+    """The first ``kind`` in ``exc``'s cause chain (``exc`` itself, then its ``__cause__`` or
+    ``__context__``, at most 20 deep); None when there is none."""
     seen: BaseException | None = exc
     for _ in range(20):
         if seen is None:
             return None
-        if isinstance(seen, DeployError):
+        if isinstance(seen, kind):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def named_cause(exc: BaseException) -> DeployError | None:
+    """The first ``DeployError`` in ``exc``'s cause chain: a lower layer (the Ziti transport
+    under httpx) that already named the fault; None when there is none."""
+    return in_chain(exc, DeployError)
 
 
 def root_words(exc: BaseException) -> str:

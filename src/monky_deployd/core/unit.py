@@ -15,6 +15,8 @@ from monky_deployd.core.checks import Check, one_line
 
 TIMER = "monky-deployd.timer"
 SERVICE = "monky-deployd.service"
+# where an installed unit file lies (the admin's, then the packages' on Debian and merged /usr)
+UNIT_DIRS = ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
 PROPERTIES = (
     "Id,LoadState,ActiveState,SubState,UnitFileState,Result,ExecMainStatus,ExecMainExitTimestamp"
 )

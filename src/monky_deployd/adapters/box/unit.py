@@ -14,10 +14,7 @@ from monky_deployd.core.errors import DeployError
 
 BOOTED = Path("/run/systemd/system")  # systemd is PID 1 (sd_booted)
 # the system bus's unit (Debian's package dbus ships it; dbus-daemon alone does not)
-DBUS_UNITS = tuple(
-    Path(d, "dbus.service")
-    for d in ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
-)
+DBUS_UNITS = tuple(Path(d, "dbus.service") for d in unit.UNIT_DIRS)
 
 
 def read(timeout: float = 10) -> unit.Units | unit.NoBus | None:

@@ -25,7 +25,14 @@ from pathlib import Path
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.core.errors import Code, DeployError, TickDeadline, named_cause, root_words
+from monky_deployd.core.errors import (
+    Code,
+    DeployError,
+    TickDeadline,
+    in_chain,
+    named_cause,
+    root_words,
+)
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,9 @@ def translate(
         )
     if isinstance(exc, httpx.ProtocolError):
         return service.bad(what, f"something that is not HTTP ({root_words(exc)})")
-    if _unresolved(exc):  # the name, not the route: what doctor's intercept check says
+    if (
+        in_chain(exc, socket.gaierror) is not None
+    ):  # the name, not the route: what doctor's intercept check says
         host = service.address.rsplit(":", 1)[0]
         return DeployError(
             f"cannot reach {service.name} at {service.address}: its name {host} does not "
@@ -83,26 +92,12 @@ def translate(
     )
 
 
-TUNNELER_UNIT_DIRS = ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
-
-
-def _unresolved(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    for _ in range(20):
-        if seen is None:
-            return False
-        if isinstance(seen, socket.gaierror):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 def unresolved_fix() -> str:
     """``core.fixes.unresolved`` for this box: is install.sh's run-host drop-in there, is the
     tunneler's unit installed (the tick's hint and doctor's intercept checks)."""
-    from monky_deployd.core import fixes
+    from monky_deployd.core import fixes, unit
 
     return fixes.unresolved(
         Path(fixes.RUN_HOST_DROPIN).is_file(),
-        any(Path(d, fixes.TUNNELER).is_file() for d in TUNNELER_UNIT_DIRS),
+        any(Path(d, fixes.TUNNELER).is_file() for d in unit.UNIT_DIRS),
     )
