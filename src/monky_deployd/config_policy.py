@@ -65,6 +65,11 @@ class AllowCfg(BaseModel):
         list[Annotated[Path, AfterValidator(_absolute)]], Field(max_length=256)
     ] = []
     providers: Items = []  # programs a `provider:` service may have compose run on the host
+    # engine names of volumes / networks that are not the release's own (another project's,
+    # made by hand, the engine's bridge) a release may use; networks: also network_mode and
+    # build.network naming them (core.policy_names)
+    volumes: Items = []
+    networks: Items = []
 
 
 class PolicyCfg(BaseModel):

@@ -1,5 +1,7 @@
 """The local policy performed (``core.policy`` judges): a new revision's effective configuration
-before anything changes (``check``, the tick's and ``plan``'s ``policy`` phase), and the
+before anything changes (``check``, the tick's and ``plan``'s ``policy`` phase; the engine's
+word on each volume, network and container name in it: ``names_now``, cheap enough to ask
+again right before ``up``), and the
 running revision's under today's policy (``running``, for ``plan`` and ``doctor``: reported,
 never taken down).
 
@@ -51,6 +53,8 @@ def _allow(cfg: AllowCfg) -> policy.Allow:
         cgroup_parent=frozenset(cfg.cgroup_parent),
         bind_roots=tuple(os.path.realpath(r) for r in cfg.bind_roots),
         providers=frozenset(cfg.providers),
+        volumes=frozenset(cfg.volumes),
+        networks=frozenset(cfg.networks),
     )
 
 
@@ -129,7 +133,49 @@ def judge(
     from monky_deployd.core.policy_host import host_paths
 
     resolved = {found.path: resolve(found.path) for found in host_paths(config)}
-    return policy.judge(config, rules(cfg), resolved, str(project_dir)), config
+    found = policy.judge(config, rules(cfg), resolved, str(project_dir))
+    return sorted(set(found + names_now(cfg, config, project))), config
+
+
+def names_now(cfg: Config, config: dict[str, object], project: str) -> list[policy.Violation]:
+    """What the engine says *now* about each name of the release (``core.policy_names``):
+    every top-level volume and network of ``config`` (compose's effective configuration, as
+    ``judge`` returns it) and every ``container_name`` that exists and is not ``project``'s
+    (another project's, or made by hand), unless config.yaml's ``volumes``/``networks``
+    allowance names it; [] when none. The ``policy`` phase calls it (through ``judge``); call
+    it again right before ``up`` to close the window between the judgement and the up (a
+    volume made meanwhile). Costs one Engine API GET per distinct name (no subprocess, no
+    ``GET /info``); an engine that does not answer raises DOCKER_UNAVAILABLE (outcome
+    ``refused``: nothing may run unjudged)."""
+    from monky_deployd.core import policy_names
+
+    facts: dict[tuple[str, str], str | None] = {}
+    for kind, name in policy_names.asked(config, project):
+        try:
+            owners = docker_api.resource_owners(cfg.docker, kind, name)
+        except DeployError as err:
+            if err.code not in (Code.DOCKER_UNAVAILABLE, Code.DOCKER_RESPONSE_TOO_LARGE):
+                raise
+            raise DeployError(
+                f"the local policy cannot learn from the Docker engine whose {kind} {name} "
+                f"is, so the release is not run: {err.message}",
+                code=err.code,
+                hint=err.hint,
+                detail=err.detail,
+                outcome="refused",
+            ) from err
+        if owners:  # two networks of one name: a foreign one decides
+            facts[(kind, name)] = next((o for o in owners if o != project), project)
+    return policy_names.owned(config, project, facts, _allowances(cfg))
+
+
+def _allowances(cfg: Config) -> policy.Rules:
+    """config.yaml's allowances alone (what ``core.policy_names`` reads: no protected path,
+    no ``GET /info``)."""
+    return policy.Rules(
+        allow=_allow(cfg.policy.allow),
+        services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
+    )
 
 
 def check(

@@ -148,6 +148,7 @@ class Code(StrEnum):
     POLICY_SOURCE = "POLICY_SOURCE"
     POLICY_UNJUDGED = "POLICY_UNJUDGED"
     POLICY_UNKNOWN_KEY = "POLICY_UNKNOWN_KEY"
+    POLICY_FOREIGN_RESOURCE = "POLICY_FOREIGN_RESOURCE"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -296,6 +297,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.POLICY_SOURCE: ("policy", "refused"),
     Code.POLICY_UNJUDGED: ("policy", "refused"),
     Code.POLICY_UNKNOWN_KEY: ("policy", "refused"),
+    Code.POLICY_FOREIGN_RESOURCE: ("policy", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),

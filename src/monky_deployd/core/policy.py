@@ -79,6 +79,8 @@ class Allow:
     cgroup_parent: frozenset[str] = frozenset()
     bind_roots: tuple[str, ...] = ()  # absolute host directories (and what is below them)
     providers: frozenset[str] = frozenset()  # programs a ``provider`` service may run
+    volumes: frozenset[str] = frozenset()  # engine names: another project's or made by hand
+    networks: frozenset[str] = frozenset()  # engine names (also network_mode, build.network)
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,8 @@ class Rules:
             every.cgroup_parent | own.cgroup_parent,
             every.bind_roots + own.bind_roots,
             every.providers | own.providers,
+            every.volumes | own.volumes,
+            every.networks | own.networks,
         )
 
 
@@ -208,7 +212,7 @@ def judge(
     """Every violation of ``rules`` in ``config`` (compose's effective configuration as JSON),
     sorted; ``resolved`` maps a bind mount's host path to its real path (symlinks followed);
     ``release_dir`` is the project directory (its ``.env`` is the one ``env_file`` allowed)."""
-    from monky_deployd.core import policy_host, policy_keys
+    from monky_deployd.core import policy_host, policy_keys, policy_names
 
     seen = resolved or {}
     found = [
@@ -223,6 +227,7 @@ def judge(
             found.extend(_env_files(str(name), svc, normpath(release_dir + "/.env")))
     found.extend(policy_host.volumes(config, rules))
     found.extend(policy_host.networks(config, rules))
+    found.extend(policy_names.namespaces(config, rules))
     for host_path in policy_host.host_paths(config):
         hit = _bind(rules, host_path, seen.get(host_path.path, host_path.path), release_dir)
         if hit is not None:
@@ -374,6 +379,7 @@ def sources(doc: object) -> list[Violation]:
 _GRAVITY = (
     Code.POLICY_PROTECTED_PATH,
     Code.POLICY_SOURCE,
+    Code.POLICY_FOREIGN_RESOURCE,
     Code.POLICY_UNKNOWN_KEY,
     Code.POLICY_REFUSED,
 )

@@ -49,7 +49,8 @@ class Key:
 # the judges of core.policy, by the name the table gives them
 JUDGES = {
     "privileged": "privileged needs the privileged allowance",
-    "namespaces": "host (needs host_namespaces) or container:<x> (never) namespaces",
+    "namespaces": "host (needs host_namespaces) or container:<x> (never) namespaces; "
+    "network_mode naming a network not the release's own needs networks",
     "capabilities": "beyond baseline's default set needs cap_add",
     "devices": "host devices, device cgroup rules and device requests need devices",
     "security_opt": "a confinement turned off needs security_opt",
@@ -59,13 +60,15 @@ JUDGES = {
     "env_file": "the release's .env only",
     "sources": "files outside the release: refused before compose runs",
     "volumes_from": "another container's mounts: never; a service of the release: judged",
-    "build": "privileged, network, entitlements, ssh, its host paths",
-    "networks": "the host's or another project's network, a driver beyond bridge",
-    "volumes": "a driver beyond local, driver_opts, another project's volume",
+    "build": "privileged, network (as network_mode), entitlements, ssh, its host paths",
+    "networks": "the host's or another project's network (its engine label), a driver beyond "
+    "bridge",
+    "volumes": "a driver beyond local, driver_opts, another project's volume (its engine label)",
     "provider": "a program compose runs on the host: needs providers",
     "hooks": "judged as their service (privileged)",
     "engine_socket": "the engine's API socket in the container: never",
     "propagation": "shared or rshared (the container's mounts appear on the host) needs keys",
+    "names": "a container of that name another project's or made by hand: never",
 }
 
 
@@ -198,7 +201,7 @@ SHAPES: dict[str, dict[str, Key]] = {
         **_CONTAINER,
         **_WORKLOAD,
         "attach": _a("whether compose attaches to its output"),
-        "container_name": _a("the container's name (a name in use makes up fail)"),
+        "container_name": _j("names"),
         "deploy": _a("replicas and limits", "deploy"),
         "develop": _a("acted on only by `docker compose watch`, which the agent never runs"),
         "extends": _j("sources"),
