@@ -44,6 +44,7 @@ POLICY_VERDICTS = frozenset(
         Code.POLICY_PROTECTED_PATH,
         Code.POLICY_SOURCE,
         Code.POLICY_UNKNOWN_KEY,
+        Code.POLICY_FOREIGN_RESOURCE,  # the engine's word: after a volume is removed, --retry
     }
 )
 
