@@ -1,0 +1,141 @@
+"""The local policy's facts from the real engine (issue 40): ``docker_api.resource_owners`` says
+whose a volume, network or container name is (compose's project label, none: made by hand,
+absent: the engine has none, an ID prefix is no name), and ``agent.policy.names_now`` asks once
+per name (a counting loopback Engine API) and refuses when the engine does not answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from monky_deployd.adapters.box import docker_api
+from monky_deployd.agent import policy
+from monky_deployd.config import Config, DockerCfg
+from monky_deployd.core.errors import Code, DeployError
+from monky_deployd_testkit.dockerlab import ensure_busybox_image
+
+LABEL = "com.docker.compose.project"
+
+
+def docker(*args: str) -> str:
+    return subprocess.run(("docker", *args), capture_output=True, text=True, check=True).stdout
+
+
+def config(tmp: Path, host: str | None, **allow: list[str]) -> Config:
+    return Config.model_validate(
+        {
+            "env": "env-test",
+            "state_dir": str(tmp / "state"),
+            "docker": {"host": host},
+            "policy": {"allow": allow},
+        }
+    )
+
+
+@pytest.fixture
+def name() -> Iterator[str]:
+    """A name of this test's own; every volume, network and container of it removed after."""
+    own = "names" + uuid.uuid4().hex[:10]
+    yield own
+    subprocess.run(("docker", "rm", "-f", own), capture_output=True, check=False)
+    subprocess.run(("docker", "volume", "rm", "-f", own), capture_output=True, check=False)
+    subprocess.run(("docker", "network", "rm", own), capture_output=True, check=False)
+
+
+@pytest.mark.docker
+def test_whose_volume_network_and_container_the_real_engine_says(name: str) -> None:
+    cfg = DockerCfg(host=os.environ.get("DOCKER_HOST"))  # the suite's second engine too
+    for kind in ("volume", "network", "container"):
+        assert docker_api.resource_owners(cfg, kind, name) == []
+    docker("volume", "create", "--label", f"{LABEL}=shop", name)
+    assert docker_api.resource_owners(cfg, "volume", name) == ["shop"]
+    docker("network", "create", name)
+    assert docker_api.resource_owners(cfg, "network", name) == [None]
+    assert docker_api.resource_owners(cfg, "network", name[:-1]) == []  # a prefix: none
+    cid = docker("create", "--name", name, ensure_busybox_image(), "true").strip()
+    assert docker_api.resource_owners(cfg, "container", name) == [None]
+    # the engine answers GET /containers/<id prefix>/json too: an ID prefix is no name
+    assert docker_api.resource_owners(cfg, "container", cid[:12]) == []
+
+
+class _Handler(BaseHTTPRequestHandler):
+    paths: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.paths.append(self.path)
+        if self.path.startswith("/networks"):
+            body, status = json.dumps([{"Name": "shop_default", "Labels": {LABEL: "crm"}}]), 200
+        else:
+            body, status = json.dumps({"message": "no such"}), 404
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def address_string(self) -> str:
+        return "unix"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+MODEL: dict[str, object] = {
+    "name": "shop",
+    "services": {
+        "web": {
+            "image": "x",
+            "container_name": "shop-web",
+            "volumes": [{"type": "volume", "source": "data", "target": "/d"}],
+            "networks": {"default": None},
+        },
+        "db": {"image": "x", "volumes": [{"type": "volume", "source": "data", "target": "/d"}]},
+    },
+    "volumes": {"data": {"name": "shop_data"}},
+    "networks": {"default": {"name": "shop_default"}},
+}
+
+
+def test_names_now_asks_once_per_name_and_refuses_what_is_another_projects(
+    tmp_path: Path,
+) -> None:
+    sock = tmp_path / "engine.sock"
+    handler: type[_Handler] = type("Handler", (_Handler,), {"paths": []})
+    server = socketserver.ThreadingUnixStreamServer(str(sock), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        found = policy.names_now(config(tmp_path, f"unix://{sock}"), MODEL, "shop")
+        assert [p.partition("?")[0] for p in sorted(handler.paths)] == [
+            "/containers/shop-web/json",
+            "/networks",
+            "/volumes/shop_data",
+        ]  # one GET per name: no /info, no list of every volume
+        assert [(v.code, v.key, v.service) for v in found] == [
+            (Code.POLICY_FOREIGN_RESOURCE, "networks.default", "web")
+        ]
+        assert "the network shop_default already exists and is project crm's" in found[0].line()
+        allowed = config(tmp_path, f"unix://{sock}", networks=["shop_default"])
+        assert policy.names_now(allowed, MODEL, "shop") == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_engine_that_does_not_answer_refuses_the_release(tmp_path: Path) -> None:
+    cfg = config(tmp_path, f"unix://{tmp_path}/no-engine.sock")
+    with pytest.raises(DeployError) as caught:
+        policy.names_now(cfg, MODEL, "shop")
+    err = caught.value
+    assert err.code is Code.DOCKER_UNAVAILABLE and err.outcome == "refused"
+    assert err.message.startswith("the local policy cannot learn from the Docker engine whose ")
+    assert "so the release is not run" in err.message
