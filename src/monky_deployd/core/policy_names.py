@@ -132,7 +132,8 @@ def owned(
                 f"the {kind} {name} already exists and is {whose(owner, kind, name)}, not {own}'s"
             )
             for service in users.get(str(key), []) or [""]:
-                if name not in getattr(rules.allows(service), top):
+                may = rules.allows(service)
+                if name not in (may.volumes if kind == "volume" else may.networks):
                     line = scope_line(service, top, name)
                     found.append(Violation(service, f"{top}.{key}", asks, line, FOREIGN))
     for service, svc in sorted(_dict(config.get("services")).items()):
