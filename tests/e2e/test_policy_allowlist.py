@@ -73,7 +73,7 @@ def test_an_overlay_volume_over_etc_and_the_state_dir_is_refused(lab: Lab) -> No
                 "driver_opts": {
                     "type": "overlay",
                     "device": "overlay",
-                    "o": f"lowerdir={lab.tmp},upperdir={state},workdir={lab.tmp}/w",
+                    "o": f"lowerdir={lab.binds},upperdir={state},workdir={lab.binds}/w",
                 }
             },
         }
@@ -137,7 +137,7 @@ def test_a_refusal_is_held_without_reading_a_secret_until_the_policy_changes(lab
     # the box's policy changes: the revision is judged again, and now applies
     lab.write_config(
         policy={
-            "allow": {"bind_roots": [str(lab.tmp)]},
+            "allow": {"bind_roots": [str(lab.binds)]},
             "services": {"web": {"cap_add": ["NET_ADMIN"]}},
         }
     )
@@ -168,7 +168,7 @@ def test_roots_apply_refuses_a_state_dir_that_is_a_link_and_runs_nothing(lab: La
 
 
 def test_a_bundle_with_the_keys_estates_use_still_applies(lab: Lab) -> None:
-    data = lab.tmp / "app-data"
+    data = lab.binds / "app-data"
     data.mkdir()
     web = {
         "network_mode": None,
