@@ -4,7 +4,10 @@ The default is Kubernetes Pod Security "baseline" adapted to compose: no ``privi
 namespace (``pid``/``ipc``/``uts``/``userns_mode``/``network_mode``/``cgroup``: host), no
 capability beyond baseline's default set, no ``devices``, no unconfined or disabled
 ``security_opt``, only baseline's safe ``sysctls``, no ``cgroup_parent``, no bind mount (a
-secret's or config's ``file``, a local volume's ``device`` too) outside the allowed roots. Each
+secret's or config's ``file``, a local volume's ``device`` too) outside the allowed roots (and
+no relative path anywhere: the engine resolves it from its own working directory), nothing that
+acts beyond the container's own namespaces and cgroup (a log driver other than the engine's
+local ones, a negative ``oom_score_adj``, ``ulimits.rtprio``, a block device's I/O limit). Each
 allowance (``Allow``) is opt-in and narrow, for every service or for one. Some paths are refused
 whatever the allowances say (``Rules.protected``: the engine's sockets, ``/``, ``/etc``, ...).
 
