@@ -51,6 +51,8 @@ def _allow(cfg: AllowCfg) -> policy.Allow:
         cgroup_parent=frozenset(cfg.cgroup_parent),
         bind_roots=tuple(os.path.realpath(r) for r in cfg.bind_roots),
         providers=frozenset(cfg.providers),
+        log_drivers=frozenset(cfg.log_drivers),
+        oom_score_adj=cfg.oom_score_adj,
     )
 
 
