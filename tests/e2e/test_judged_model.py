@@ -53,7 +53,7 @@ def bind_bundle(lab: Lab, env_template: str, source: str = "/${SRC}") -> dict[st
 
 
 def test_compose_runs_the_judged_model_not_the_files_read_again(lab: Lab) -> None:
-    good = lab.tmp / "good"
+    good = lab.binds / "good"
     good.mkdir()
     env = f"DB_PASSWORD=${{DB_PASSWORD}}\nSRC={str(good).lstrip('/')}\n"
     lab.estate.tenancy.set_desired("r1", bind_bundle(lab, env))
@@ -104,7 +104,7 @@ def test_a_release_setting_composes_own_variables_is_refused_by_name(lab: Lab, n
     lab.estate.tenancy.set_desired("r1", lab.bundle())
     assert lab.tick().rc == 0
     before = lab.containers()
-    env = f"{name}=1\nDB_PASSWORD=${{DB_PASSWORD}}\nSRC={str(lab.tmp).lstrip('/')}\n"
+    env = f"{name}=1\nDB_PASSWORD=${{DB_PASSWORD}}\nSRC={str(lab.binds).lstrip('/')}\n"
     lab.estate.tenancy.set_desired("r2", bind_bundle(lab, env, "/${SRC:-etc}"))
     run = lab.tick()
     assert run.rc == 5, run.stdout + run.stderr
@@ -119,7 +119,7 @@ def test_a_container_swapping_a_link_on_the_way_never_gets_etc_mounted(
 ) -> None:
     lab.estate.tenancy.set_desired("r1", lab.bundle())
     assert lab.tick().rc == 0
-    area, safe = lab.tmp / "area", lab.tmp / "safe"
+    area, safe = lab.binds / "area", lab.binds / "safe"
     (area / "x").mkdir(parents=True)
     (safe / "x").mkdir(parents=True)
     swapper = f"swapper-{uuid.uuid4().hex[:8]}"
