@@ -146,3 +146,27 @@ def test_a_container_swapping_a_link_on_the_way_never_gets_etc_mounted(
         assert "POLICY_SWAPPABLE_PATH" in codes
     finally:
         subprocess.run(("docker", "rm", "-f", swapper), capture_output=True, check=False)
+
+
+def test_a_link_swapped_by_the_previous_revisions_own_container_is_refused(lab: Lab) -> None:
+    """The attack as found: r1's container writes in an allowed root and swaps a link there
+    between r2's judge and its up; r2's bind below what r1 writes is refused, whatever the
+    link says at the judge."""
+    area = lab.binds / "area"
+    (area / "x").mkdir(parents=True)
+    loop = "while :; do rm -rf /area/x; ln -s /etc /area/x; rm -f /area/x; mkdir /area/x; done"
+    r1 = lab.bundle(web={"volumes": [f"{area}:/area"], "command": ["sh", "-c", loop]})
+    lab.estate.tenancy.set_desired("r1", r1)
+    first = lab.tick()
+    assert first.rc == 0, first.stdout + first.stderr
+    before = lab.containers()
+    r2 = lab.bundle(web={"volumes": [f"{area}/x:/x"]})  # r1's web writes area until replaced
+    lab.estate.tenancy.set_desired("r2", r2)
+    run = lab.tick()
+    assert run.rc == 5, run.stdout + run.stderr
+    assert run.summary["code"] in ("POLICY_SWAPPABLE_PATH", "POLICY_PROTECTED_PATH")
+    detail = run.errors[0]["detail"]
+    mine = f"{area}/x lies in {area}, which container {lab.project}-web-1 can write"
+    assert mine in detail or "reaches /etc" in detail, detail
+    assert lab.containers() == before
+    assert "/etc" not in mounts(lab)
