@@ -33,6 +33,43 @@ def _absolute(path: Path) -> Path:
     return path
 
 
+# What the systemd unit (packaging/systemd/monky-deployd.service) hides from the agent, by the
+# directive that hides it: the agent sees another directory there than the engine does, so it
+# cannot judge what the engine would mount from it (tests/repo/test_unit_hidden.py derives this
+# list from the unit's directives).
+HIDDEN_BY_UNIT: dict[str, str] = {
+    "/tmp": "PrivateTmp=yes",
+    "/var/tmp": "PrivateTmp=yes",
+    "/home": "ProtectHome=yes",
+    "/root": "ProtectHome=yes",
+    "/run/user": "ProtectHome=yes",
+}
+
+
+def hidden_by_unit(path: str) -> str | None:
+    """The directory of ``HIDDEN_BY_UNIT`` that ``path`` (absolute) is at or under, if any."""
+    import posixpath
+
+    norm = posixpath.normpath(path)
+    norm = "/" if norm == "//" else norm
+    for hidden in HIDDEN_BY_UNIT:
+        if norm == hidden or norm.startswith(hidden + "/"):
+            return hidden
+    return None
+
+
+def _root(path: Path) -> Path:
+    hidden = hidden_by_unit(str(path))
+    if hidden is not None:
+        raise ValueError(
+            f"{str(path)!r} is at or under {hidden}, which the agent's systemd unit hides from "
+            f"it ({HIDDEN_BY_UNIT[hidden]}: what the agent sees there is not what the engine "
+            "mounts), so the agent cannot judge what the engine would mount from it; choose a "
+            "root outside " + ", ".join(HIDDEN_BY_UNIT)
+        )
+    return path
+
+
 def _text(text: str) -> str:
     if not text.strip() or "\0" in text:
         raise ValueError("must be a non-empty text")
@@ -62,7 +99,8 @@ class AllowCfg(BaseModel):
     sysctls: Items = []  # names beyond baseline's safe set
     cgroup_parent: Items = []
     bind_roots: Annotated[
-        list[Annotated[Path, AfterValidator(_absolute)]], Field(max_length=256)
+        list[Annotated[Path, AfterValidator(_absolute), AfterValidator(_root)]],
+        Field(max_length=256),
     ] = []
     providers: Items = []  # programs a `provider:` service may have compose run on the host
     # engine names of volumes / networks that are not the release's own (another project's,
@@ -70,6 +108,9 @@ class AllowCfg(BaseModel):
     # build.network naming them (core.policy_names)
     volumes: Items = []
     networks: Items = []
+    log_drivers: Items = []  # log drivers beyond json-file, local, journald, none (syslog)
+    # the lowest oom_score_adj a service may ask (below 0: the host's OOM killer spares it)
+    oom_score_adj: Annotated[int, Field(ge=-1000, le=0)] = 0
 
 
 class PolicyCfg(BaseModel):

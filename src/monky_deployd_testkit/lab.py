@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -26,6 +28,17 @@ from monky_deployd_testkit.fakes.estate import Estate
 from monky_deployd_testkit.realbao import RealBao
 
 CLI = (sys.executable, "-m", "monky_deployd.cli")
+# Where a lab's bind root lies: not under /tmp (pytest's tmp_path), /var/tmp, /home or /root,
+# which the agent's systemd unit hides from it, so config.yaml refuses a bind root there
+# (config_policy.HIDDEN_BY_UNIT). MONKY_TEST_BIND_BASE moves it (a non-root run).
+BIND_BASE = Path(os.environ.get("MONKY_TEST_BIND_BASE", "/srv/monky-tests"))
+
+
+def bind_root(prefix: str) -> Path:
+    """A new directory of its own under ``BIND_BASE`` (``prefix`` and a random suffix: xdist
+    workers and parallel runs keep apart); the caller removes it (``shutil.rmtree``)."""
+    BIND_BASE.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=BIND_BASE))
 
 
 @dataclass
@@ -75,6 +88,8 @@ class Lab:
         """``db_password``: the app secret the default bundle's manifest reads
         (envs/env-e2e-01/app, key db_password); None leaves it unwritten."""
         self.tmp = tmp
+        # the directory a bundle may bind-mount from (config.yaml's bind_roots)
+        self.binds = bind_root("lab")
         self.registry = registry
         self.estate: Estate[Any] = (
             Estate(env="env-e2e-01", real=real) if real is not None else Estate(env="env-e2e-01")
@@ -108,7 +123,7 @@ class Lab:
         # tests/e2e/test_lifecycle.py sets verify.bake_s itself
         cfg["verify"] = {"stable_s": 2, "deadline_s": 30, "poll_s": 0.25, "bake_s": 0}
         # the lab's own files may be bind-mounted (the local policy refuses other host paths)
-        cfg["policy"] = {"allow": {"bind_roots": [str(self.tmp)]}}
+        cfg["policy"] = {"allow": {"bind_roots": [str(self.binds)]}}
         cfg.update(overrides)
         self.config_path.write_text(yaml.safe_dump(cfg))
 
@@ -310,3 +325,4 @@ class Lab:
                 ("docker", "network", "rm", f"{project}_default"), capture_output=True, check=False
             )
         self.estate.stop()
+        shutil.rmtree(self.binds, ignore_errors=True)

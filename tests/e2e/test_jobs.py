@@ -33,7 +33,7 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
 
 
 def runs_dir(lab: Lab) -> Path:
-    d = lab.tmp / "runs"
+    d = lab.binds / "runs"
     d.mkdir(exist_ok=True)
     d.chmod(0o777)
     return d

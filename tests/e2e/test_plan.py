@@ -173,6 +173,10 @@ def test_plan_diffs_a_new_revision_and_the_apply_carries_its_reasons(
     assert body["secrets"]["rotated"] == ["DB_PASSWORD"]
     assert "-    stop_grace_period: 1s" in body["compose"]["diff"]
     assert "+    stop_grace_period: 2s" in body["compose"]["diff"]
+    # the judged model: what compose runs, interpolated (the secrets masked, old and new)
+    model = body["model"]["diff"]
+    assert '-   "stop_grace_period": "1s"' in model and '+   "stop_grace_period": "2s"' in model
+    assert "applied/r1/compose.judged.json" in model  # (SECRET, ROTATED: never, below)
     assert body["images"][0]["changed"] is True
     web = body["services"][0]
     assert web["action"] == "recreate" and "image digest changed" in web["why"]

@@ -44,7 +44,7 @@ def test_a_refused_revision_changes_nothing_and_names_each_violation(lab: Lab) -
     docker_cfg = (lab.state_dir / "docker" / "config.json").read_bytes()
 
     # a link inside an allowed root that leads to /etc: judged by where it leads
-    os.symlink("/etc", lab.tmp / "etc-link")
+    os.symlink("/etc", lab.binds / "etc-link")
     lab.estate.tenancy.set_desired(
         "r2",
         lab.bundle(
@@ -54,7 +54,7 @@ def test_a_refused_revision_changes_nothing_and_names_each_violation(lab: Lab) -
                 "security_opt": ["apparmor:unconfined"],
                 "volumes": [
                     "/var/run/docker.sock:/docker.sock",
-                    {"type": "bind", "source": f"{lab.tmp}/etc-link/", "target": "/e"},
+                    {"type": "bind", "source": f"{lab.binds}/etc-link/", "target": "/e"},
                 ],
             }
         ),

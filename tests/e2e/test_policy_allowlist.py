@@ -73,7 +73,7 @@ def test_an_overlay_volume_over_etc_and_the_state_dir_is_refused(lab: Lab) -> No
                 "driver_opts": {
                     "type": "overlay",
                     "device": "overlay",
-                    "o": f"lowerdir={lab.tmp},upperdir={state},workdir={lab.tmp}/w",
+                    "o": f"lowerdir={lab.binds},upperdir={state},workdir={lab.binds}/w",
                 }
             },
         }
@@ -137,7 +137,7 @@ def test_a_refusal_is_held_without_reading_a_secret_until_the_policy_changes(lab
     # the box's policy changes: the revision is judged again, and now applies
     lab.write_config(
         policy={
-            "allow": {"bind_roots": [str(lab.tmp)]},
+            "allow": {"bind_roots": [str(lab.binds)]},
             "services": {"web": {"cap_add": ["NET_ADMIN"]}},
         }
     )
@@ -168,7 +168,7 @@ def test_roots_apply_refuses_a_state_dir_that_is_a_link_and_runs_nothing(lab: La
 
 
 def test_a_bundle_with_the_keys_estates_use_still_applies(lab: Lab) -> None:
-    data = lab.tmp / "app-data"
+    data = lab.binds / "app-data"
     data.mkdir()
     web = {
         "network_mode": None,
@@ -200,3 +200,104 @@ def test_a_bundle_with_the_keys_estates_use_still_applies(lab: Lab) -> None:
     ).stdout
     host = json.loads(out)[0]["HostConfig"]
     assert host["Init"] is True and host["Memory"] == 64 * 1024 * 1024
+
+
+def test_a_syslog_driver_aimed_at_the_hosts_loopback_is_refused_and_nothing_delivered(
+    lab: Lab,
+) -> None:
+    """syslog runs in the engine, in the host's network namespace: a container with
+    ``network_mode: none`` would still reach 127.0.0.1 (and a host unix socket) through it."""
+    import socket
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    logging = {
+        "driver": "syslog",
+        "options": {"syslog-address": f"udp://127.0.0.1:{port}", "tag": "leak"},
+    }
+    web = {"logging": logging, "command": ["sh", "-c", "echo leaked; exec sleep 3600"]}
+    run = refused(lab, lab.bundle(web=web))
+    assert run.summary["code"] == "POLICY_REFUSED"
+    got = lines(run)
+    assert any(
+        ln.startswith("service web: logging.driver syslog (a log driver runs in the engine")
+        and ln.endswith("(allow with policy.services.web.log_drivers: [syslog])")
+        for ln in got
+    ), got
+    with pytest.raises(TimeoutError):
+        listener.recvfrom(4096)
+    listener.close()
+    # a local driver with an option of another driver is refused too (fail closed)
+    sneaky = {"driver": "json-file", "options": {"syslog-address": f"udp://127.0.0.1:{port}"}}
+    run = refused(lab, lab.bundle(web={"logging": sneaky}), "r3")
+    assert any("logging.options.syslog-address is not an option" in ln for ln in lines(run))
+
+
+def test_a_negative_oom_score_adj_is_refused_until_its_floor_is_allowed(lab: Lab) -> None:
+    run = refused(lab, lab.bundle(web={"oom_score_adj": -900}))
+    assert run.summary["code"] == "POLICY_REFUSED"
+    assert any(
+        "oom_score_adj -900 (the host's OOM killer spares the container over host processes) "
+        "(allow with policy.services.web.oom_score_adj: -900)" in ln
+        for ln in lines(run)
+    ), lines(run)
+    lab.write_config(
+        policy={
+            "allow": {"bind_roots": [str(lab.binds)]},
+            "services": {"web": {"oom_score_adj": -900}},
+        }
+    )
+    applied = lab.tick()
+    policy_ends = [e for e in applied.events("phase.end") if e["phase"] == "policy"]
+    assert [e["ok"] for e in policy_ends] == [True], applied.stdout  # the policy let it through
+    # the engine lowers a score with CAP_SYS_RESOURCE: a sandbox without it (this suite's
+    # machine may be one) makes the runtime refuse, which is the engine's word, not the policy's
+    lower = subprocess.run(("sh", "-c", "echo -1 > /proc/self/oom_score_adj"), check=False)
+    if lower.returncode != 0:
+        assert applied.summary["code"] == "UP_FAILED", applied.stdout
+        return
+    assert applied.rc == 0, applied.stdout + applied.stderr
+    out = subprocess.run(
+        ("docker", "inspect", lab.containers()["web"]), capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out)[0]["HostConfig"]["OomScoreAdj"] == -900
+
+
+def test_a_relative_path_in_driver_opts_is_refused_even_with_driver_opts_allowed(
+    lab: Lab,
+) -> None:
+    """Resolved by the engine from its own working directory (/: ``etc`` is /etc). The bundle's
+    own check refuses a relative ``device`` of an ``o: bind`` volume before compose runs; these
+    are the forms it does not read: ``type: bind`` and overlay's ``lowerdir``."""
+    top = {
+        "volumes": {
+            "relx": {"driver_opts": {"type": "bind", "device": "etc"}},
+            "rely": {
+                "driver_opts": {"type": "overlay", "device": "overlay", "o": "lowerdir=etc:usr"}
+            },
+        }
+    }
+    lab.write_config(
+        policy={
+            "allow": {"bind_roots": [str(lab.binds)]},
+            "keys": ["volumes.relx.driver_opts", "volumes.rely.driver_opts"],
+        }
+    )
+    # (names of more than one letter: compose reads "x:/x" as a Windows drive, and a volume no
+    # service mounts is not in compose's model)
+    bundle = lab.bundle(web={"volumes": ["relx:/x", "rely:/y"]}, top=top)
+    run = refused(lab, bundle)
+    assert run.summary["code"] == "POLICY_REFUSED"
+    sentence = "is a relative path, resolved by the engine from its own working directory"
+    assert sorted(lines(run)) == sorted(
+        [
+            f"the compose file: volumes.relx.driver_opts.device etc {sentence} "
+            "(no allowance permits it)",
+            f"the compose file: volumes.rely.driver_opts.o.lowerdir etc {sentence} "
+            "(no allowance permits it)",
+            f"the compose file: volumes.rely.driver_opts.o.lowerdir usr {sentence} "
+            "(no allowance permits it)",
+        ]
+    ), lines(run)

@@ -156,7 +156,7 @@ def test_a_restore_that_fails_verify_is_reported_and_backs_off(lab: Lab) -> None
     import json
     import subprocess
 
-    ctl = lab.tmp / "ctl"
+    ctl = lab.binds / "ctl"
     ctl.mkdir()
     (ctl / "ok").write_text("")
     bundle = lab.bundle()

@@ -63,3 +63,59 @@ def test_each_bad_allowance_is_its_own_line() -> None:
         "policy.services.web.cap_add.0",
         "policy.deny",
     ]
+
+
+def test_log_drivers_and_the_oom_score_floor_load_and_merge() -> None:
+    cfg = parse(
+        {
+            "env": "env-dev-08",
+            "policy": {
+                "allow": {"log_drivers": ["syslog"], "oom_score_adj": -100},
+                "services": {"db": {"log_drivers": ["gelf"], "oom_score_adj": -900}},
+            },
+        },
+        "config.yaml",
+    )
+    rules = agent_policy.rules(cfg)
+    assert rules.allows("web").log_drivers == frozenset({"syslog"})
+    assert rules.allows("db").log_drivers == frozenset({"syslog", "gelf"})
+    assert (rules.allows("web").oom_score_adj, rules.allows("db").oom_score_adj) == (-100, -900)
+    assert parse({"env": "e"}, "config.yaml").policy.allow.oom_score_adj == 0
+    with pytest.raises(ConfigError) as caught:
+        parse(
+            {
+                "env": "e",
+                "policy": {
+                    "allow": {"oom_score_adj": 1},
+                    "services": {"w": {"oom_score_adj": -1001}},
+                },
+            },
+            "config.yaml",
+        )
+    lines = caught.value.message.splitlines()[1:]
+    assert [ln.split("'")[1] for ln in lines] == [
+        "policy.allow.oom_score_adj",
+        "policy.services.w.oom_score_adj",
+    ]
+
+
+HIDDEN = ["/tmp", "/tmp/app", "/var/tmp/x", "/home/ops/data", "/root", "/run/user/1000", "/home/"]
+VISIBLE = ["/srv/app", "/var/lib/app", "/tmpfoo", "/homes/x", "/run/users", "/opt/tmp"]
+
+
+@pytest.mark.parametrize("scope", ["allow", "services.web"])
+def test_a_bind_root_the_unit_hides_from_the_agent_is_refused_at_load(scope: str) -> None:
+    allow = {"bind_roots": [*HIDDEN, *VISIBLE]}
+    policy_cfg: dict[str, object] = (
+        {"allow": allow} if scope == "allow" else {"services": {"web": allow}}
+    )
+    with pytest.raises(ConfigError) as caught:
+        parse({"env": "env-dev-08", "policy": policy_cfg}, "config.yaml")
+    lines = caught.value.message.splitlines()[1:]
+    assert [ln.split("'")[1] for ln in lines] == [
+        f"policy.{scope}.bind_roots.{i}" for i in range(len(HIDDEN))
+    ]
+    assert "PrivateTmp=yes" in lines[0] and "ProtectHome=yes" in lines[3]
+    assert all("cannot judge what the engine would mount" in ln for ln in lines)
+    ok = parse({"env": "e", "policy": {"allow": {"bind_roots": VISIBLE}}}, "config.yaml")
+    assert len(ok.policy.allow.bind_roots) == len(VISIBLE)

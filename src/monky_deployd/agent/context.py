@@ -61,20 +61,32 @@ class Context:
         self.masker = self.masker.extend(secrets)
         logs.set_masker(self.masker)
 
-    def compose(self, project: str, revision: str, *, pinned: bool = False) -> Compose:
-        """``docker compose`` for a revision; one this tick did not write (a restore, the
-        previous project's ``down``) first teaches the masker the secrets it holds at rest."""
+    def compose(
+        self, project: str, revision: str, *, pinned: bool = False, judged: bool = True
+    ) -> Compose:
+        """``docker compose`` for a revision, run from its judged model; one this tick did not
+        write (a restore, the previous project's ``down``) first teaches the masker the secrets
+        it holds at rest, and one staged before the model existed is judged now and gets one
+        (``agent.policy.ensure_model``; ``judged=False``: a down, which may run without)."""
         from monky_deployd.adapters.box.compose import Compose
 
+        workdir = self.state.revision_dir(revision)
         if revision != self.staged:
             self.learn(self.secrets_at_rest(revision))
+            if judged:
+                from monky_deployd.agent import policy
+
+                policy.ensure_model(
+                    self.cfg, self.state.docker_dir, revision, project, workdir, self.masker
+                )
         return Compose(
             self.cfg.docker,
             self.state.docker_dir,
             project,
-            self.state.revision_dir(revision),
+            workdir,
             self.masker,
             pinned=pinned,
+            judged=judged,
         )
 
     def secrets_at_rest(self, revision: str) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box import preflight
 from monky_deployd.adapters.box.compose import docker_env
 from monky_deployd.adapters.box.grant import read_grant
-from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE, StateDir
+from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE, MODEL_FILE, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
@@ -270,6 +270,13 @@ class _Dry:
             f"desired/{plan.revision}/compose.yaml",
             self.ctx.masker,
         )
+        out.model_diff = diff.compose_diff(
+            self._model(lkg.revision) if lkg else None,
+            ready.model,
+            f"applied/{old_rev}/{MODEL_FILE}",
+            f"desired/{plan.revision}/{MODEL_FILE}",
+            self.ctx.masker,
+        )
         out.images = images
         if lkg is not None and lkg.project != ready.project:  # down the old, up the new
             gone = f"project {lkg.project} is taken down"
@@ -309,6 +316,17 @@ class _Dry:
         self.ctx.learn(atrest.secrets_in_env_file(env))
         fp = fingerprint(key, compose or "", env, {})
         return Fingerprint(fp.compose_sha256, fp.env, after.secrets), compose
+
+    def _model(self, revision: str) -> str | None:
+        """The judged model of an applied revision (None: staged before models existed); the
+        secrets of its .env learned first (the model holds them interpolated)."""
+        from monky_deployd.core import atrest
+
+        where = self.state.revision_dir(revision)
+        env = (read_if_exists(where / ENV_FILE) or b"").decode("utf-8", "replace")
+        self.ctx.learn(atrest.secrets_in_env_file(env))
+        raw = read_if_exists(where / MODEL_FILE)
+        return raw.decode("utf-8", "replace") if raw is not None else None
 
     def _docker_info(self) -> dict[str, object] | None:
         """``docker info`` (its insecure registries decide http or https, as for docker)."""

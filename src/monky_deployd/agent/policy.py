@@ -18,7 +18,7 @@ from pathlib import Path
 from monky_deployd.adapters.box import composeconfig, docker_api
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
 from monky_deployd.config_policy import AllowCfg
-from monky_deployd.core import composefile, policy
+from monky_deployd.core import artifact, composefile, policy
 from monky_deployd.core.checks import Check
 from monky_deployd.core.errors import Code, DeployError
 from monky_deployd.core.mask import NO_SECRETS, Masker
@@ -55,6 +55,8 @@ def _allow(cfg: AllowCfg) -> policy.Allow:
         providers=frozenset(cfg.providers),
         volumes=frozenset(cfg.volumes),
         networks=frozenset(cfg.networks),
+        log_drivers=frozenset(cfg.log_drivers),
+        oom_score_adj=cfg.oom_score_adj,
     )
 
 
@@ -124,8 +126,9 @@ def judge(
 ) -> tuple[list[policy.Violation], dict[str, object]]:
     """Every violation of the policy by the release (its compose file and rendered .env) run
     from ``project_dir``: its sources first (compose does not run when they reach outside
-    it), then compose's effective configuration; and that configuration (empty when the
-    sources were refused)."""
+    it), then compose's effective model; and that model with its host paths pinned to what
+    was judged (``core.artifact.pinned``: what compose will run; empty when the sources were
+    refused)."""
     outside = policy.sources(composefile.load(release[0]))
     if outside:
         return outside, {}
@@ -133,8 +136,19 @@ def judge(
     from monky_deployd.core.policy_host import host_paths
 
     resolved = {found.path: resolve(found.path) for found in host_paths(config)}
-    found = policy.judge(config, rules(cfg), resolved, str(project_dir))
-    return sorted(set(found + names_now(cfg, config, project))), config
+    model = artifact.pinned(config, resolved)
+    return _judged(cfg, model, resolved, project_dir), model
+
+
+def _judged(
+    cfg: Config, model: dict[str, object], resolved: dict[str, str], project_dir: Path
+) -> list[policy.Violation]:
+    """The policy's verdict on ``model``: its keys and values, then what the engine says of
+    the box now: the mounts a container can write, whose each name is (``names_now``)."""
+    found = policy.judge(model, rules(cfg), resolved, str(project_dir))
+    found += artifact.swappable(model, docker_api.mounts(cfg.docker))
+    found += names_now(cfg, model, str(model.get("name", "")))
+    return sorted(set(found))
 
 
 def names_now(cfg: Config, config: dict[str, object], project: str) -> list[policy.Violation]:
@@ -188,11 +202,89 @@ def check(
     masker: Masker,
 ) -> dict[str, object]:
     """Refuse (POLICY_*) a new revision the policy does not allow; nothing has changed yet.
-    Returns compose's effective configuration of the release (``docker compose config``)."""
-    found, config = judge(cfg, docker_dir, project, project_dir, release, masker)
+    Returns the judged model (``judge``): what the revision's compose calls will run."""
+    found, model = judge(cfg, docker_dir, project, project_dir, release, masker)
     if found:
         raise policy.refusal(revision, found)
-    return config
+    return model
+
+
+def recheck(cfg: Config, revision: str, project_dir: Path) -> None:
+    """The revision's judged model (``compose.judged.json``) judged again right before an
+    ``up``, as the engine will resolve it now: each pinned path resolves to itself, nothing
+    a container can write lies on its way, the policy still allows it. POLICY_* otherwise
+    (nothing was changed by this step yet)."""
+    model = read_model(cfg, project_dir)
+    from monky_deployd.core.policy_host import host_paths
+
+    now = {found.path: resolve(found.path) for found in host_paths(model)}
+    found = artifact.moved(model, now) + _judged(cfg, model, now, project_dir)
+    if found:
+        raise policy.refusal(revision, found)
+
+
+def read_model(cfg: Config, project_dir: Path) -> dict[str, object]:
+    """The judged model of the revision in ``project_dir``; POLICY_UNJUDGED when it is
+    missing or unreadable."""
+    import json
+
+    from monky_deployd.adapters import fsread
+
+    path = project_dir / artifact.MODEL_FILE
+    try:
+        raw = fsread.read_entry(path, cfg.max_bundle_bytes * 8)
+        model = json.loads(raw) if raw is not None else None
+    except (fsread.BadEntry, ValueError, RecursionError):
+        model = None
+    if not isinstance(model, dict):
+        raise DeployError(
+            f"the judged model {path} of this revision is missing or unreadable, so nothing "
+            "says what this box's policy allowed it to run",
+            code=Code.POLICY_UNJUDGED,
+            hint=f"{path} (written by the apply that staged the revision)",
+        )
+    return model
+
+
+def ensure_model(
+    cfg: Config, docker_dir: Path, revision: str, project: str, project_dir: Path, masker: Masker
+) -> None:
+    """A revision staged by an agent before the judged model existed: its compose file and
+    .env judged by today's policy and the model written (once); POLICY_* when refused."""
+    if (project_dir / artifact.MODEL_FILE).exists():
+        return
+    from monky_deployd.adapters.fsutil import atomic_write
+
+    texts = _staged(cfg, project_dir)
+    if texts is None:
+        raise DeployError(
+            f"revision {revision} has neither a judged model nor its compose file and .env in "
+            f"{project_dir}, so this box's policy cannot judge what it would run",
+            code=Code.POLICY_UNJUDGED,
+            hint=f"{project_dir}; the next revision from tenancy is judged and staged anew",
+        )
+    from monky_deployd.core import atrest
+
+    masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
+    model = check(cfg, docker_dir, revision, project, project_dir, texts, masker)
+    atomic_write(project_dir / artifact.MODEL_FILE, artifact.text(model).encode(), 0o600)
+
+
+def _staged(cfg: Config, project_dir: Path) -> tuple[str, str] | None:
+    """A staged revision's compose file and .env (None when either is gone)."""
+    from monky_deployd.adapters import fsread
+    from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE
+
+    texts = []
+    for name in (COMPOSE_FILE, ENV_FILE):
+        try:
+            raw = fsread.read_entry(project_dir / name, cfg.max_bundle_bytes * 4)
+        except fsread.BadEntry:
+            return None
+        if raw is None:
+            return None
+        texts.append(raw.decode("utf-8", "replace"))
+    return texts[0], texts[1]
 
 
 def running(
@@ -205,23 +297,14 @@ def running(
 ) -> list[policy.Violation] | None:
     """What today's policy would refuse in the running revision (its staged files); None when
     they are gone. Never acted on: a policy change does not take a revision down."""
-    from monky_deployd.adapters import fsread
-    from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE
-
     project_dir = revisions_dir / revision
-    texts = []
-    for name in (COMPOSE_FILE, ENV_FILE):
-        try:
-            raw = fsread.read_entry(project_dir / name, cfg.max_bundle_bytes * 4)
-        except fsread.BadEntry:
-            return None
-        if raw is None:
-            return None
-        texts.append(raw.decode("utf-8", "replace"))
+    texts = _staged(cfg, project_dir)
+    if texts is None:
+        return None
     from monky_deployd.core import atrest  # what compose may echo of the .env: masked
 
     masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
-    return judge(cfg, docker_dir, project, project_dir, (texts[0], texts[1]), masker)[0]
+    return judge(cfg, docker_dir, project, project_dir, texts, masker)[0]
 
 
 def running_lines(cfg: Config, docker_dir: Path, revisions_dir: Path, masker: Masker) -> list[str]:

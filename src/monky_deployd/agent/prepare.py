@@ -81,6 +81,9 @@ def check(
             ctx.masker,
         )  # fmt: skip
         ctx.judged[bundle.revision] = (effective, env_text)  # the labels' config digests
+        from monky_deployd.core import artifact
+
+        model = artifact.text(effective)
     with phase("registry"):
         cred = prepare.credential(bundle, env)
         ctx.learn(prepare.secrets_of(env, cred))
@@ -95,7 +98,7 @@ def check(
         for project in dict.fromkeys(p for p in (bundle.project, prev) if p):  # up, down
             check_owned(ctx, project)
     # Everything is checked: only now may anything on the box change.
-    return prepare.ready(bundle, env_text, cred, ctx.rec.tick_id)
+    return prepare.ready(bundle, env_text, cred, ctx.rec.tick_id, model)
 
 
 def read_secrets(bao: Bao, token: str, bundle: Bundle) -> prepare.SecretReads:

@@ -48,7 +48,7 @@ def stage(ctx: Context, step: Stage) -> None:
     docker_config.write_docker_config(
         ctx.state.docker_dir, step.registry_host or "", step.credential
     )
-    ctx.state.write_revision(step.revision, step.compose, step.env_text, step.labels)
+    ctx.state.write_revision(step.revision, step.compose, step.env_text, step.labels, step.model)
 
 
 def pull(ctx: Context, step: Pull) -> None:
@@ -62,11 +62,19 @@ def pull(ctx: Context, step: Pull) -> None:
 
 
 def down(ctx: Context, step: Down) -> None:
-    ctx.compose(step.project, step.revision).down()
+    ctx.compose(step.project, step.revision, judged=False).down()
+
+
+def judged_again(ctx: Context, revision: str) -> None:
+    """The revision's judged model judged again right before its ``up`` (``agent.policy``)."""
+    from monky_deployd.agent import policy
+
+    policy.recheck(ctx.cfg, revision, ctx.state.revision_dir(revision))
 
 
 def up(ctx: Context, step: Up) -> None:
     compose = ctx.compose(step.project, step.revision, pinned=step.pinned)
+    judged_again(ctx, step.revision)
     if step.pinned:  # a restore: its images first, pulled back by digest if pruned
         from monky_deployd.agent.repin import ensure_images
 
@@ -143,9 +151,10 @@ def kept_out(ctx: Context, services: tuple[str, ...]) -> tuple[str, ...]:
 def rollback(ctx: Context, step: Rollback) -> None:
     """Down the failed project when it is another one, then ``up`` the LKG pinned, no pull."""
     if step.failed_project != step.project:
-        ctx.compose(step.failed_project, step.failed_revision).down()
+        ctx.compose(step.failed_project, step.failed_revision, judged=False).down()
     pinned = ctx.state.has_pins(step.revision)
     compose = ctx.compose(step.project, step.revision, pinned=pinned)
+    judged_again(ctx, step.revision)
     if pinned:  # the LKG's images first, pulled back by digest if pruned
         from monky_deployd.agent.repin import ensure_images
 

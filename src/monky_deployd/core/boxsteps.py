@@ -37,6 +37,7 @@ class Stage:
     registry_host: str | None
     credential: Credential | None
     labels: str = ""  # the compose override of the containers' labels (core.reasons)
+    model: str = field(default="", repr=False)  # the judged model (core.artifact.text)
     phase: ClassVar[str] = "stage"
 
 
@@ -131,6 +132,7 @@ class Ready:
     deploy_id: str = ""  # the tick applying it (the containers' deploy-id label)
     labels: str = field(default="", repr=False)  # core.reasons.labels_override
     fingerprint: Fingerprint | None = None  # set by the tick once the checks passed
+    model: str = field(default="", repr=False)  # what compose runs (core.artifact.text)
 
 
 def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
@@ -143,6 +145,7 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
             ready.registry_host,
             ready.credential,
             ready.labels,
+            ready.model,
         ),
         Pull(ready.project, ready.revision, ready.registry_host, ready.deploy_id),
     ]

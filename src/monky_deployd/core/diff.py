@@ -57,6 +57,7 @@ class Diff:
     project: str | None = None
     reasons: tuple[Reason, ...] = ()
     compose_diff: str = ""
+    model_diff: str = ""  # the judged models' (core.artifact): what compose runs
     env: KeyChanges = field(default_factory=KeyChanges)
     secrets: KeyChanges = field(default_factory=KeyChanges)
     images: tuple[ImageRow, ...] = ()
@@ -69,6 +70,7 @@ class Diff:
         return bool(
             self.reasons
             or self.compose_diff
+            or self.model_diff
             or self.env
             or self.secrets
             or any(i.changed for i in self.images)
@@ -86,6 +88,7 @@ class Diff:
             "project": self.project,
             "reasons": [r.as_wire() for r in self.reasons],
             "compose": {"changed": bool(self.compose_diff), "diff": self.compose_diff},
+            "model": {"changed": bool(self.model_diff), "diff": self.model_diff},
             "env": _keys(self.env),
             "secrets": {
                 "added": list(self.secrets.added),
@@ -138,6 +141,8 @@ class Diff:
         lines += [f"note: {n}" for n in self.notes]
         if self.compose_diff:
             lines += ["compose:", self.compose_diff.rstrip("\n")]
+        if self.model_diff:
+            lines += ["judged model (what compose runs):", self.model_diff.rstrip("\n")]
         lines.append("changes: yes" if self.changes else "changes: none")
         return "\n".join(lines) + "\n"
 

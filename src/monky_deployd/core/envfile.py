@@ -21,7 +21,7 @@ container, are in docs/envfile.md.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from operator import itemgetter
 
@@ -37,6 +37,12 @@ MAX_ENV_STRING_BYTES = 131072
 # DOCKER_HOST; a test holds the two together).
 CHILD_ENV_NAMES = ("PATH", "LANG", "DOCKER_CONFIG", "DOCKER_HOST")
 RESERVED_NAMES = frozenset(CHILD_ENV_NAMES)
+# The prefixes of every variable docker compose and the docker CLI read as their own settings
+# (``COMPOSE_DISABLE_ENV_FILE``, ``COMPOSE_PROFILES``, ``DOCKER_CONTEXT``, ``BUILDX_BUILDER``, ...:
+# tests/integration/box/test_compose_settings.py reads them out of the installed compose binary).
+# Compose runs from the model the policy judged with an environment the agent sets whole, so
+# such a line could not act; a release that tries is refused all the same (ENV_COMPOSE_SETTING).
+COMPOSE_SETTING_PREFIXES = ("COMPOSE_", "DOCKER_", "BUILDKIT_", "BUILDX_")
 
 _NAME = itemgetter(0)  # Assignment.name
 
@@ -53,8 +59,8 @@ def render(template: str, values: Mapping[str, str]) -> str:
     """The template with every ``${NAME}`` of its assignments replaced by ``values[NAME]``.
 
     Refuses (``EnvError``, outcome ``refused``) with ``ENV_TEMPLATE_INVALID``,
-    ``ENV_NAME_RESERVED``, ``ENV_INCOMPLETE`` (naming every unresolved variable) or
-    ``ENV_VALUE_UNCARRIABLE``; messages name variables, never values.
+    ``ENV_NAME_RESERVED``, ``ENV_COMPOSE_SETTING``, ``ENV_INCOMPLETE`` (naming every unresolved
+    variable) or ``ENV_VALUE_UNCARRIABLE``; messages name variables, never values.
     """
     with _no_cycle_collection():
         return _render(template, values)
@@ -78,6 +84,7 @@ def _no_cycle_collection() -> Iterator[None]:
 def _render(template: str, values: Mapping[str, str]) -> str:
     assignments = parse(template)
     _check_reserved(assignments)
+    _check_compose_settings(assignments)
     wanted = variables(assignments)
     missing = sorted(wanted - values.keys())
     if missing:
@@ -120,6 +127,26 @@ def _check_reserved(assignments: list[Assignment]) -> None:
             code=Code.ENV_NAME_RESERVED,
             hint="rename the variable in the bundle's env_template; reserved: "
             + ", ".join(sorted(RESERVED_NAMES)),
+        )
+
+
+def compose_settings(names: Iterable[str]) -> list[str]:
+    """The names among ``names`` that docker compose or the docker CLI read as their own
+    settings (``COMPOSE_SETTING_PREFIXES``), sorted."""
+    return sorted({n for n in names if n.startswith(COMPOSE_SETTING_PREFIXES)})
+
+
+def _check_compose_settings(assignments: list[Assignment]) -> None:
+    found = compose_settings(map(_NAME, assignments))
+    if found:
+        raise EnvError(
+            f"the .env template assigns {', '.join(found)}, which docker compose and the docker "
+            "CLI read as their own settings: a release may not set how compose reads and runs "
+            "it (compose runs the model this box's policy judged, never the release's .env)",
+            code=Code.ENV_COMPOSE_SETTING,
+            hint="rename the variable in the bundle's env_template; names starting "
+            + ", ".join(COMPOSE_SETTING_PREFIXES)
+            + " are compose's and the docker CLI's",
         )
 
 

@@ -145,6 +145,7 @@ class Code(StrEnum):
     # policy
     POLICY_REFUSED = "POLICY_REFUSED"
     POLICY_PROTECTED_PATH = "POLICY_PROTECTED_PATH"
+    POLICY_SWAPPABLE_PATH = "POLICY_SWAPPABLE_PATH"
     POLICY_SOURCE = "POLICY_SOURCE"
     POLICY_UNJUDGED = "POLICY_UNJUDGED"
     POLICY_UNKNOWN_KEY = "POLICY_UNKNOWN_KEY"
@@ -152,6 +153,7 @@ class Code(StrEnum):
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
+    ENV_COMPOSE_SETTING = "ENV_COMPOSE_SETTING"
     ENV_TEMPLATE_INVALID = "ENV_TEMPLATE_INVALID"
     ENV_VALUE_UNCARRIABLE = "ENV_VALUE_UNCARRIABLE"
     ENV_TOO_LARGE = "ENV_TOO_LARGE"
@@ -294,6 +296,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     # policy
     Code.POLICY_REFUSED: ("policy", "refused"),
     Code.POLICY_PROTECTED_PATH: ("policy", "refused"),
+    Code.POLICY_SWAPPABLE_PATH: ("policy", "refused"),
     Code.POLICY_SOURCE: ("policy", "refused"),
     Code.POLICY_UNJUDGED: ("policy", "refused"),
     Code.POLICY_UNKNOWN_KEY: ("policy", "refused"),
@@ -301,6 +304,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),
+    Code.ENV_COMPOSE_SETTING: ("env", "refused"),
     Code.ENV_TEMPLATE_INVALID: ("env", "refused"),
     Code.ENV_VALUE_UNCARRIABLE: ("env", "refused"),
     Code.ENV_TOO_LARGE: ("env", "refused"),

@@ -4,7 +4,10 @@ The default is Kubernetes Pod Security "baseline" adapted to compose: no ``privi
 namespace (``pid``/``ipc``/``uts``/``userns_mode``/``network_mode``/``cgroup``: host), no
 capability beyond baseline's default set, no ``devices``, no unconfined or disabled
 ``security_opt``, only baseline's safe ``sysctls``, no ``cgroup_parent``, no bind mount (a
-secret's or config's ``file``, a local volume's ``device`` too) outside the allowed roots. Each
+secret's or config's ``file``, a local volume's ``device`` too) outside the allowed roots (and
+no relative path anywhere: the engine resolves it from its own working directory), nothing that
+acts beyond the container's own namespaces and cgroup (a log driver other than the engine's
+local ones, a negative ``oom_score_adj``, ``ulimits.rtprio``, a block device's I/O limit). Each
 allowance (``Allow``) is opt-in and narrow, for every service or for one. Some paths are refused
 whatever the allowances say (``Rules.protected``: the engine's sockets, ``/``, ``/etc``, ...).
 
@@ -64,6 +67,20 @@ HOST_NAMESPACES = tuple(HOST_NAMESPACE_KEYS.values())
 UNCONFINED_OPTS = frozenset(
     {"apparmor=unconfined", "seccomp=unconfined", "label=disable", "systempaths=unconfined"}
 )
+# The engine's log drivers that write where the engine keeps its own files or the host's
+# journal, and ``none``. Every other driver (syslog, gelf, fluentd, splunk, awslogs, a plugin)
+# runs in the engine, in the host's network namespace: it reaches the host's sockets and
+# 127.0.0.1 even for a container with ``network_mode: none``.
+LOCAL_LOG_DRIVERS = frozenset({"json-file", "local", "journald", "none"})
+# The options of the local drivers (and the engine's own: ``mode``, ``max-buffer-size``), none
+# of which names a host address, path or socket; any other option is refused (fail closed).
+LOG_OPTIONS = frozenset(
+    {
+        *("max-size", "max-file", "compress", "labels", "labels-regex", "env", "env-regex"),
+        *("tag", "mode", "max-buffer-size"),
+    }
+)
+RELATIVE = "is a relative path, resolved by the engine from its own working directory"
 
 
 @dataclass(frozen=True)
@@ -81,6 +98,8 @@ class Allow:
     providers: frozenset[str] = frozenset()  # programs a ``provider`` service may run
     volumes: frozenset[str] = frozenset()  # engine names: another project's or made by hand
     networks: frozenset[str] = frozenset()  # engine names (also network_mode, build.network)
+    log_drivers: frozenset[str] = frozenset()  # log drivers beyond LOCAL_LOG_DRIVERS
+    oom_score_adj: int = 0  # the lowest oom_score_adj a service may ask (-1000..0)
 
 
 @dataclass(frozen=True)
@@ -112,6 +131,8 @@ class Rules:
             every.providers | own.providers,
             every.volumes | own.volumes,
             every.networks | own.networks,
+            every.log_drivers | own.log_drivers,
+            min(every.oom_score_adj, own.oom_score_adj),
         )
 
 
@@ -181,6 +202,8 @@ def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Vio
 
     service, key, path = found.service, found.key, found.path
     forms = {normpath(path), normpath(resolved)}
+    if not path.startswith("/"):
+        return Violation(service, key, f"{path} {RELATIVE}")
     if any(not f.startswith("/") for f in forms):
         why = "not an absolute path, or one whose links this agent cannot follow"
         return Violation(service, key, f"{path} ({why})")
@@ -223,6 +246,7 @@ def judge(
     for name, svc in sorted(services.items()) if isinstance(services, dict) else ():
         if isinstance(svc, dict):
             found.extend(_service(str(name), svc, rules))
+            found.extend(_outside_cgroup(str(name), svc, rules))
             found.extend(policy_host.service(str(name), svc, rules))
             found.extend(_env_files(str(name), svc, normpath(release_dir + "/.env")))
     found.extend(policy_host.volumes(config, rules))
@@ -282,6 +306,134 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
         yield Violation(
             name, "cgroup_parent", str(parent), scope_line(name, "cgroup_parent", str(parent))
         )
+
+
+def _scalar_line(service: str, key: str, value: object) -> str:
+    """The config.yaml line of a one-value allowance (``oom_score_adj: -500``)."""
+    scope = f"services.{service}" if service else "allow"
+    return f"policy.{scope}.{key}: {value}"
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _outside_cgroup(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
+    """What a service asks that acts beyond its own namespaces and cgroup: a log driver (the
+    engine runs it in the host's network namespace), an OOM score that makes the host's OOM
+    killer spare it, a real-time priority limit, a host block device's I/O weight or limit."""
+    may = rules.allows(name)
+    yield from _logging(name, svc.get("logging"), may)
+    score = svc.get("oom_score_adj")
+    adj = _int(score) if score is not None else 0
+    if adj is None:
+        yield Violation(name, "oom_score_adj", f"{score} (not a number)")
+    elif adj < may.oom_score_adj:
+        yield Violation(
+            name,
+            "oom_score_adj",
+            f"{adj} (the host's OOM killer spares the container over host processes)",
+            _scalar_line(name, "oom_score_adj", adj),
+        )
+    yield from _ulimits(name, "ulimits", svc.get("ulimits"), rules)
+    build = svc.get("build")
+    if isinstance(build, dict):
+        yield from _ulimits(name, "build.ulimits", build.get("ulimits"), rules)
+    yield from _blkio(name, svc.get("blkio_config"), may)
+
+
+def _logging(name: str, logging: object, may: Allow) -> Iterable[Violation]:
+    """``logging``: a local driver (or none named: the engine's default) with the options of
+    ``LOG_OPTIONS`` only, unless ``log_drivers`` names the driver."""
+    if not isinstance(logging, dict):
+        return
+    driver = logging.get("driver")
+    driver = str(driver).strip() if driver not in (None, "") else ""
+    if driver and driver in may.log_drivers:
+        return
+    if driver and driver not in LOCAL_LOG_DRIVERS:
+        yield Violation(
+            name,
+            "logging.driver",
+            f"{driver} (a log driver runs in the engine, in the host's network namespace: it "
+            "reaches the host's sockets and addresses whatever the container's network)",
+            scope_line(name, "log_drivers", driver),
+        )
+        return
+    options = logging.get("options")
+    for opt in sorted(str(k) for k in options) if isinstance(options, dict) else ():
+        if opt in LOG_OPTIONS:
+            continue
+        whose = f"the log driver {driver}" if driver else "the engine's default log driver"
+        asks = (
+            f"is not an option of the engine's local log drivers (for {whose}; it may name a "
+            "host address, path or socket)"
+        )
+        if driver:
+            yield Violation(
+                name, f"logging.options.{opt}", asks, scope_line(name, "log_drivers", driver)
+            )
+        else:
+            yield Violation(
+                name,
+                f"logging.options.{opt}",
+                asks + ": name its driver in logging.driver, then allow it with log_drivers",
+            )
+
+
+# rlimits whose effect leaves the container's cgroup: a real-time priority (RLIMIT_RTPRIO
+# lets an unprivileged process take SCHED_FIFO/SCHED_RR, which preempts every host process)
+ULIMITS_BEYOND_CGROUP = frozenset({"rtprio"})
+
+
+def _ulimits(name: str, key: str, value: object, rules: Rules) -> Iterable[Violation]:
+    """``ulimits`` (a service's or its build's): ``rtprio`` above 0 unless ``policy.keys``
+    names ``services.<name>.<key>.rtprio``."""
+    from monky_deployd.core.policy_keys import allowed_by
+
+    for limit, spec in sorted(value.items()) if isinstance(value, dict) else ():
+        if str(limit) not in ULIMITS_BEYOND_CGROUP:
+            continue
+        parts = [spec] if not isinstance(spec, dict) else [spec.get("soft"), spec.get("hard")]
+        if all(p is None or _int(p) == 0 for p in parts):
+            continue
+        path = f"services.{name}.{key}.{limit}"
+        if not allowed_by(path, rules.keys):
+            yield Violation(
+                name,
+                path,
+                f"{spec} (a real-time priority: its processes preempt every host process, "
+                "beyond the container's CPU limits)",
+                f"policy.keys: [{path}]",
+            )
+
+
+_BLKIO_DEVICES = (
+    *("weight_device", "device_read_bps", "device_write_bps"),
+    *("device_read_iops", "device_write_iops"),
+)
+
+
+def _blkio(name: str, value: object, may: Allow) -> Iterable[Violation]:
+    """``blkio_config``: ``weight`` is the container's own cgroup; a per-device entry names a
+    host block device (the engine looks it up by path on the host): it needs ``devices``."""
+    if not isinstance(value, dict):
+        return
+    for key in _BLKIO_DEVICES:
+        for entry in _list(value.get(key)):
+            path = str(entry.get("path", "")) if isinstance(entry, dict) else str(entry)
+            if not path.startswith("/"):
+                yield Violation(name, f"blkio_config.{key}", f"{path} {RELATIVE}")
+            elif normpath(path) not in may.devices:
+                yield Violation(
+                    name,
+                    f"blkio_config.{key}",
+                    f"{path} (a host block device)",
+                    scope_line(name, "devices", normpath(path)),
+                )
 
 
 def _device_requests(svc: Mapping[str, object]) -> Iterable[tuple[str, str]]:
@@ -378,6 +530,7 @@ def sources(doc: object) -> list[Violation]:
 # the order a refusal's code is chosen in: what nothing may allow first
 _GRAVITY = (
     Code.POLICY_PROTECTED_PATH,
+    Code.POLICY_SWAPPABLE_PATH,
     Code.POLICY_SOURCE,
     Code.POLICY_FOREIGN_RESOURCE,
     Code.POLICY_UNKNOWN_KEY,

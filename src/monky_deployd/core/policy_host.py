@@ -2,7 +2,8 @@
 
 - ``host_paths``: every value of the effective model that names something on the host (bind and
   mount sources, a secret's or config's ``file``, a build's ``context``, ``dockerfile``,
-  ``additional_contexts`` and secrets, every absolute path in a local volume's ``driver_opts``),
+  ``additional_contexts`` and secrets, every path in a local volume's ``driver_opts``, a relative
+  one too),
   for ``core.policy``'s one host-path judge; a mount of a type that is not a bind, volume, tmpfs
   or image (``npipe``, ``cluster``) and a build from a URL are refused here;
 - ``volumes``: a driver beyond ``local``, ``driver_opts`` other than a plain bind, an
@@ -97,22 +98,32 @@ def _file_refs(
     return found
 
 
+# ``o`` options of a local volume whose value is a list of paths (overlay's, ``:``-separated)
+_PATH_OPTIONS = frozenset({"lowerdir", "upperdir", "workdir", "datadir"})
+
+
 def _opt_paths(opts: Mapping[str, object]) -> Iterable[tuple[str, str]]:
-    """Every absolute path in a volume's ``driver_opts``: ``device``, and each ``o`` option's
-    value (overlay's ``lowerdir=/a:/b``, ``upperdir``, ``workdir``, any other)."""
+    """Every path in a volume's ``driver_opts``, absolute or not (a relative one is resolved
+    by the engine from its own working directory: refused by the host-path judge):
+    ``device`` when it is absolute or the mount is a bind (``type`` none, bind or empty, or
+    ``o`` with bind; another type's ``device`` is its source: ``overlay``, ``:/export``); each
+    ``o`` option's value that is a path (overlay's ``lowerdir=/a:/b``, ``upperdir``,
+    ``workdir``; any value holding a ``/``)."""
     device = opts.get("device")
-    if isinstance(device, str) and device.startswith("/"):
+    kind = str(opts.get("type", "")).strip()
+    bind = kind in ("", "none", "bind", "rbind") or bool(mount_options(opts) & BIND_OPTIONS)
+    if isinstance(device, str) and (device.startswith("/") or bind):
         yield "device", device
     for option in str(opts.get("o", "")).split(","):
         key, sep, value = option.strip().partition("=")
         for part in value.split(":") if sep else ():
-            if part.startswith("/"):
+            if part.startswith("/") or "/" in part or (key in _PATH_OPTIONS and part):
                 yield f"o.{key}", part
 
 
 def _plain_bind(opts: Mapping[str, object]) -> bool:
     """``driver_opts`` of a plain bind: no filesystem type, ``o`` only bind options (with
-    ``bind``), an absolute ``device``."""
+    ``bind``), a ``device`` (its path judged by the host-path judge)."""
     kind = str(opts.get("type", "none")).strip()
     options = mount_options(opts)
     device = opts.get("device")
@@ -121,8 +132,7 @@ def _plain_bind(opts: Mapping[str, object]) -> bool:
         and set(opts) <= {"type", "o", "device"}
         and bool(options & BIND_OPTIONS)
         and options <= _BIND_OPTS
-        and isinstance(device, str)
-        and device.startswith("/")
+        and isinstance(device, str)  # a relative one is refused by the host-path judge
     )
 
 

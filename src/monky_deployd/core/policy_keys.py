@@ -52,7 +52,7 @@ JUDGES = {
     "namespaces": "host (needs host_namespaces) or container:<x> (never) namespaces; "
     "network_mode naming a network not the release's own needs networks",
     "capabilities": "beyond baseline's default set needs cap_add",
-    "devices": "host devices, device cgroup rules and device requests need devices",
+    "devices": "host devices, device cgroup rules, device requests, block devices need devices",
     "security_opt": "a confinement turned off needs security_opt",
     "sysctls": "beyond baseline's safe set needs sysctls",
     "cgroup_parent": "needs cgroup_parent",
@@ -69,6 +69,9 @@ JUDGES = {
     "engine_socket": "the engine's API socket in the container: never",
     "propagation": "shared or rshared (the container's mounts appear on the host) needs keys",
     "names": "a container of that name another project's or made by hand: never",
+    "logging": "json-file, local, journald, none with their own options; else log_drivers",
+    "oom_score_adj": "below 0 (the host's OOM killer spares it) needs oom_score_adj",
+    "ulimits": "rtprio (real-time, preempts the host) needs keys; the rest is the container's",
 }
 
 
@@ -90,11 +93,12 @@ _META = "metadata: compose and the engine store it, nothing runs from it"
 _INSIDE = "runs or applies inside the container"
 _SWARM = "swarm only: compose without swarm does not act on it"
 _NAMED = "compose's own name for it (checked by its judge)"
+_RT = "a real-time CPU budget: real-time tasks preempt every host process"
 
 # keys shared by a service, a job and a pre_start hook (compose-spec's container_spec)
 _CONTAINER: dict[str, Key] = {
-    "annotations": _a(_META),
-    "blkio_config": _a("I/O limits on a host device: grants no access to it"),
+    "annotations": _r("OCI annotations a runtime acts on (runc's org.systemd.property.*)"),
+    "blkio_config": _j("devices"),
     "cap_add": _j("capabilities"),
     "cap_drop": _a("only removes capabilities"),
     "cgroup": _j("namespaces"),
@@ -105,8 +109,8 @@ _CONTAINER: dict[str, Key] = {
     "cpu_percent": _a(_LIMIT),
     "cpu_period": _a(_LIMIT),
     "cpu_quota": _a(_LIMIT),
-    "cpu_rt_period": _a(_LIMIT),
-    "cpu_rt_runtime": _a(_LIMIT),
+    "cpu_rt_period": _r(_RT),
+    "cpu_rt_runtime": _r(_RT),
     "cpu_shares": _a(_LIMIT),
     "cpus": _a(_LIMIT),
     "cpuset": _a(_LIMIT),
@@ -125,12 +129,12 @@ _CONTAINER: dict[str, Key] = {
     "group_add": _a("supplementary groups inside the container"),
     "hostname": _a("the container's own UTS namespace"),
     "image": _a("pulled with the agent's credential and run as a container"),
-    "init": _a("the engine's init as the container's PID 1"),
+    "init": _a("the engine's init binary as the container's PID 1, in its namespaces"),
     "ipc": _j("namespaces"),
     "isolation": _a("Windows isolation; on Linux only 'default' starts"),
     "label_file": _j("sources"),
     "labels": _a("metadata: compose sets its com.docker.compose.* labels over the bundle's"),
-    "logging": _a("the engine's log driver for the container's output"),
+    "logging": _j("logging"),
     "mac_address": _a("the container's own interface"),
     "mem_limit": _a(_LIMIT),
     "mem_reservation": _a(_LIMIT),
@@ -140,12 +144,12 @@ _CONTAINER: dict[str, Key] = {
     "network_mode": _j("namespaces"),
     "networks": _j("networks", "service_network", named=True),
     "oom_kill_disable": _r("a container the OOM killer spares can starve the host"),
-    "oom_score_adj": _a("the container's own processes' OOM score"),
+    "oom_score_adj": _j("oom_score_adj"),
     "pid": _j("namespaces"),
     "pids_limit": _a(_LIMIT),
-    "platform": _a("which image variant is pulled"),
+    "platform": _a("which image variant is pulled (run in the container's namespaces)"),
     "privileged": _j("privileged"),
-    "pull_policy": _a("when compose pulls the image"),
+    "pull_policy": _a("when compose pulls the image (build: the build is judged)"),
     "pull_refresh_after": _a("when compose pulls the image"),
     "read_only": _a("the container's own root filesystem"),
     "runtime": _r("another OCI runtime installed on the host, with its own isolation"),
@@ -154,10 +158,10 @@ _CONTAINER: dict[str, Key] = {
     "shm_size": _a(_LIMIT),
     "stop_grace_period": _a("how long the engine waits on stop"),
     "stop_signal": _a("the signal sent to the container on stop"),
-    "storage_opt": _a("the container's own writable layer"),
+    "storage_opt": _a("the size of the container's own writable layer"),
     "sysctls": _j("sysctls"),
     "tmpfs": _a("memory-backed, inside the container"),
-    "ulimits": _a("rlimits of the container's own processes"),
+    "ulimits": _j("ulimits"),
     "use_api_socket": _j("engine_socket"),
     "user": _a("the user inside the container (its user namespace as the engine's)"),
     "userns_mode": _j("namespaces"),
@@ -172,7 +176,7 @@ _WORKLOAD: dict[str, Key] = {
     "depends_on": _a("the order compose starts the release's services in", "depends", True),
     "expose": _a(_META),
     "healthcheck": _a(_INSIDE, "healthcheck"),
-    "ports": _a("publishes a port of the container on the host", "port"),
+    "ports": _a("the host reaches the container's port, not the container the host", "port"),
     "stdin_open": _a(_INSIDE),
     "tty": _a(_INSIDE),
 }
@@ -282,7 +286,7 @@ SHAPES: dict[str, dict[str, Key]] = {
         "ssh": _j("build"),
         "tags": _r("more names for the built image: another app's image name on the box"),
         "target": _a("the stage built"),
-        "ulimits": _a("rlimits of the build's processes"),
+        "ulimits": _j("ulimits"),
     },
     "depends": {
         "condition": _a("when the dependent starts"),
@@ -337,7 +341,7 @@ SHAPES: dict[str, dict[str, Key]] = {
         "enable_ipv6": _a("the release's network's addressing"),
         "external": _j("networks"),
         "internal": _a("only restricts"),
-        "ipam": _a("the release's network's addressing"),
+        "ipam": _r("its subnets become host routes (over the LAN's: shadows it); a driver plugin"),
         "labels": _a(_META),
         "name": _j("networks"),
     },

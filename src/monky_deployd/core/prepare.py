@@ -113,8 +113,11 @@ def credential(bundle: Bundle, env: EnvValues) -> Credential | None:
     return registry_cred.parse_credential(env.registry_value, bundle.registry_host)
 
 
-def ready(bundle: Bundle, env_text: str, cred: Credential | None, deploy_id: str = "") -> Ready:
-    """What the box steps need; ``deploy_id`` (the tick's id) labels the containers."""
+def ready(
+    bundle: Bundle, env_text: str, cred: Credential | None, deploy_id: str = "", model: str = ""
+) -> Ready:
+    """What the box steps need; ``deploy_id`` (the tick's id) labels the containers;
+    ``model``: the judged model every compose call of the revision runs."""
     from monky_deployd.core import reasons  # off the no-op tick's imports
 
     return Ready(
@@ -130,6 +133,7 @@ def ready(bundle: Bundle, env_text: str, cred: Credential | None, deploy_id: str
         labels=reasons.labels_override(bundle.revision, deploy_id, bundle.services)
         if deploy_id
         else "",
+        model=model,
     )
 
 

@@ -80,7 +80,7 @@ def test_changes_and_the_json_schema() -> None:
     assert body["images"][0]["before"] == "sha256:1" and body["images"][0]["changed"] is True
     assert set(body) == {
         "schema", "changes", "plan", "reason", "applied", "desired", "project", "reasons",
-        "compose", "env", "secrets", "images", "services", "token", "notes",
+        "compose", "model", "env", "secrets", "images", "services", "token", "notes",
     }  # fmt: skip
     assert "changes: yes" in found.as_text()
 

@@ -205,9 +205,32 @@ def test_names_compose_takes_from_its_own_environment_are_refused(name: str) -> 
     assert refused(f"{name}=literal\n", {}).code == "ENV_NAME_RESERVED"
 
 
-@pytest.mark.parametrize("name", ["PATHX", "XPATH", "LANG_", "DOCKER_HOSTX"])
+@pytest.mark.parametrize("name", ["PATHX", "XPATH", "LANG_", "MY_DOCKER_HOST", "XCOMPOSE_FILE"])
 def test_a_name_that_only_contains_a_reserved_one_is_the_authors(name: str) -> None:
     assert render(f"{name}=${{S}}\n", {"S": "s"}) == f'{name}="s"\n'
+
+
+@given(
+    prefix=st.sampled_from(envfile.COMPOSE_SETTING_PREFIXES),
+    rest=st.from_regex(r"[A-Z0-9_]{0,20}", fullmatch=True),
+    literal=st.booleans(),
+)
+def test_every_name_compose_reads_as_its_setting_is_refused_by_name(
+    prefix: str, rest: str, literal: bool
+) -> None:
+    name = prefix + rest
+    if name in envfile.RESERVED_NAMES:
+        return  # ENV_NAME_RESERVED (test above)
+    line = f"{name}=literal\n" if literal else f"export {name}=${{S}}\n"
+    err = refused(f"OK=1\n{line}", {"S": "hunter2"})
+    assert err.code == "ENV_COMPOSE_SETTING"
+    assert name in err.message
+    assert "hunter2" not in everything_said(err)
+
+
+def test_a_compose_setting_in_a_comment_or_a_value_is_no_assignment() -> None:
+    text = "# COMPOSE_DISABLE_ENV_FILE=1\nA=COMPOSE_PROFILES=x\n"
+    assert render(text, {}) == text
 
 
 def test_reserved_names_cover_the_agents_child_environment() -> None:

@@ -409,3 +409,170 @@ def test_a_device_request_is_refused_unless_gpu_devices_are_allowed(
             assert k in {"driver", "count", "capabilities", "device_ids"} and value
     left = judged(svc, allow_one("devices", frozenset({policy.GPU}), scope))
     assert len(left) == (len(found) if scope == "other" else 0)
+
+
+# --- issue 40: what acts beyond the container's own namespaces and cgroup ---
+
+LOG_DRIVERS = st.sampled_from(
+    [*sorted(policy.LOCAL_LOG_DRIVERS), "syslog", "gelf", "fluentd", "splunk", "awslogs", "x/y"]
+)
+LOG_OPTS = st.sampled_from(
+    [
+        *sorted(policy.LOG_OPTIONS),
+        *("syslog-address", "gelf-address", "fluentd-address", "splunk-url", "path"),
+        *("syslog-tls-ca-cert", "labels/x", "Max-Size"),
+    ]
+)
+
+
+@given(
+    st.one_of(st.none(), LOG_DRIVERS),
+    st.dictionaries(LOG_OPTS, st.sampled_from(["1m", "unix:///run/x.sock", "127.0.0.1"])),
+    st.sets(LOG_DRIVERS, max_size=2),
+    SCOPES,
+)
+def test_only_the_local_log_drivers_with_their_own_options_pass_by_default(
+    driver: str | None, options: dict[str, str], allowed: set[str], scope: str | None
+) -> None:
+    """A log driver runs in the engine (the host's network namespace): by default only
+    json-file, local, journald, none (or none named) with LOG_OPTIONS; ``log_drivers``
+    permits a driver with its options, for every service or that one."""
+    logging: dict[str, Any] = {"options": options}
+    if driver is not None:
+        logging["driver"] = driver
+    found = judged({"logging": logging}, Rules())
+    local = driver is None or driver in policy.LOCAL_LOG_DRIVERS
+    extra = sorted(o for o in options if o not in policy.LOG_OPTIONS)
+    if not local:
+        assert [(v.key, v.allow_with) for v in found] == [
+            ("logging.driver", f"policy.services.web.log_drivers: [{driver}]")
+        ]
+        assert "host's network namespace" in found[0].asks
+    else:
+        assert [v.key for v in found] == [f"logging.options.{o}" for o in extra]
+        for v in found:
+            assert v.allow_with == (
+                f"policy.services.web.log_drivers: [{driver}]" if driver else ""
+            )
+    # the allowance: that driver, with every option
+    opened = judged({"logging": logging}, allow_one("log_drivers", frozenset(allowed), scope))
+    permitted = driver is not None and driver in allowed and scope != "other"
+    assert opened == ([] if permitted else found)
+
+
+def test_the_benign_local_logging_of_estates_passes() -> None:
+    for logging in (
+        {"driver": "json-file", "options": {"max-size": "10m", "max-file": "3"}},
+        {"driver": "local", "options": {"max-size": "1m", "compress": "true"}},
+        {"driver": "journald", "options": {"tag": "{{.Name}}", "labels": "app"}},
+        {"driver": "none"},
+        {"options": {"max-size": "5m"}},
+    ):
+        assert judged({"logging": logging}, Rules()) == [], logging
+
+
+@given(
+    st.one_of(st.integers(-1000, 1000), st.just("-17")),
+    st.integers(-1000, 0),
+    st.integers(-1000, 0),
+)
+def test_a_negative_oom_score_adj_needs_the_allowance_of_its_floor(
+    score: int | str, every: int, own: int
+) -> None:
+    found = judged({"oom_score_adj": score}, Rules())
+    value = int(score)
+    assert [v.key for v in found] == (["oom_score_adj"] if value < 0 else [])
+    if found:
+        assert found[0].allow_with == f"policy.services.web.oom_score_adj: {value}"
+        assert "OOM killer spares" in found[0].asks
+        # the line it names, followed, lets it through
+        assert not judged({"oom_score_adj": score}, allow_one("oom_score_adj", value, "web"))
+    rules = Rules(allow=Allow(oom_score_adj=every), services={"web": Allow(oom_score_adj=own)})
+    floor = min(every, own)  # the lower floor of the two scopes
+    assert bool(judged({"oom_score_adj": score}, rules)) == (value < floor)
+    other = Rules(services={"db": Allow(oom_score_adj=-1000)})
+    assert bool(judged({"oom_score_adj": score}, other)) == (value < 0)
+
+
+ULIMIT_VALUES = st.one_of(
+    st.integers(0, 99),
+    st.fixed_dictionaries({"soft": st.integers(0, 99), "hard": st.integers(0, 99)}),
+)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["rtprio", "nofile", "memlock", "nice", "nproc", "core", "rttime"]),
+        ULIMIT_VALUES,
+        max_size=4,
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_only_a_real_time_priority_limit_is_refused_in_ulimits(
+    limits: dict[str, Any], in_build: bool, keyed: bool
+) -> None:
+    """RLIMIT_RTPRIO lets an unprivileged process take a real-time class, which preempts every
+    host process whatever the container's CPU limits; every other rlimit is the container's."""
+    key = "build.ulimits" if in_build else "ulimits"
+    svc: dict[str, Any] = (
+        {"build": {"context": "/srv", "ulimits": limits}} if in_build else {"ulimits": limits}
+    )
+    path = f"services.web.{key}.rtprio"
+    spec = limits.get("rtprio")
+    wants = spec is not None and (
+        spec != 0 if isinstance(spec, int) else spec["soft"] != 0 or spec["hard"] != 0
+    )
+    rules = Rules(allow=Allow(bind_roots=("/srv",)), keys=(path,) if keyed else ())
+    found = [v for v in judged(svc, rules) if "ulimits" in v.key]
+    assert [(v.key, v.allow_with) for v in found] == (
+        [(path, f"policy.keys: [{path}]")] if wants and not keyed else []
+    )
+
+
+@given(
+    st.sampled_from(["weight_device", "device_read_bps", "device_write_bps", "device_read_iops"]),
+    st.sampled_from(["/dev/sda", "/dev/nvme0n1", "dev/sda", "../dev/sda"]),
+    st.booleans(),
+)
+def test_a_block_devices_io_limit_needs_that_device_allowed(
+    key: str, path: str, allowed: bool
+) -> None:
+    blkio = {"weight": 300, key: [{"path": path, "rate": 1048576}]}
+    rules = allow_one("devices", frozenset({path}) if allowed else frozenset(), "web")
+    found = judged({"blkio_config": blkio}, rules)
+    if not path.startswith("/"):
+        assert [(v.key, v.allow_with) for v in found] == [(f"blkio_config.{key}", "")]
+        assert policy.RELATIVE in found[0].asks
+    elif allowed:
+        assert found == []
+    else:
+        assert [(v.key, v.allow_with) for v in found] == [
+            (f"blkio_config.{key}", f"policy.services.web.devices: [{path}]")
+        ]
+    assert judged({"blkio_config": {"weight": 300}}, Rules()) == []
+
+
+@given(
+    st.sampled_from(["secret", "config", "bind", "context", "additional"]),
+    st.sampled_from(["etc", "../../etc", "./data", "srv/app", "..", "data/../../etc"]),
+)
+def test_a_relative_path_is_refused_in_every_path_valued_option(where: str, path: str) -> None:
+    """compose makes its paths absolute; a model that still names a relative one is resolved by
+    the engine (or compose) from its own working directory: refused with its own sentence."""
+    cfg: dict[str, Any] = {"services": {"web": {"image": "x"}}}
+    web = cfg["services"]["web"]
+    if where in ("secret", "config"):
+        web[f"{where}s"] = [{"source": "s"}]
+        cfg[f"{where}s"] = {"s": {"file": path}}
+    elif where == "bind":
+        web["volumes"] = [{"type": "bind", "source": path, "target": "/m"}]
+    elif where == "context":
+        web["build"] = {"context": path, "dockerfile_inline": "FROM scratch"}
+    else:
+        web["build"] = {"context": "/srv/app", "additional_contexts": {"more": path}}
+    rules = Rules(allow=Allow(bind_roots=("/srv", "/")), protected=PROTECTED)
+    found = [v for v in policy.judge(cfg, rules, release_dir="/srv/app") if path in v.asks]
+    assert len(found) == 1, found
+    assert found[0].asks == f"{path} {policy.RELATIVE}"
+    assert found[0].allow_with == "" and found[0].code is Code.POLICY_REFUSED

@@ -226,3 +226,66 @@ def test_every_host_path_of_a_release_is_found() -> None:
         ("volumes.v.driver_opts.o.upperdir", "/up"),
         ("volumes.v.driver_opts.o.x", "/y"),
     }
+
+
+SEGMENT = st.sampled_from(["etc", "..", ".", "data", "srv", "app", "shadow"])
+RELATIVE_PATHS = st.lists(SEGMENT, min_size=1, max_size=4).map("/".join)
+
+
+@given(
+    RELATIVE_PATHS,
+    st.sampled_from(
+        [
+            ("device", "none", "bind"),
+            ("device", "", "bind,ro"),
+            ("device", "bind", ""),
+            ("device", "none", ""),
+            ("lowerdir", "overlay", ""),
+            ("upperdir", "overlay", ""),
+            ("workdir", "overlay", ""),
+            ("size", "tmpfs", ""),
+        ]
+    ),
+    st.booleans(),
+)
+def test_a_relative_path_in_driver_opts_is_refused_even_when_driver_opts_are_allowed(
+    path: str, where: tuple[str, str, str], keyed: bool
+) -> None:
+    """``device: ../../etc`` of a bind, or overlay's ``lowerdir=etc``: the engine resolves a
+    relative path from its own working directory (/ for a daemon: /etc). Refused with its own
+    sentence, whatever ``policy.keys`` allows; a path-less value (tmpfs' ``size``) is no path."""
+    option, kind, o = where
+    opts: dict[str, str] = {"type": kind} if kind else {}
+    if option == "device":
+        opts["device"] = path
+        if o:
+            opts["o"] = o
+    else:
+        opts["device"] = "overlay" if kind == "overlay" else kind
+        opts["o"] = f"{option}={path}" + (",upperdir=/srv/app/u" if option == "lowerdir" else "")
+    cfg = config(volumes={"data": {"name": "pj_data", "driver_opts": opts}})
+    rules = with_keys("volumes.data.driver_opts") if keyed else with_keys()
+    found = judged(cfg, rules)
+    key = "volumes.data.driver_opts." + ("device" if option == "device" else f"o.{option}")
+    hits = [v for v in found if v.key == key]
+    if option == "size":  # "size=etc/.." holds a "/" only sometimes: a path when it does
+        assert bool(hits) == ("/" in path)
+    else:
+        assert [v.asks for v in hits] == [f"{path} {policy.RELATIVE}"]
+        assert hits[0].allow_with == "" and hits[0].code is Code.POLICY_REFUSED
+    if keyed or (option == "device" and kind in ("none", "bind", "") and o):
+        # driver_opts themselves allowed (or a plain bind): only the relative path refuses
+        assert {v.key for v in found} == {v.key for v in hits}
+
+
+def test_a_devices_source_of_another_filesystem_type_is_not_a_path() -> None:
+    for opts in (
+        {"type": "nfs", "o": "addr=10.0.0.1,rw", "device": ":/export/data"},
+        {"type": "tmpfs", "device": "tmpfs", "o": "size=64m"},
+        {"type": "overlay", "device": "overlay", "o": "lowerdir=/srv/app/l"},
+    ):
+        found = judged(
+            config(volumes={"d": {"name": "pj_d", "driver_opts": opts}}),
+            with_keys("volumes.d.driver_opts"),
+        )
+        assert found == [], (opts, found)

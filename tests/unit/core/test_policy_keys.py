@@ -127,3 +127,46 @@ def test_a_refused_key_that_asks_nothing_is_not_refused() -> None:
     ]
     assert policy_keys.walk({"services": {"web": {"runtime": ""}}}) == []
     assert policy_keys.walk({"services": {"web": {"models": {}, "external_links": []}}}) == []
+
+
+# issue 40: "allowed as it is" means its effect stays inside the container's own namespaces
+# and cgroup; what does not is judged or refused (OPERATIONS.md's table says why)
+BEYOND_THE_CGROUP = {
+    ("service", "logging"): (Kind.JUDGED, "logging"),
+    ("service", "oom_score_adj"): (Kind.JUDGED, "oom_score_adj"),
+    ("service", "ulimits"): (Kind.JUDGED, "ulimits"),
+    ("build", "ulimits"): (Kind.JUDGED, "ulimits"),
+    ("service", "blkio_config"): (Kind.JUDGED, "devices"),
+    ("service", "annotations"): (Kind.REFUSED, ""),
+    ("service", "cpu_rt_runtime"): (Kind.REFUSED, ""),
+    ("service", "cpu_rt_period"): (Kind.REFUSED, ""),
+    ("network", "ipam"): (Kind.REFUSED, ""),
+}
+
+
+def test_what_acts_beyond_the_containers_cgroup_is_not_allowed_as_it_is() -> None:
+    for (shape, name), (kind, judge) in BEYOND_THE_CGROUP.items():
+        key = SHAPES[shape][name]
+        assert key.kind is kind, (shape, name)
+        if judge:
+            assert key.why == judge, (shape, name)
+    cfg = {
+        "services": {
+            "web": {
+                "annotations": {"org.systemd.property.Delegate": "yes"},
+                "cpu_rt_runtime": 950000,
+            }
+        },
+        "networks": {"lan": {"ipam": {"config": [{"subnet": "192.168.1.0/24"}]}}},
+    }
+    assert [f.path for f in policy_keys.walk(cfg)] == [
+        "networks.lan.ipam",
+        "services.web.annotations",
+        "services.web.cpu_rt_runtime",
+    ]
+    assert (
+        policy_keys.walk(
+            cfg, ("services.*.annotations", "services.web.cpu_rt_*", "networks.lan.ipam")
+        )
+        == []
+    )

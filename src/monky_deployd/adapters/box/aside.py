@@ -54,7 +54,10 @@ ASIDE_MAX = 20
 DIRS = ("docker", "revisions", "outbox")  # the state dir's own directories
 CONFIG_NAME = "config.json"  # docker/'s one file, the registry login (docker_config writes it)
 LOGIN = (CONFIG_NAME, 64 * 1024 * 1024)  # and fsutil.read_if_exists's cap for it
-REVISION_FILES = (rev.COMPOSE_FILE, rev.ENV_FILE, rev.LABELS_FILE, rev.PINS_FILE, rev.RELEASE_FILE)
+REVISION_FILES = (
+    *(rev.COMPOSE_FILE, rev.ENV_FILE, rev.MODEL_FILE, rev.LABELS_FILE, rev.PINS_FILE),
+    rev.RELEASE_FILE,
+)
 
 log = logging.getLogger("monky_deployd")
 

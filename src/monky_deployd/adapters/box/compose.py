@@ -1,5 +1,11 @@
 """``docker compose`` for one project directory, through ``runner``.
 
+Every call runs the revision's judged model (``compose.judged.json``, ``core.artifact``: what
+the policy judged, interpolation done, host paths pinned) with ``--env-file /dev/null``: compose
+reads no ``.env`` of its own, so nothing of the release sets a variable compose reads or a value
+it interpolates. Only ``down`` of a revision staged before the model existed (``judged=False``,
+an older agent's) falls back to its compose file: a down runs nothing.
+
 The docker CLI always runs with ``DOCKER_CONFIG=<state_dir>/docker`` (the agent's own registry
 credential, never ``$HOME/.docker``) and, when configured, ``DOCKER_HOST``. Pull failures are
 classified by ``pullerrors`` so the registry's own words reach the log and the report.
@@ -7,11 +13,12 @@ classified by ``pullerrors`` so the registry's own words reach the log and the r
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from monky_deployd.adapters.box import runner
 from monky_deployd.adapters.box.docker_config import docker_env as docker_only_env
-from monky_deployd.adapters.box.state import COMPOSE_FILE, LABELS_FILE, PINS_FILE
+from monky_deployd.adapters.box.state import COMPOSE_FILE, LABELS_FILE, MODEL_FILE, PINS_FILE
 from monky_deployd.config import DockerCfg
 from monky_deployd.core import pullerrors
 from monky_deployd.core.errors import Code
@@ -33,8 +40,16 @@ class Compose:
         masker: Masker = NO_SECRETS,
         *,
         pinned: bool = False,
+        judged: bool = True,
     ) -> None:
         self.cfg = cfg
+        # the judged model; a down of an older agent's revision without one: its compose file
+        model = workdir / MODEL_FILE
+        self.files: tuple[str, ...] = (
+            ("--file", str(model), "--env-file", os.devnull)
+            if judged or model.is_file()
+            else ("--file", str(workdir / COMPOSE_FILE))
+        )
         self.pinned = pinned  # also read compose.pinned.yaml (a release's images by ID)
         self.project = project
         self.workdir = workdir
@@ -49,8 +64,7 @@ class Compose:
             self.project,
             "--project-directory",
             str(self.workdir),
-            "--file",
-            str(self.workdir / COMPOSE_FILE),
+            *self.files,
             *(("--file", str(self.workdir / PINS_FILE)) if self.pinned else ()),
             *(
                 ("--file", str(over))

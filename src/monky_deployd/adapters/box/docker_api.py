@@ -35,6 +35,7 @@ from monky_deployd.core.errors import Code, CommandError, DeployError
 from monky_deployd.core.services import EngineEvent, ServiceState
 
 if TYPE_CHECKING:  # (verify, bake and the apply's repair only: off the no-op tick's imports)
+    from monky_deployd.core.artifact import Mount
     from monky_deployd.core.halfdone import Seen
     from monky_deployd.core.verify import ContainerObs
 
@@ -520,3 +521,36 @@ def images_in_use(cfg: DockerCfg) -> set[str]:
         for r in (rows if isinstance(rows, list) else [])
         if isinstance(r, dict)
     }
+
+
+def mounts(cfg: DockerCfg) -> list[Mount]:
+    """Every host path a container of the box has mounted, with whether it may write there
+    (``core.artifact.Mount``): each container's bind sources (``GET /containers/json?all=1``,
+    stopped ones too: a restart mounts again) and the ``device`` of each local volume it uses
+    (``GET /volumes``: a volume that binds a host directory)."""
+    from monky_deployd.core.artifact import Mount
+
+    rows = _get(cfg, "/containers/json", {"all": "1"}, "its containers' mounts")
+    vols = _get(cfg, "/volumes", None, "its volumes")
+    devices: dict[str, str] = {}
+    for vol in (vols.get("Volumes") if isinstance(vols, dict) else None) or []:
+        opts = vol.get("Options") if isinstance(vol, dict) else None
+        device = opts.get("device") if isinstance(opts, dict) else None
+        if isinstance(device, str) and device.startswith("/"):
+            devices[str(vol.get("Name"))] = device
+    found: list[Mount] = []
+    for row in rows if isinstance(rows, list) else []:
+        if not isinstance(row, dict):
+            continue
+        names = row.get("Names") or ["?"]
+        who = f"container {str(names[0]).lstrip('/')}"
+        labels = row.get("Labels")
+        project = str(labels.get(PROJECT_LABEL, "")) if isinstance(labels, dict) else ""
+        for mount in row.get("Mounts") or []:
+            if not isinstance(mount, dict):
+                continue
+            kind = mount.get("Type")
+            source = mount.get("Source") if kind == "bind" else devices.get(str(mount.get("Name")))
+            if isinstance(source, str) and source:
+                found.append(Mount(who, project, source, mount.get("RW") is not False))
+    return found

@@ -2,7 +2,9 @@
 verified, its release record (``StateDir`` inherits these; a mixin only to keep the state
 module's size in check).
 
-    revisions/<rev>/    compose.yaml + .env of a revision (0700 / 0600); once verified also
+    revisions/<rev>/    compose.yaml + .env of a revision (0700 / 0600) and compose.judged.json,
+                        the model the policy judged: what every compose call runs (0600,
+                        it holds the interpolated secrets); once verified also
                         release.json (its images) and compose.pinned.yaml (those images by ID,
                         for a rollback); compose.labels.yaml gives each container the revision
                         and deploy-id labels (``core.reasons.labels_override``)
@@ -34,6 +36,7 @@ ENV_FILE = ".env"
 RELEASE_FILE = "release.json"
 PINS_FILE = "compose.pinned.yaml"
 LABELS_FILE = "compose.labels.yaml"
+MODEL_FILE = "compose.judged.json"  # core.artifact.MODEL_FILE (a test holds the two together)
 RELEASE_CAP = 1024 * 1024
 
 
@@ -72,10 +75,11 @@ class Revisions:
         return self.revisions_dir / revision
 
     def write_revision(
-        self, revision: str, compose_text: str, env_text: str, labels: str = ""
+        self, revision: str, compose_text: str, env_text: str, labels: str = "", model: str = ""
     ) -> Path:
         """Assemble ``revisions/<revision>/`` under a temporary name, then rename it in place
-        (``labels``: the compose override of the containers' labels, when given)."""
+        (``labels``: the compose override of the containers' labels, when given; ``model``:
+        the judged model every compose call runs, ``core.artifact``)."""
         final = self.revision_dir(revision)
         staging = self.revisions_dir / f".{revision}.staging"
         for path in (self.revisions_dir, staging, final):
@@ -87,6 +91,8 @@ class Revisions:
             atomic_write(staging / ENV_FILE, env_text.encode(), 0o600)
             if labels:
                 atomic_write(staging / LABELS_FILE, labels.encode(), 0o600)
+            if model:
+                atomic_write(staging / MODEL_FILE, model.encode(), 0o600)
             if final.exists():
                 old = self.revisions_dir / f".{revision}.old"
                 refuse_link(old)

@@ -53,6 +53,7 @@ from monky_deployd.adapters.box.revisions import (
     COMPOSE_FILE,
     ENV_FILE,
     LABELS_FILE,
+    MODEL_FILE,
     PINS_FILE,
     RELEASE_FILE,
     Revisions,
@@ -88,6 +89,7 @@ __all__ = [
     "COMPOSE_FILE",
     "ENV_FILE",
     "LABELS_FILE",
+    "MODEL_FILE",
     "OUTBOX_MAX",
     "PINS_FILE",
     "RELEASE_FILE",
@@ -163,7 +165,7 @@ class StateDir(Revisions):
                 if entry.is_symlink():
                     raise link_error(Path(entry.path))
                 if directory == self.revisions_dir and entry.is_dir(follow_symlinks=False):
-                    for name in (COMPOSE_FILE, ENV_FILE, LABELS_FILE):
+                    for name in (COMPOSE_FILE, ENV_FILE, LABELS_FILE, MODEL_FILE):
                         refuse_link(Path(entry.path) / name)
 
     # -- lock --------------------------------------------------------------------------------
