@@ -143,7 +143,7 @@ def test_a_volume_made_by_hand_under_the_projects_own_name_is_refused_unless_all
     ) in lines(run), lines(run)
     # the box's policy names it: the revision is judged again, and applies on that volume
     lab.write_config(
-        policy={"allow": {"bind_roots": [str(lab.tmp)]}, "services": {"web": {"volumes": [hand]}}}
+        policy={"allow": {"bind_roots": [str(lab.binds)]}, "services": {"web": {"volumes": [hand]}}}
     )
     applied(lab, "r2", bundle)
     web = lab.containers()["web"]
@@ -181,7 +181,7 @@ def test_network_mode_naming_another_projects_network_is_refused_unless_allowed(
     ) in lines(run), lines(run)
     lab.write_config(
         policy={
-            "allow": {"bind_roots": [str(lab.tmp)]},
+            "allow": {"bind_roots": [str(lab.binds)]},
             "services": {"web": {"networks": [other_network]}},
         }
     )

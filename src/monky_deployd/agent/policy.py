@@ -136,18 +136,19 @@ def judge(
     from monky_deployd.core.policy_host import host_paths
 
     resolved = {found.path: resolve(found.path) for found in host_paths(config)}
-    model = artifact.pinned(config, resolved)
-    return _judged(cfg, model, resolved, project_dir), model
+    return _judged(cfg, config, resolved, project_dir), artifact.pinned(config, resolved)
 
 
 def _judged(
-    cfg: Config, model: dict[str, object], resolved: dict[str, str], project_dir: Path
+    cfg: Config, config: dict[str, object], resolved: dict[str, str], project_dir: Path
 ) -> list[policy.Violation]:
-    """The policy's verdict on ``model``: its keys and values, then what the engine says of
-    the box now: the mounts a container can write, whose each name is (``names_now``)."""
-    found = policy.judge(model, rules(cfg), resolved, str(project_dir))
-    found += artifact.swappable(model, docker_api.mounts(cfg.docker))
-    found += names_now(cfg, model, str(model.get("name", "")))
+    """The policy's verdict on ``config`` (its paths as written, ``resolved`` where each
+    leads: a line names both): its keys and values, then what the engine says of the box now:
+    the mounts a container can write (on the paths resolved), whose each name is
+    (``names_now``)."""
+    found = policy.judge(config, rules(cfg), resolved, str(project_dir))
+    found += artifact.swappable(artifact.pinned(config, resolved), docker_api.mounts(cfg.docker))
+    found += names_now(cfg, config, str(config.get("name", "")))
     return sorted(set(found))
 
 
