@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from monky_deployd.adapters.box import composeconfig, docker_api
+from monky_deployd.adapters.box.revisions import MODEL_FILE
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
 from monky_deployd.config_policy import AllowCfg
 from monky_deployd.core import artifact, composefile, policy
@@ -231,7 +232,7 @@ def read_model(cfg: Config, project_dir: Path) -> dict[str, object]:
 
     from monky_deployd.adapters import fsread
 
-    path = project_dir / artifact.MODEL_FILE
+    path = project_dir / MODEL_FILE
     try:
         raw = fsread.read_entry(path, cfg.max_bundle_bytes * 8)
         model = json.loads(raw) if raw is not None else None
@@ -252,7 +253,7 @@ def ensure_model(
 ) -> None:
     """A revision staged by an agent before the judged model existed: its compose file and
     .env judged by today's policy and the model written (once); POLICY_* when refused."""
-    if (project_dir / artifact.MODEL_FILE).exists():
+    if (project_dir / MODEL_FILE).exists():
         return
     from monky_deployd.adapters.fsutil import atomic_write
 
@@ -268,7 +269,7 @@ def ensure_model(
 
     masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
     model = check(cfg, docker_dir, revision, project, project_dir, texts, masker)
-    atomic_write(project_dir / artifact.MODEL_FILE, artifact.text(model).encode(), 0o600)
+    atomic_write(project_dir / MODEL_FILE, artifact.text(model).encode(), 0o600)
 
 
 def _staged(cfg: Config, project_dir: Path) -> tuple[str, str] | None:

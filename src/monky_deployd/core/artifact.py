@@ -26,7 +26,6 @@ from typing import NamedTuple
 from monky_deployd.core.errors import Code
 from monky_deployd.core.policy import Violation, inside, normpath
 
-MODEL_FILE = "compose.judged.json"
 SWAPPABLE = Code.POLICY_SWAPPABLE_PATH
 
 

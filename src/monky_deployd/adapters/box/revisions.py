@@ -36,7 +36,7 @@ ENV_FILE = ".env"
 RELEASE_FILE = "release.json"
 PINS_FILE = "compose.pinned.yaml"
 LABELS_FILE = "compose.labels.yaml"
-MODEL_FILE = "compose.judged.json"  # core.artifact.MODEL_FILE (a test holds the two together)
+MODEL_FILE = "compose.judged.json"  # the judged model (core.artifact): what compose runs
 RELEASE_CAP = 1024 * 1024
 
 
