@@ -168,13 +168,18 @@ def _bundle(lab: Lab, service: dict[str, Any], **kw: Any) -> dict[str, Any]:
 
 
 def _break_env_at_rest(lab: Lab, revision: str, value: str) -> None:
-    """The applied .env now holds a MEM compose refuses (as after a compose upgrade that reads
-    a value an older one took); written as the agent writes it."""
+    """The applied .env and judged model now hold a MEM compose refuses (as after a compose
+    upgrade that reads a value an older one took); written as the agent writes them (the
+    model holds the value interpolated, ``$`` doubled as compose writes it)."""
     env = lab.state_dir / "revisions" / revision / ".env"
     escaped = value.replace("$", "$$").replace("\\", "\\\\").replace('"', '\\"')
     escaped = escaped.replace("\n", "\\n")
     lines = [ln for ln in env.read_text().splitlines() if not ln.startswith("MEM=")]
     env.write_text("\n".join([*lines, f'MEM="{escaped}"']) + "\n")
+    model_path = lab.state_dir / "revisions" / revision / "compose.judged.json"
+    model = json.loads(model_path.read_text())
+    model["services"]["web"]["mem_limit"] = value.replace("$", "$$")
+    model_path.write_text(json.dumps(model))
 
 
 def test_no_secret_leaves_through_any_path(sweep: Sweep, registry: Registry) -> None:

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from monky_deployd.adapters.box import composeconfig
 from monky_deployd.adapters.box.compose import Compose
-from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE
+from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE, MODEL_FILE
 from monky_deployd.config import DockerCfg
-from monky_deployd.core import reasons
+from monky_deployd.core import artifact, reasons
 
 pytestmark = pytest.mark.docker
 
@@ -60,6 +60,7 @@ def both(project_dir: Path, text: tuple[str, str]) -> tuple[dict[str, str], dict
     (project_dir / COMPOSE_FILE).write_text(text[0])
     (project_dir / ENV_FILE).write_text(text[1])
     config = composeconfig.effective(DockerCfg(), NO_DOCKER_DIR, "p", project_dir, text)
+    (project_dir / MODEL_FILE).write_text(artifact.text(config))  # what compose runs
     ours = reasons.service_digests(KEY, config, text[1])
     theirs = Compose(DockerCfg(), NO_DOCKER_DIR, "p", project_dir).config_hashes()
     assert theirs is not None
