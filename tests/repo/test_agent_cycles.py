@@ -1,8 +1,8 @@
 """agent/'s modules import one another one way (issue 29): an import circle, even through an
 import inside a function, makes the order matter and hides which module a path really needs
 (the no-op tick's). Only imports under ``TYPE_CHECKING`` (never run) do not count. Issue 29
-untied the last two: baking/recovery/steps (the bake's start is agent/bakestart.py) and
-ledger/metrics (the textfile's name is core.ledger's)."""
+untied the last two: baking/recovery/steps (the bake's start is agent/apply/bakestart.py) and
+ledger/metrics (the textfile's name is core.records.ledger's)."""
 
 from __future__ import annotations
 
@@ -95,5 +95,5 @@ def test_agent_has_no_import_circle() -> None:
 
 
 def test_the_tick_reads_top_to_bottom_within_250_lines() -> None:
-    """agent/tick.py is the no-op path's table of contents (issue 29): helpers live beside it."""
+    """agent/tick/tick.py is the no-op path's table of contents (issue 29): helpers live beside it."""
     assert len((AGENT / "tick.py").read_text().splitlines()) <= 250

@@ -1,5 +1,5 @@
 """OPERATIONS.md's fix for a code is the hint the agent prints for it (issue 36): for every code
-whose fix is one command (``core.fixes.DOCUMENTED``), the "what to check" cell of its row starts
+whose fix is one command (``core.commands.fixes.DOCUMENTED``), the "what to check" cell of its row starts
 with exactly that command, as the agent prints it on a box laid out by the package. The system
 test (tests/system/test_seats.py) compares the same cells with the hints printed on such a box."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from monky_deployd.core import fixes
+from monky_deployd.core.commands import fixes
 from monky_deployd.core.errors import Code
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -30,11 +30,11 @@ import yaml
 
 from monky_deployd import cli
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import doctor, doctor_box
-from monky_deployd.agent.tick import run_tick
-from monky_deployd.core import checks
-from monky_deployd.core.checks import Check
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.agent.commands import doctor, doctor_box
+from monky_deployd.agent.tick.tick import run_tick
+from monky_deployd.core.commands import checks
+from monky_deployd.core.commands.checks import Check
 from monky_deployd_testkit import readable
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.fakes.estate import Estate

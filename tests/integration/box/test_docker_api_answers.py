@@ -22,14 +22,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box import docker_api
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import context, status, steps
+from monky_deployd.adapters.box.docker import docker_api
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.agent import context
+from monky_deployd.agent.commands import status
+from monky_deployd.agent.apply import steps
 from monky_deployd.config import DockerCfg
-from monky_deployd.core.boxsteps import Verify
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.records import Applied
-from monky_deployd.core.report import TickRecord
+from monky_deployd.core.lifecycle.boxsteps import Verify
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.records.applied import Applied
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.fakes.clock import Clock
 
 PROJECT = "shop"

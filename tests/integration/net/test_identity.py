@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from monky_deployd.adapters.net import identity
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.faults import DeployError
 from monky_deployd_testkit import readable
 
 REPO = Path(__file__).resolve().parents[3]
