@@ -8,8 +8,9 @@ model of tenancy and OpenBao (issue 15).
 What is the agent's and what is modelled:
 - per tick, the token phase is ``core.records.token_plan.decide`` stepped exactly as ``TokenKeeper``
   steps it (lookup-self, renew-self, login, lease/rotate, a 429's ``lease_not_before``; a failed
-  lease request carries on with the working token), then the check-in, then ``core.lifecycle.decide.decide``
-  on the answer (304 -> Noop). A rotation revokes the old lease (one more OpenBao request).
+  lease request carries on with the working token), then the check-in, then
+  ``core.lifecycle.decide.decide`` on the answer (304 -> Noop). A rotation revokes the old lease
+  (one more OpenBao request).
 - the timer, read from packaging/systemd/monky-deployd.timer: ``OnUnitInactiveSec=`` after the
   tick ended, plus a delay uniform in [0, ``RandomizedDelaySec=``) drawn anew each time
   (``--delay 10 20`` compares other values; AccuracySec=1s is ignored).
@@ -45,11 +46,9 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from monky_deployd.core.lifecycle import decide, schedule
-from monky_deployd.core.lifecycle import plans
-from monky_deployd.core.lifecycle import facts
-from monky_deployd.core.records import token_plan
+from monky_deployd.core.lifecycle import decide, facts, plans, schedule
 from monky_deployd.core.lifecycle.services import ServiceState
+from monky_deployd.core.records import token_plan
 
 # Wall ms of 21 no-op ticks as whole processes (bench/noop_tick.py --save-walls, 2026-12-03 07:45,
 # load average 4.3 on 2 shared cores: a quiet box's ticks are shorter).
@@ -264,8 +263,9 @@ def publish(
 ) -> Publish:
     """Tenancy publishes r2 to every box at t=0 (``"rollout": {"spread_s": spread}``). Each box
     ticks on its timer (``OnUnitInactiveSec=`` after the last tick ended, plus up to
-    ``delay``); every tick from then on is ``core.lifecycle.decide.decide`` on a 200 answer, with the box's
-    first sight of r2 (``core.lifecycle.schedule``, as ``agent.observe.pace`` keeps it), until it applies."""
+    ``delay``); every tick from then on is ``core.lifecycle.decide.decide`` on a 200 answer, with
+    the box's first sight of r2 (``core.lifecycle.schedule``, as ``agent.observe.pace`` keeps it),
+    until it applies."""
     rng = random.Random(seed)
     bundle = {**PUBLISH_BUNDLE, "rollout": {"spread_s": spread}}
     out = Publish(Counter(), [], [], [], 0, Counter())

@@ -42,10 +42,9 @@ import sys
 import time
 
 from monky_deployd import cliargs
-from monky_deployd.agent.commands import bundlecmd
 from monky_deployd.agent import logs
+from monky_deployd.agent.commands import bundlecmd
 from monky_deployd.config import Config, load
-from monky_deployd.core.lifecycle import gates
 from monky_deployd.core.errors import (
     EXIT_CONFIG,
     EXIT_FAILED,
@@ -57,6 +56,7 @@ from monky_deployd.core.errors import (
     Code,
 )
 from monky_deployd.core.faults import ConfigError, DeployError
+from monky_deployd.core.lifecycle import gates
 from monky_deployd.core.records.tickrecord import TickRecord, rfc3339
 
 log = logging.getLogger("monky_deployd")

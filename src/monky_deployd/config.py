@@ -27,9 +27,9 @@ from pydantic import (
 
 from monky_deployd.config_policy import PolicyCfg
 from monky_deployd.core.admission import composefile
+from monky_deployd.core.admission.trustcfg import TrustCfg
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import ConfigError
-from monky_deployd.core.admission.trustcfg import TrustCfg
 
 if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
     from monky_deployd.core.lifecycle import schedule
@@ -205,7 +205,8 @@ class Config(_Strict):
     tick_deadline_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 1500.0
     max_bundle_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     # Update windows: a new revision is applied only inside one of these (empty: at any time);
-    # each is `DAYS HH:MM for DURATION ZONE` (core/lifecycle/schedule.py; OPERATIONS.md, "Update windows").
+    # each is `DAYS HH:MM for DURATION ZONE` (core/lifecycle/schedule.py; OPERATIONS.md, "Update
+    # windows").
     update_windows: Annotated[
         list[Annotated[str, AfterValidator(_window)]], Field(max_length=64)
     ] = []

@@ -95,5 +95,6 @@ def test_agent_has_no_import_circle() -> None:
 
 
 def test_the_tick_reads_top_to_bottom_within_250_lines() -> None:
-    """agent/tick/tick.py is the no-op path's table of contents (issue 29): helpers live beside it."""
+    """agent/tick/tick.py is the no-op path's table of contents (issue 29): helpers live beside
+    it."""
     assert len((AGENT / "tick.py").read_text().splitlines()) <= 250

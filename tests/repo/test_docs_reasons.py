@@ -9,7 +9,6 @@ from pathlib import Path
 from monky_deployd.agent.commands import plan
 from monky_deployd.core.commands import diff
 from monky_deployd.core.records import reasons
-from monky_deployd.core.wire import checkin as wire
 from monky_deployd.core.wire import report
 
 ROOT = Path(__file__).resolve().parents[2]

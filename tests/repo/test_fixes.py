@@ -1,7 +1,8 @@
 """OPERATIONS.md's fix for a code is the hint the agent prints for it (issue 36): for every code
-whose fix is one command (``core.commands.fixes.DOCUMENTED``), the "what to check" cell of its row starts
-with exactly that command, as the agent prints it on a box laid out by the package. The system
-test (tests/system/test_seats.py) compares the same cells with the hints printed on such a box."""
+whose fix is one command (``core.commands.fixes.DOCUMENTED``), the "what to check" cell of its row
+starts with exactly that command, as the agent prints it on a box laid out by the package. The
+system test (tests/system/test_seats.py) compares the same cells with the hints printed on such a
+box."""
 
 from __future__ import annotations
 

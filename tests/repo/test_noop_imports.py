@@ -24,7 +24,8 @@ FORBIDDEN_TOP_LEVEL = {
     "prometheus_client",
     "subprocess",
 }
-# The apply's checks, the apply path (agent.apply.act, one import) and the box steps with their adapters.
+# The apply's checks, the apply path (agent.apply.act, one import) and the box steps with their
+# adapters.
 FORBIDDEN_OWN = {
     "monky_deployd.agent.apply.act",
     "monky_deployd.agent.apply.prepare",
@@ -52,10 +53,14 @@ FORBIDDEN_OWN |= {
     "monky_deployd.core.lifecycle.verify",
     "monky_deployd.core.lifecycle.schedule",
     "monky_deployd.core.records.held",  # held.json's kinds: only when the file exists
-    "monky_deployd.core.lifecycle.plans",  # the plan kinds other than Noop (decide re-exports them)
-    "monky_deployd.core.wire.answers",  # the 200 answer, lease, errors, report (wire re-exports)
-    "monky_deployd.agent.observe.recorded",  # status's and the metrics' view (a quiet tick writes neither)
-    "monky_deployd.core.records.release",  # release, suspend, journal, projects (records re-exports)
+    "monky_deployd.core.lifecycle.plans",  # the plan kinds other than Noop
+    "monky_deployd.core.wire.answers",  # the 200 answer, the lease, the error body
+    "monky_deployd.core.wire.report",  # the report body
+    "monky_deployd.agent.observe.recorded",  # status's and the metrics' view
+    "monky_deployd.core.records.release",  # release.json, projects.json
+    "monky_deployd.core.records.suspend",  # suspend.json
+    "monky_deployd.core.records.journal",  # journal.json
+    "monky_deployd.adapters.box.docker.watch",  # verify's and the bake's inspections, events
 }
 
 

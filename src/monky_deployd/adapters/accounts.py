@@ -41,7 +41,8 @@ def target(path: Path) -> access.Target:
 
 
 def fix_for(user: str, path: Path, want: int = 4) -> str | None:
-    """``core.commands.access.fix`` for ``user`` and ``path``; None when either cannot be looked up."""
+    """``core.commands.access.fix`` for ``user`` and ``path``; None when either cannot be looked
+    up."""
     try:
         return access.fix(who(user), target(path), want)
     except (KeyError, OSError):

@@ -1,10 +1,12 @@
 """What one tick's executors share (``Context``: the config, the state dir, the record, the
 clock, the masker that grows with every secret the tick learns), and the host facts every
-check-in carries. On every tick's path, the no-op's too; the box steps (``agent.apply.steps``) are not.
+check-in carries. On every tick's path, the no-op's too; the box steps (``agent.apply.steps``) are
+not.
 """
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -18,12 +20,12 @@ from monky_deployd.adapters.box.state.state import ENV_FILE, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.agent import logs
 from monky_deployd.config import Config
-from monky_deployd.core.render import mask
-from monky_deployd.core.wire import checkin as wire
-from monky_deployd.core.lifecycle.decide import host_facts_usable
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle.decide import host_facts_usable
 from monky_deployd.core.records.applied import ServiceLabel
 from monky_deployd.core.records.tickrecord import TickRecord
+from monky_deployd.core.render import mask
+from monky_deployd.core.wire import checkin as wire
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.box.docker.compose import Compose
@@ -31,6 +33,17 @@ if TYPE_CHECKING:
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How this tick runs beyond the config: the operator's ``--retry``; for tests, the verify
+    phase's clock and sleep and the backoff's random source."""
+
+    retry: bool = False
+    watch_clock: Clock = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random
 
 
 @dataclass

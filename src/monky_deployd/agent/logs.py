@@ -20,8 +20,8 @@ The formats (``--log-format``; ``auto`` picks one):
   (journald has its own) and ``<N>``-prefixed.
 
 Every record that reaches the handler, the agent's and third-party loggers' alike, passes the
-tick's ``Masker`` (``set_masker``; ``core.render.mask``): its message, every extra field (nested values
-too) and any traceback text are masked before a formatter (or a journal field) sees them.
+tick's ``Masker`` (``set_masker``; ``core.render.mask``): its message, every extra field (nested
+values too) and any traceback text are masked before a formatter (or a journal field) sees them.
 """
 
 from __future__ import annotations

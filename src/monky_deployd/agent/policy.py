@@ -1,6 +1,6 @@
-"""The local policy performed (``core.admission.policy`` judges): a new revision's effective configuration
-before anything changes (``check``, the tick's and ``plan``'s ``policy`` phase; the engine's
-word on each volume, network and container name in it: ``names_now``, cheap enough to ask
+"""The local policy performed (``core.admission.policy`` judges): a new revision's effective
+configuration before anything changes (``check``, the tick's and ``plan``'s ``policy`` phase; the
+engine's word on each volume, network and container name in it: ``names_now``, cheap enough to ask
 again right before ``up``), and the
 running revision's under today's policy (``running``, for ``plan`` and ``doctor``: reported,
 never taken down).
@@ -19,7 +19,7 @@ from monky_deployd.adapters.box.docker import composeconfig, docker_api
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
 from monky_deployd.config_policy import AllowCfg
 from monky_deployd.core.admission import artifact, composefile, policy
-from monky_deployd.core.admission import rules
+from monky_deployd.core.admission import rules as terms
 from monky_deployd.core.commands.checks import Check
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
@@ -44,13 +44,13 @@ ALWAYS_PROTECTED = (
 )
 
 
-def _allow(cfg: AllowCfg) -> rules.Allow:
-    return rules.Allow(
+def _allow(cfg: AllowCfg) -> terms.Allow:
+    return terms.Allow(
         privileged=cfg.privileged,
         host_namespaces=frozenset(cfg.host_namespaces),
         cap_add=frozenset(cfg.cap_add),
-        devices=frozenset(rules.normpath(d) if d.startswith("/") else d for d in cfg.devices),
-        security_opt=frozenset(rules.security_opt(o) for o in cfg.security_opt),
+        devices=frozenset(terms.normpath(d) if d.startswith("/") else d for d in cfg.devices),
+        security_opt=frozenset(terms.security_opt(o) for o in cfg.security_opt),
         sysctls=frozenset(cfg.sysctls),
         cgroup_parent=frozenset(cfg.cgroup_parent),
         bind_roots=tuple(os.path.realpath(r) for r in cfg.bind_roots),
@@ -84,7 +84,7 @@ def protected(cfg: Config) -> tuple[str, ...]:
         root = docker_api.engine_info(cfg.docker)[0].get("DockerRootDir")
         if isinstance(root, str) and root.startswith("/"):
             paths.append(root)
-    found = {rules.normpath(p) for p in paths} | {os.path.realpath(p) for p in paths}
+    found = {terms.normpath(p) for p in paths} | {os.path.realpath(p) for p in paths}
     return tuple(sorted(found))
 
 
@@ -104,13 +104,14 @@ def resolve(path: str) -> str:
         return ""
 
 
-def rules(cfg: Config) -> rules.Rules:
-    """config.yaml's ``policy`` as ``core.admission.rules.Rules``; ``locks.dir`` is always a root."""
+def rules(cfg: Config) -> terms.Rules:
+    """config.yaml's ``policy`` as ``core.admission.rules.Rules``; ``locks.dir`` is always a
+    root."""
     every = _allow(cfg.policy.allow)
     # the update-lock directory is the agent's own interface for apps: always an allowed root
     lock_root = os.path.realpath(cfg.locks.dir)
     every = dataclasses.replace(every, bind_roots=(*every.bind_roots, lock_root))
-    return rules.Rules(
+    return terms.Rules(
         allow=every,
         services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
         protected=protected(cfg),
@@ -125,12 +126,12 @@ def judge(
     project_dir: Path,
     release: tuple[str, str],
     masker: Masker = NO_SECRETS,
-) -> tuple[list[rules.Violation], dict[str, object]]:
+) -> tuple[list[terms.Violation], dict[str, object]]:
     """Every violation of the policy by the release (its compose file and rendered .env) run
     from ``project_dir``: its sources first (compose does not run when they reach outside
     it), then compose's effective model; and that model with its host paths pinned to what
-    was judged (``core.admission.artifact.pinned``: what compose will run; empty when the sources were
-    refused)."""
+    was judged (``core.admission.artifact.pinned``: what compose will run; empty when the sources
+    were refused)."""
     outside = policy.sources(composefile.load(release[0]))
     if outside:
         return outside, {}
@@ -143,7 +144,7 @@ def judge(
 
 def _judged(
     cfg: Config, config: dict[str, object], resolved: dict[str, str], project_dir: Path
-) -> list[rules.Violation]:
+) -> list[terms.Violation]:
     """The policy's verdict on ``config`` (its paths as written, ``resolved`` where each
     leads: a line names both): its keys and values, then what the engine says of the box now:
     the mounts a container can write (on the paths resolved), whose each name is
@@ -154,7 +155,7 @@ def _judged(
     return sorted(set(found))
 
 
-def names_now(cfg: Config, config: dict[str, object], project: str) -> list[rules.Violation]:
+def names_now(cfg: Config, config: dict[str, object], project: str) -> list[terms.Violation]:
     """What the engine says *now* about each name of the release (``core.admission.names``):
     every top-level volume and network of ``config`` (compose's effective configuration, as
     ``judge`` returns it) and every ``container_name`` that exists and is not ``project``'s
@@ -186,10 +187,10 @@ def names_now(cfg: Config, config: dict[str, object], project: str) -> list[rule
     return policy_names.owned(config, project, facts, _allowances(cfg))
 
 
-def _allowances(cfg: Config) -> rules.Rules:
+def _allowances(cfg: Config) -> terms.Rules:
     """config.yaml's allowances alone (what ``core.admission.names`` reads: no protected path,
     no ``GET /info``)."""
-    return rules.Rules(
+    return terms.Rules(
         allow=_allow(cfg.policy.allow),
         services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
     )
@@ -297,7 +298,7 @@ def running(
     revision: str,
     project: str,
     masker: Masker = NO_SECRETS,
-) -> list[rules.Violation] | None:
+) -> list[terms.Violation] | None:
     """What today's policy would refuse in the running revision (its staged files); None when
     they are gone. Never acted on: a policy change does not take a revision down."""
     project_dir = revisions_dir / revision

@@ -72,7 +72,8 @@ MAX_WAIT_S = 3600
 TOKEN_ROOM_SLACK = 4096
 
 
-# -- bookkeeping (the record, Stored / TokenState, is core.records.applied'; StateDir reads and writes it)
+# -- bookkeeping (the record, Stored / TokenState, is core.records.applied'; StateDir reads and
+# writes it)
 
 
 @dataclass(frozen=True)

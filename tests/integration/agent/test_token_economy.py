@@ -1,8 +1,8 @@
 """The lease economy against the loopback fakes and a real OpenBao server: real hvac, the tick's
 own code, a clock the tests move.
 
-``Box.tick()`` is one timer start: ``agent.tick.tick.run_tick`` (transport, token phase, check-in with
-its one re-acquire on TOKEN_INVALID; no desired state, so the tick ends idle). The long
+``Box.tick()`` is one timer start: ``agent.tick.tick.run_tick`` (transport, token phase, check-in
+with its one re-acquire on TOKEN_INVALID; no desired state, so the tick ends idle). The long
 simulations serve the fakes in-process (``Estate.wire()``, an ``httpx.MockTransport`` in the
 agent's own client); a few ticks go over real loopback sockets. Counts come from the fakes.
 

@@ -1,5 +1,5 @@
-"""adapters.box.docker.docker_config: <state_dir>/docker/config.json on disk (real files): auths only,
-modes 0700/0600, atomic and idempotent rewrites, DOCKER_CONFIG/DOCKER_HOST only.
+"""adapters.box.docker.docker_config: <state_dir>/docker/config.json on disk (real files): auths
+only, modes 0700/0600, atomic and idempotent rewrites, DOCKER_CONFIG/DOCKER_HOST only.
 
 The pure parsing and the config bytes are tests/unit/core/render/test_registry_cred.py.
 """

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from monky_deployd.adapters import fsread
 from monky_deployd.adapters.box import locks
-from monky_deployd.adapters.box.state.state import CAPS, StateDir
+from monky_deployd.adapters.box.state.layout import CAPS
+from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.core.records.ledger import MAX_BYTES
 
 SECRET = "DB_PASSWORD=not-for-your-eyes-42"

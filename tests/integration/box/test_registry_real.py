@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from monky_deployd.adapters.box.docker import docker_config
 from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box.docker import docker_config
 from monky_deployd.core.render import pullerrors, registry_cred
 from monky_deployd_testkit.dockerlab import Registry, image_exists, remove_image
 

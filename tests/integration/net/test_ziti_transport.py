@@ -25,7 +25,6 @@ import pytest
 from monky_deployd import config
 from monky_deployd.adapters.net import ziti
 from monky_deployd.adapters.net.identity import Identity
-from monky_deployd.core import errors
 from monky_deployd.core import faults
 from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 from tests.integration.net.test_identity import identity_json, write

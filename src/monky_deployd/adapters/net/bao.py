@@ -53,8 +53,8 @@ from monky_deployd import USER_AGENT
 from monky_deployd.adapters.httpio import read_capped
 from monky_deployd.adapters.net import baowords, httperrors
 from monky_deployd.config import OpenBaoCfg
-from monky_deployd.core.faults import BaoError, DeployError
 from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import BaoError, DeployError
 
 if TYPE_CHECKING:  # hvac (and requests under it) loads at the first call made through it:
     # lookup-self, a steady tick's only OpenBao call, goes straight over httpx. A method that

@@ -9,7 +9,8 @@ for both services:
     timeout                                                     -> <service>.timeout_code
     not HTTP (httpx.ProtocolError: garbage, a TLS or SSH port)   -> <service>.bad(...)
     a name that does not resolve (socket.gaierror in the chain)  -> <service>.unreachable_code,
-                                                                    the hint core.commands.fixes.unresolved
+                                                                    the hint
+                                                                    core.commands.fixes.unresolved
     anything else (refused, reset, no route)                     -> <service>.unreachable_code
 
 Messages name the service, its address and what was asked; never a token.
@@ -87,8 +88,8 @@ def translate(
 
 
 def unresolved_fix() -> str:
-    """``core.commands.fixes.unresolved`` for this box: is install.sh's run-host drop-in there, is the
-    tunneler's unit installed (the tick's hint and doctor's intercept checks)."""
+    """``core.commands.fixes.unresolved`` for this box: is install.sh's run-host drop-in there, is
+    the tunneler's unit installed (the tick's hint and doctor's intercept checks)."""
     from monky_deployd.core.commands import fixes, unit
 
     return fixes.unresolved(

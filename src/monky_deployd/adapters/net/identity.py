@@ -177,9 +177,10 @@ def group_hint(path: Path) -> str:
 
 
 def _group_hint(path: Path) -> str:
-    """The package's helper where it is installed (``core.commands.fixes``: ACLs, the tunneler's owner,
-    group and mode kept; a ``usermod`` did nothing for a user already in the group, a ``chgrp``
-    moved the file off ziti:ziti); else the ``usermod``/``chmod`` that lets the user read it."""
+    """The package's helper where it is installed (``core.commands.fixes``: ACLs, the tunneler's
+    owner, group and mode kept; a ``usermod`` did nothing for a user already in the group, a
+    ``chgrp`` moved the file off ziti:ziti); else the ``usermod``/``chmod`` that lets the user read
+    it."""
     from monky_deployd.adapters import accounts
     from monky_deployd.core.commands import fixes
 

@@ -31,8 +31,6 @@ from monky_deployd import USER_AGENT
 from monky_deployd.adapters.httpio import read_capped
 from monky_deployd.adapters.net import httperrors
 from monky_deployd.config import TenancyCfg
-from monky_deployd.core.wire import checkin as wire  # (its answers and errors load on first use)
-from monky_deployd.core.wire import answers
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, TokenError
 from monky_deployd.core.render.mask import Masker
@@ -102,6 +100,8 @@ class Tenancy:
             self._raise_unexpected("lease", resp, token)
         body = self._json("lease", resp)
         try:
+            from monky_deployd.core.wire import answers  # (a 304 reads none)
+
             return answers.LeaseAnswer.model_validate(body).lease
         except ValueError:  # a ValidationError: it holds the token, so it goes no further
             pass
@@ -121,6 +121,8 @@ class Tenancy:
             self._raise_unexpected("checkin", resp, token)
         data = self._json("checkin", resp)
         try:
+            from monky_deployd.core.wire import answers  # (a 304 reads none)
+
             answer = answers.CheckinAnswer.model_validate(data)
         except ValueError:  # a ValidationError: it holds the answer's values, kept out of ours
             answer = None
@@ -284,6 +286,8 @@ def _error_body(resp: httpx.Response) -> tuple[str, str, int | None]:
     """(code, message, retry_after_s) of an error body; ("", "", None)
     when the body is not one (not JSON, no ``error`` object, a field of the wrong type)."""
     try:
+        from monky_deployd.core.wire import answers  # (a 304 reads none)
+
         err = answers.ErrorBody.model_validate(resp.json()).error
     except (ValueError, RecursionError):  # not JSON (or nested too deep), or a ValidationError
         return "", "", None

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING
 from monky_deployd.agent import context
 from monky_deployd.agent.apply import prepare, reasons, recovery, steps
 from monky_deployd.agent.apply.gate import Gated
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError, TickDeadline, fault_of
 from monky_deployd.core.lifecycle import gates
 from monky_deployd.core.lifecycle.boxsteps import Down, Ready, apply_steps, restore_steps
 from monky_deployd.core.lifecycle.plans import Apply, Restore
-from monky_deployd.core.errors import Code
-from monky_deployd.core.faults import DeployError, TickDeadline, fault_of
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.bao import Bao
-    from monky_deployd.agent.observe.observe import Observation
     from monky_deployd.agent.context import Options
+    from monky_deployd.agent.observe.observe import Observation
     from monky_deployd.core.records.held import Held
 
 log = logging.getLogger("monky_deployd")

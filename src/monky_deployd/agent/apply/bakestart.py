@@ -1,6 +1,7 @@
-"""The bake's start at the commit: ``bake.json`` written (``core.lifecycle.bake``); ``agent.apply.baking``
-observes it on the ticks after. Its own module so that the commit's step (``agent.apply.steps``) and
-the bake's rollback (``agent.apply.baking``, which runs the box steps) do not import each other.
+"""The bake's start at the commit: ``bake.json`` written (``core.lifecycle.bake``);
+``agent.apply.baking`` observes it on the ticks after. Its own module so that the commit's step
+(``agent.apply.steps``) and the bake's rollback (``agent.apply.baking``, which runs the box steps)
+do not import each other.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def start(
     if bake_s <= 0:
         ctx.state.clear_bake()
         return set()
-    from monky_deployd.core.lifecycle import bake as baked  # (the apply path and a bake: not a no-op)
+    from monky_deployd.core.lifecycle import (
+        bake as baked,  # (the apply path and a bake: not a no-op)
+    )
 
     record = baked.start(
         revision, project, observed, now=ctx.clock(), bake_s=bake_s, previous=previous

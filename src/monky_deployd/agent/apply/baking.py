@@ -1,8 +1,9 @@
-"""The bake, tick by tick: start it at the commit, observe it while it lasts (``core.lifecycle.bake``).
+"""The bake, tick by tick: start it at the commit, observe it while it lasts
+(``core.lifecycle.bake``).
 
-``agent.apply.bakestart`` (from ``Commit``) writes ``bake.json``; ``observe`` (from the tick, when the
-desired revision is the applied one) inspects the project's containers and carries out the verdict:
-still baking (a note), promoted (the record goes: the revision is the last-known-good), or
+``agent.apply.bakestart`` (from ``Commit``) writes ``bake.json``; ``observe`` (from the tick, when
+the desired revision is the applied one) inspects the project's containers and carries out the
+verdict: still baking (a note), promoted (the record goes: the revision is the last-known-good), or
 failed: roll back to the previous last-known-good with the rollback's own box steps, restore its
 applied.json, hold the revision (``BAKE_FAILED``, reported like a failed apply). With no
 previous last-known-good the record stays, marked failed (never promoted), and the plan
@@ -19,11 +20,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from monky_deployd.adapters import deadline
-from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.agent import context
-from monky_deployd.core.lifecycle.facts import AppliedFacts
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, TickDeadline, fault_of
+from monky_deployd.core.lifecycle.facts import AppliedFacts
 from monky_deployd.core.records.applied import Applied
 
 if TYPE_CHECKING:
@@ -57,10 +57,12 @@ def observe(ctx: context.Context, phase: Phase, applied: AppliedFacts) -> Observ
     # its values first: a healthcheck's output, an error body may echo them (masked everywhere)
     ctx.learn(ctx.secrets_at_rest(record.revision))
     with phase("bake"):
-        observed = tuple(docker_api.inspect_project(ctx.cfg.docker, record.project))
+        from monky_deployd.adapters.box.docker import watch  # (not a no-op's)
+
+        observed = tuple(watch.inspect_project(ctx.cfg.docker, record.project))
         now = ctx.clock()
         since = min([record.since, *record.watched.values()]) - EVENTS_BEFORE_S
-        events = docker_api.project_events(ctx.cfg.docker, record.project, since, now)
+        events = watch.project_events(ctx.cfg.docker, record.project, since, now)
     from monky_deployd.core.lifecycle import bake as baked
 
     judged = baked.judge(record, observed, now, events)
@@ -136,12 +138,11 @@ def _roll_back(
     from monky_deployd.agent.apply import recovery as recover  # as after an apply's rollback
     from monky_deployd.agent.apply import steps
     from monky_deployd.agent.apply.gate import Gated
-    from monky_deployd.core.records import reasons
-    from monky_deployd.core.wire import checkin as wire
-    from monky_deployd.core.wire import report
     from monky_deployd.core.lifecycle import recovery as core_recovery
     from monky_deployd.core.lifecycle.boxsteps import Rollback, Verify
+    from monky_deployd.core.records import reasons
     from monky_deployd.core.records.held import RollbackPending
+    from monky_deployd.core.wire import report
 
     rec, state, cfg = ctx.rec, ctx.state, ctx.cfg
     ctx.learn(ctx.secrets_at_rest(lkg.revision))

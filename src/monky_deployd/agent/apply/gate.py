@@ -1,4 +1,5 @@
-"""Locks and suspend read again right before a box step changes containers (``core.lifecycle.recheck``).
+"""Locks and suspend read again right before a box step changes containers
+(``core.lifecycle.recheck``).
 
 ``agent.apply.steps.run`` calls ``check`` before each ``Down``, ``Up`` and ``Rollback`` of an apply,
 a restore or a rollback (never before ``Stage``, ``Pull``, ``Verify`` or ``Commit``: they change
@@ -14,8 +15,8 @@ import logging
 from monky_deployd.adapters.box import locks
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.config import Config
-from monky_deployd.core.lifecycle import gates, recheck
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle import gates, recheck
 
 log = logging.getLogger("monky_deployd")
 

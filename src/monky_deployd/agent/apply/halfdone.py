@@ -1,4 +1,5 @@
-"""Compose's half-done replacement repaired around every ``up`` (``core.lifecycle.halfdone`` decides).
+"""Compose's half-done replacement repaired around every ``up`` (``core.lifecycle.halfdone``
+decides).
 
     repair        before an ``up`` (an apply's, a restore's, a rollback's): the project's
                   containers read from the engine; a replacement never started removed, a
@@ -16,8 +17,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.box.docker.compose import docker_env
 from monky_deployd.agent.context import Context
 from monky_deployd.core.faults import DeployError

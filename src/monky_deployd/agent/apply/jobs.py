@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.agent.context import Context
-from monky_deployd.core.records.applied import Applied, ServiceLabel
 from monky_deployd.core.lifecycle.services import ServiceState
+from monky_deployd.core.records.applied import Applied, ServiceLabel
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.box.docker.compose import Compose

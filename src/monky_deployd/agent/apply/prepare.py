@@ -1,6 +1,6 @@
-"""An apply's checks, performed: ``core.admission.prepare``'s pure functions around their reads (OpenBao,
-the Engine API), each inside its phase. Nothing on the box changes here; the tick and ``plan``
-run the very same checks (``plan`` with a phase that only logs).
+"""An apply's checks, performed: ``core.admission.prepare``'s pure functions around their reads
+(OpenBao, the Engine API), each inside its phase. Nothing on the box changes here; the tick and
+``plan`` run the very same checks (``plan`` with a phase that only logs).
 
     bundle (its signatures first: ``agent.apply.trust``) -> secrets -> render -> policy -> registry
     -> preflight (disk, project ownership) -> Ready
@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.agent import context
-from monky_deployd.core.render import mask
-from monky_deployd.core.faults import BaoError
 from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import BaoError
+from monky_deployd.core.render import mask
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.bao import Bao, KvPages
     from monky_deployd.core.admission import prepare
-    from monky_deployd.core.lifecycle.boxsteps import Ready
     from monky_deployd.core.admission.bundle import Bundle, ManifestEntry
-    from monky_deployd.core.lifecycle.plans import Apply
     from monky_deployd.core.admission.trust import Verdict
+    from monky_deployd.core.lifecycle.boxsteps import Ready
+    from monky_deployd.core.lifecycle.plans import Apply
 
 Phase = Callable[[str], AbstractContextManager[None]]
 

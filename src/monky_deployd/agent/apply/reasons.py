@@ -1,5 +1,5 @@
-"""Every apply, restore and rollback carries its reasons (``core.records.reasons``): gathered here from
-the tick's facts, set on the tick record (the report's ``reasons``), logged in one line (event
+"""Every apply, restore and rollback carries its reasons (``core.records.reasons``): gathered here
+from the tick's facts, set on the tick record (the report's ``reasons``), logged in one line (event
 ``apply.reasons``), and kept in ``applied.json`` by the commit step (``agent.apply.steps.commit``).
 """
 
@@ -15,15 +15,15 @@ from monky_deployd.adapters.box.state.state import COMPOSE_FILE, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.admission import composefile
-from monky_deployd.core.records import reasons
 from monky_deployd.core.lifecycle.boxsteps import Ready
 from monky_deployd.core.lifecycle.facts import AppliedFacts
 from monky_deployd.core.lifecycle.plans import Apply, Restore
-from monky_deployd.core.records.held import Held
+from monky_deployd.core.lifecycle.services import ServiceState
+from monky_deployd.core.records import reasons
 from monky_deployd.core.records.applied import Applied, ServiceLabel
+from monky_deployd.core.records.held import Held
 from monky_deployd.core.records.journal import Journal
 from monky_deployd.core.records.tickrecord import TickRecord
-from monky_deployd.core.lifecycle.services import ServiceState
 
 log = logging.getLogger("monky_deployd")
 
@@ -131,14 +131,14 @@ def keep_labels(
     judged: tuple[Mapping[str, object], str] | None,
 ) -> dict[str, ServiceLabel]:
     """Rewrite the staged revision's labels override so that only a service this apply changes
-    gets its revision and deploy id: one whose config digest (``core.records.reasons.service_digests``
-    of ``judged``: compose's effective configuration the policy read, and the rendered .env)
-    differs from applied.json's, or whose pulled image is not the one the applied release ran,
-    or a new one. The others keep the labels of the apply that last changed them, so compose
-    does not recreate them for a label. An applied.json an older agent wrote holds compose's
-    own hashes: compared once by ``config --hash``, the digests kept from then on. Returns
-    what Commit keeps in applied.json (empty when neither can be had: every service is then
-    labelled new)."""
+    gets its revision and deploy id: one whose config digest
+    (``core.records.reasons.service_digests`` of ``judged``: compose's effective configuration the
+    policy read, and the rendered .env) differs from applied.json's, or whose pulled image is not
+    the one the applied release ran, or a new one. The others keep the labels of the apply that
+    last changed them, so compose does not recreate them for a label. An applied.json an older
+    agent wrote holds compose's own hashes: compared once by ``config --hash``, the digests kept
+    from then on. Returns what Commit keeps in applied.json (empty when neither can be had: every
+    service is then labelled new)."""
     revision, project = compose.workdir.name, compose.project
     digests = reasons.service_digests(state.hash_key(), *judged) if judged is not None else None
     applied = state.read_applied()

@@ -1,9 +1,10 @@
 """What a tick does around a failure: roll back or back off, skip a held revision (a hold, a
 backoff, a suspend), settle a restore's backoff.
 
-The decisions are ``core.lifecycle.recovery``'s, ``core.lifecycle.decide``'s and ``core.lifecycle.gates``'; this module performs
-them (the rollback's box steps run through ``agent.apply.steps`` like any other) and logs each with its
-event, so the journal says why a tick did not apply and when the next attempt is.
+The decisions are ``core.lifecycle.recovery``'s, ``core.lifecycle.decide``'s and
+``core.lifecycle.gates``'; this module performs them (the rollback's box steps run through
+``agent.apply.steps`` like any other) and logs each with its event, so the journal says why a tick
+did not apply and when the next attempt is.
 """
 
 from __future__ import annotations
@@ -17,18 +18,16 @@ from typing import TYPE_CHECKING
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.agent import context, logs
-from monky_deployd.core.lifecycle import recovery
-from monky_deployd.core.records import tickrecord as report
-from monky_deployd.core.wire import checkin as wire
-from monky_deployd.core.wire import report
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, TickDeadline, fault_of
+from monky_deployd.core.lifecycle import recovery
+from monky_deployd.core.records import tickrecord as report
 from monky_deployd.core.records.tickrecord import TickRecord
 
 if TYPE_CHECKING:
     from monky_deployd.core.lifecycle.boxsteps import Ready
-    from monky_deployd.core.records.held import Held
     from monky_deployd.core.lifecycle.plans import Apply, Backoff, Hold, Paused, Restore
+    from monky_deployd.core.records.held import Held
 
 log = logging.getLogger("monky_deployd")
 
@@ -59,8 +58,8 @@ def fail(rec: TickRecord, err: DeployError) -> None:
 
 def skip(rec: TickRecord, plan: Hold | Backoff | Paused) -> None:
     """No apply this tick: say why and when the next attempt is; no report."""
-    from monky_deployd.core.records import held as held_kinds  # (a failure's record: not a no-op's)
     from monky_deployd.core.lifecycle.plans import Backoff, Paused
+    from monky_deployd.core.records import held as held_kinds  # (a failure's record: not a no-op's)
 
     rec.revision = plan.revision
     rec.message = plan.reason
@@ -112,7 +111,8 @@ class Failure:
 
 
 def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
-    """Roll back and hold, or back off (``core.lifecycle.recovery``); always raises the tick's fault."""
+    """Roll back and hold, or back off (``core.lifecycle.recovery``); always raises the tick's
+    fault."""
     from monky_deployd.core.records import held as held_kinds  # (a failure's record: not a no-op's)
 
     plan, ready, err = f.plan, f.ready, f.err
@@ -182,7 +182,9 @@ def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
         ) from None
     except (DeployError, TickDeadline) as exc:
         rb_err = fault_of(exc)
-        rec.rollback = report.RollbackRow(to_revision=lkg.revision, ok=False)
+        from monky_deployd.core.wire.report import RollbackRow  # (not a no-op's)
+
+        rec.rollback = RollbackRow(to_revision=lkg.revision, ok=False)
         from monky_deployd.core.records import reasons  # off the no-op tick's imports
 
         rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision} (failed)"))
@@ -196,7 +198,9 @@ def recover(f: Failure, ctx: context.Context, phase: Phase, u: float) -> None:
             "revision, or fix the box and run `monky-deployd apply --once --retry`",
             detail="\n".join(d for d in (err.detail, rb_err.detail) if d),
         ) from rb_err
-    rec.rollback = report.RollbackRow(to_revision=lkg.revision, ok=True)
+    from monky_deployd.core.wire.report import RollbackRow  # (not a no-op's)
+
+    rec.rollback = RollbackRow(to_revision=lkg.revision, ok=True)
     from monky_deployd.core.records import reasons  # off the no-op tick's imports
 
     rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg.revision}"))
@@ -213,10 +217,13 @@ def gated(rec: TickRecord, blocked: DeployError) -> None:
 
 
 def pending_rollback_done(ctx: context.Context, plan: Restore, held: Held | None) -> Held | None:
-    """A pending rollback (``core.lifecycle.recovery.rollback_pending``) ran and the LKG is verified: the
-    failed revision is held, rolled back, as if the rollback had finished on its own tick."""
+    """A pending rollback (``core.lifecycle.recovery.rollback_pending``) ran and the LKG is
+    verified: the failed revision is held, rolled back, as if the rollback had finished on its own
+    tick."""
     lkg = plan.applied.revision
-    ctx.rec.rollback = report.RollbackRow(to_revision=lkg, ok=True)
+    from monky_deployd.core.wire.report import RollbackRow  # (not a no-op's)
+
+    ctx.rec.rollback = RollbackRow(to_revision=lkg, ok=True)
     from monky_deployd.core.records import reasons  # off the no-op tick's imports
 
     ctx.rec.reasons.append(reasons.Reason(reasons.ROLLBACK, f"to {lkg}"))
@@ -239,7 +246,9 @@ def pending_rollback_failed(
     """A pending rollback ran and failed: stalled (ROLLBACK_FAILED), as a rollback failing on
     its own tick; raises the tick's fault."""
     lkg = plan.applied.revision
-    ctx.rec.rollback = report.RollbackRow(to_revision=lkg, ok=False)
+    from monky_deployd.core.wire.report import RollbackRow  # (not a no-op's)
+
+    ctx.rec.rollback = RollbackRow(to_revision=lkg, ok=False)
     if held is not None:
         ctx.state.write_held(recovery.after_rollback(held, ok=False))
     raise DeployError(
@@ -259,8 +268,8 @@ def restore_failed(
     ctx: context.Context, plan: Restore, err: DeployError, held: Held | None, u: float
 ) -> None:
     """A restore (``up`` + verify of the applied revision) failed: no rollback (it is the
-    last-known-good), the next restore backs off (``core.lifecycle.recovery``); raises the tick's fault,
-    naming the revision and the service."""
+    last-known-good), the next restore backs off (``core.lifecycle.recovery``); raises the tick's
+    fault, naming the revision and the service."""
     from monky_deployd.core.records import held as held_kinds  # (a failure's record: not a no-op's)
 
     cfg = ctx.cfg.backoff

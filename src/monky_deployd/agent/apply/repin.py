@@ -1,17 +1,18 @@
 """Before a pinned ``up`` (a restore, a rollback): pull back, by digest, the release's images
-the box lost (``core.lifecycle.repin``), with the agent's registry credential (``DOCKER_CONFIG``)."""
+the box lost (``core.lifecycle.repin``), with the agent's registry credential
+(``DOCKER_CONFIG``)."""
 
 from __future__ import annotations
 
 import logging
 
-from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.box.docker.compose import docker_env
 from monky_deployd.agent.context import Context
-from monky_deployd.core.render import pullerrors
-from monky_deployd.core.lifecycle import repin
 from monky_deployd.core.errors import Code
+from monky_deployd.core.lifecycle import repin
+from monky_deployd.core.render import pullerrors
 
 log = logging.getLogger("monky_deployd")
 

@@ -1,4 +1,5 @@
-"""The executors of the box steps (``core.lifecycle.boxsteps``): one function per step type, in a plain dict.
+"""The executors of the box steps (``core.lifecycle.boxsteps``): one function per step type, in a
+plain dict.
 
 Each executor is thin: it hands the step's data to an adapter (``docker_config``, ``StateDir``,
 ``Compose``, ``docker_api``) and notes what it saw in the tick record. ``run`` performs a tuple
@@ -15,9 +16,9 @@ from typing import TYPE_CHECKING, assert_never
 
 from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.box.state.state import Applied
-from monky_deployd.agent.context import Context, refresh_host_facts
 from monky_deployd.agent.apply.jobs import up_leaving_done_jobs
-from monky_deployd.core.records import tickrecord as report
+from monky_deployd.agent.context import Context, refresh_host_facts
+from monky_deployd.core.faults import DeployError
 from monky_deployd.core.lifecycle import verify as verdict
 from monky_deployd.core.lifecycle.boxsteps import (
     BoxStep,
@@ -29,10 +30,10 @@ from monky_deployd.core.lifecycle.boxsteps import (
     Up,
     Verify,
 )
-from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle.services import repo_digest
+from monky_deployd.core.records import tickrecord as report
 from monky_deployd.core.records.journal import Journal
 from monky_deployd.core.records.release import Release, ReleaseImage
-from monky_deployd.core.lifecycle.services import repo_digest
 
 if TYPE_CHECKING:  # the box-step adapters load in the step that uses them (a no-op tick: none)
     from monky_deployd.core.lifecycle.recheck import What
@@ -100,11 +101,13 @@ def note_services(ctx: Context, project: str) -> None:
 
 def verify(ctx: Context, step: Verify) -> None:
     """Poll the engine until ``core.lifecycle.verify.judge`` passes or fails the revision."""
+    from monky_deployd.adapters.box.docker import watch as engine_watch
+
     cfg = ctx.cfg.verify
     watch = verdict.start(ctx.watch_clock())
     last_why = ""
     while True:
-        observed = tuple(docker_api.inspect_project(ctx.cfg.docker, step.project))
+        observed = tuple(engine_watch.inspect_project(ctx.cfg.docker, step.project))
         got = verdict.judge(
             watch,
             kept_out(ctx, step.services),
@@ -281,8 +284,8 @@ def resume_collect(ctx: Context, applied: Applied, interrupted: Journal) -> None
 
 def remove_images(ctx: Context, pruned: list[Release], keep: set[str]) -> bool:
     """``docker image rm <id>`` (never forced) for images only pruned releases ran
-    (``core.lifecycle.prune``); a refusal (a container uses it, several tags name it) is only logged.
-    False when the engine could not list the images in use (nothing was tried)."""
+    (``core.lifecycle.prune``); a refusal (a container uses it, several tags name it) is only
+    logged. False when the engine could not list the images in use (nothing was tried)."""
     from monky_deployd.adapters.box import runner
     from monky_deployd.adapters.box.docker.compose import docker_env
     from monky_deployd.core.lifecycle import prune

@@ -1,7 +1,7 @@
 """Signed bundles (contract v1.3), performed: the first of an apply's checks, before any secret
-is read. ``core.admission.trust`` decides from the signatures ``adapters.signatures`` verified, this box's
-``trust`` settings, the clock and ``trust.json`` (the highest release applied); ``record``
-raises that floor after a verified apply's commit. Imported on the apply path only.
+is read. ``core.admission.trust`` decides from the signatures ``adapters.signatures`` verified,
+this box's ``trust`` settings, the clock and ``trust.json`` (the highest release applied);
+``record`` raises that floor after a verified apply's commit. Imported on the apply path only.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ log = logging.getLogger("monky_deployd")
 
 
 def check(ctx: Context, revision: str, bundle: dict[str, Any]) -> trust.Verdict:
-    """The bundle's verdict (``core.admission.trust.judge``); raises its refusal. Reads nothing but the
-    state dir's trust record: no OpenBao, no engine."""
+    """The bundle's verdict (``core.admission.trust.judge``); raises its refusal. Reads nothing but
+    the state dir's trust record: no OpenBao, no engine."""
     rule = ctx.cfg.trust
     valid: frozenset[str] = frozenset()
     notes: list[str] = []

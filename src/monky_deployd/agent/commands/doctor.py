@@ -28,64 +28,27 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import httpx
 
 from monky_deployd.adapters.box.grant import read_grant
 from monky_deployd.adapters.box.state.state import StateDir
-from monky_deployd.adapters.net import identity
 from monky_deployd.adapters.net.bao import Bao
-from monky_deployd.adapters.net.tenancy import Probe, Tenancy
-from monky_deployd.agent.commands import doctor_box, doctor_ziti, progress
+from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent import logs
+from monky_deployd.agent.commands import doctor_box, doctor_ziti, progress
+from monky_deployd.agent.commands.doctorrun import Clock, Run
 from monky_deployd.agent.observe import observe
-from monky_deployd.config import Config, load
+from monky_deployd.config import load
 from monky_deployd.core.commands import checks
-from monky_deployd.core.render import mask
-from monky_deployd.core.wire import checkin as wire
-from monky_deployd.core.admission.bundle import Bundle
 from monky_deployd.core.commands.checks import Check
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, TickDeadline, fault_of
-from monky_deployd.core.render.mask import Masker
 from monky_deployd.core.records.tickrecord import rfc3339
+from monky_deployd.core.render import mask
+from monky_deployd.core.render.mask import Masker
+from monky_deployd.core.wire import checkin as wire
 
 log = logging.getLogger(__name__)
-
-Clock = Callable[[], float]
-
-
-@dataclass
-class Run:
-    """What the checks learn and share within one doctor run."""
-
-    config_path: Path
-    clock: Clock
-    cfg: Config | None = None
-    client: httpx.Client | None = None
-    ziti_ctx: Any = None
-    ident: identity.Identity | None = None
-    tenancy: Tenancy | None = None
-    bao: Bao | None = None
-    probe: Probe | None = None
-    probed_at: float = 0.0
-    token: str | None = None
-    token_kind: str = ""
-    own_login: bool = False  # doctor logged in itself: revoke that token at the end
-    bundle: Bundle | None = None
-    registry_value: object = None
-    docker_info: dict[str, object] | None = None
-    secrets: list[str] = field(default_factory=list)  # for the output's masker
-    timer_status: checks.Status | None = None  # the timer check's, once it ran
-
-    @property
-    def config(self) -> Config:
-        assert self.cfg is not None
-        return self.cfg
-
 
 # -- the checks ------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """``monky-deployd doctor``'s checks of the box itself: the registry credential, disk on every
 filesystem a pull writes to, the Docker socket for the agent's user, compose, the systemd timer
-and the run-host drop-in (``agent.commands.doctor`` runs them in order; ``core.commands.checks`` decides)."""
+and the run-host drop-in (``agent.commands.doctor`` runs them in order; ``core.commands.checks``
+decides)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from monky_deployd.adapters import accounts
-from monky_deployd.adapters.box.docker import docker_api, preflight
-from monky_deployd.adapters.box.state import owner
 from monky_deployd.adapters.box import runner
 from monky_deployd.adapters.box import unit as unit_adapter
+from monky_deployd.adapters.box.docker import docker_api, preflight
 from monky_deployd.adapters.box.docker.compose import docker_env
+from monky_deployd.adapters.box.state import owner
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.fsutil import user_name
 from monky_deployd.adapters.net.registry import Registry
 from monky_deployd.core.commands import checks, fixes, unit
-from monky_deployd.core.render import registry_cred
 from monky_deployd.core.commands.checks import Check
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
 from monky_deployd.core.records.tickrecord import rfc3339
+from monky_deployd.core.render import registry_cred
 
 if TYPE_CHECKING:
     from monky_deployd.agent.commands.doctorrun import Run

@@ -1,5 +1,6 @@
 """``status``'s view of the applied revision's services and its bake (``core.lifecycle.jobs``,
-``core.lifecycle.bake``): from the containers ``agent.commands.status`` already asked the engine for."""
+``core.lifecycle.bake``): from the containers ``agent.commands.status`` already asked the engine
+for."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@
               revoked at the end as doctor does)
     checkin   WITHOUT If-None-Match (the bundle comes back even when it is the applied one);
               the body says what is applied, as a tick's would (tenancy records it: the truth)
-    plan      ``core.lifecycle.decide.decide`` on the tick's own observation (``agent.observe.observe``, without
+    plan      ``core.lifecycle.decide.decide`` on the tick's own observation
+    (``agent.observe.observe``, without
               its side effects: a pre-empted hold or an expired suspend stay on disk)
     checks    the tick's own checks (``agent.apply.prepare.check``): bundle, secrets, render,
               registry credential, pre-flight, project ownership
@@ -39,25 +40,25 @@ from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.registry import ImageRef, Registry, insecure
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent import context, logs
-from monky_deployd.agent.observe import observe, pace
 from monky_deployd.agent.apply import prepare, reasons
+from monky_deployd.agent.observe import observe, pace
 from monky_deployd.agent.token import HeldToken
 from monky_deployd.config import Config
 from monky_deployd.core.admission import composefile
 from monky_deployd.core.commands import diff
-from monky_deployd.core.render import mask
-from monky_deployd.core.wire import checkin as wire
-from monky_deployd.core.lifecycle.plans import Apply, Backoff, Hold, Idle, Paused, Restore, Waiting
-from monky_deployd.core.lifecycle.decide import Noop, decide
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, TickDeadline, fault_of
+from monky_deployd.core.lifecycle.decide import Noop, decide
+from monky_deployd.core.lifecycle.plans import Apply, Backoff, Hold, Idle, Paused, Restore, Waiting
+from monky_deployd.core.records.applied import Applied
 from monky_deployd.core.records.held import Held
 from monky_deployd.core.records.reasons import Fingerprint, fingerprint, key_changes
-from monky_deployd.core.records.applied import Applied
 from monky_deployd.core.records.release import Release
-from monky_deployd.core.render.registry_cred import Credential
 from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd.core.records.token_plan import WORKING_FLOOR_S
+from monky_deployd.core.render import mask
+from monky_deployd.core.render.registry_cred import Credential
+from monky_deployd.core.wire import checkin as wire
 
 log = logging.getLogger("monky_deployd")
 

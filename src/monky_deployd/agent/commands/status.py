@@ -6,8 +6,8 @@ update-lock directory, the Engine API (the project's containers: read-only GETs 
 socket) and, where systemd runs, ``systemctl list-timers`` for the timer's next start. No
 request to tenancy or OpenBao, no lock taken, nothing written: the state dir is byte-identical
 afterwards. An engine that does not answer is a line in the output, never a crash.
-``core.commands.status`` decides the exit status and shapes the table; ``view`` is the JSON (``--json``;
-schema version ``SCHEMA``, OPERATIONS.md).
+``core.commands.status`` decides the exit status and shapes the table; ``view`` is the JSON
+(``--json``; schema version ``SCHEMA``, OPERATIONS.md).
 """
 
 from __future__ import annotations
@@ -18,22 +18,22 @@ import os
 import time
 from typing import Any
 
-from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.fsutil import user_name
-from monky_deployd.agent.observe import observe, recorded
 from monky_deployd.agent.apply import trust
+from monky_deployd.agent.observe import observe, recorded
 from monky_deployd.config import Config
-from monky_deployd.core.records import ledger
-from monky_deployd.core.lifecycle import schedule
 from monky_deployd.core.commands import status, unit
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
-from monky_deployd.core.records.held import Stalled
-from monky_deployd.core.records.applied import Applied
-from monky_deployd.core.records.tickrecord import rfc3339, whole_seconds
+from monky_deployd.core.lifecycle import schedule
 from monky_deployd.core.lifecycle.services import ServiceState, foreign, repo_digest
+from monky_deployd.core.records import ledger
+from monky_deployd.core.records.applied import Applied
+from monky_deployd.core.records.held import Stalled
+from monky_deployd.core.records.tickrecord import rfc3339, whole_seconds
 
 SCHEMA = 1
 TIMER = "monky-deployd.timer"
@@ -59,7 +59,9 @@ def services(cfg: Config, applied: Applied | None, now: float) -> dict[str, Any]
         out["engine"] = "not asked (nothing applied)"
         return out
     try:
-        found = docker_api.inspect_project(cfg.docker, applied.project)
+        from monky_deployd.adapters.box.docker import watch  # (not a no-op's)
+
+        found = watch.inspect_project(cfg.docker, applied.project)
         digests: dict[str, str] = {}
         for c in found:
             if c.image_id and c.image_id not in digests:

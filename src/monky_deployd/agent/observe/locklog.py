@@ -1,7 +1,7 @@
 """The update locks in the journal: one line per kind (held, stale, not a lock file), however
-many there are (``core.lifecycle.gates.summary``: the first few described, the rest counted), masked with
-the tick's secrets (an app wrote these words; ``gates.parse_lock`` already made them printable
-and cut them)."""
+many there are (``core.lifecycle.gates.summary``: the first few described, the rest counted),
+masked with the tick's secrets (an app wrote these words; ``gates.parse_lock`` already made them
+printable and cut them)."""
 
 from __future__ import annotations
 

@@ -25,18 +25,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.box import locks
+from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.agent.observe.locklog import log_locks
 from monky_deployd.config import Config
-from monky_deployd.core.lifecycle import gates, jobs as lifecycle, recovery
-from monky_deployd.core.records import tickrecord as report
-from monky_deployd.core.wire import checkin as wire
-from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
+from monky_deployd.core.lifecycle import gates, recovery
+from monky_deployd.core.lifecycle import jobs as lifecycle
 from monky_deployd.core.lifecycle.decide import needs_container_check
-from monky_deployd.core.records.applied import Applied
+from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
 from monky_deployd.core.lifecycle.services import ServiceState
+from monky_deployd.core.records import tickrecord as report
+from monky_deployd.core.records.applied import Applied
+from monky_deployd.core.wire import checkin as wire
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.tenancy import Checkin
@@ -226,7 +227,9 @@ def jobs_done(
     if fresh and record.done is None:
         new = [(c.name, c.made_by) for c in fresh]
     elif fresh:
-        events = docker_api.project_events(cfg.docker, record.project, now - EVENTS_S, now)
+        from monky_deployd.adapters.box.docker import watch  # (not a no-op's)
+
+        events = watch.project_events(cfg.docker, record.project, now - EVENTS_S, now)
         new = [
             (c.name, c.made_by)
             for c in fresh

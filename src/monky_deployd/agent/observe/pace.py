@@ -1,8 +1,9 @@
-"""A new revision's pace on this box: update windows and the rollout spread (``core.lifecycle.schedule``
-decides, ``core.lifecycle.decide`` turns it into ``Waiting``); this module keeps ``waiting.json`` and says
-in the journal what the box waits for.
+"""A new revision's pace on this box: update windows and the rollout spread
+(``core.lifecycle.schedule`` decides, ``core.lifecycle.decide`` turns it into ``Waiting``); this
+module keeps ``waiting.json`` and says in the journal what the box waits for.
 
-    before the check-in   ``agent.observe.observe.read_local``: the record (none once its revision is
+    before the check-in   ``agent.observe.observe.read_local``: the record (none once its revision
+    is
                           the applied one)
     the check-in          ``checkin_ref``: ``applied.outcome: waiting`` and ``waiting`` while
                           the last tick waited (contract v1.2)
@@ -19,10 +20,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box.state.state import StateDir
-from monky_deployd.core.wire import checkin as wire
-from monky_deployd.core.lifecycle.decide import Noop
 from monky_deployd.core.errors import Code
+from monky_deployd.core.lifecycle.decide import Noop
 from monky_deployd.core.records.tickrecord import TickRecord, rfc3339
+from monky_deployd.core.wire import checkin as wire
 
 if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
     from monky_deployd.core.lifecycle import schedule

@@ -1,25 +1,25 @@
 """The recorded view: what the state dir and the lock dir say now (the tick ledger, the records,
 the locks, token.json's bookkeeping, what was set aside and what the next tick sets aside),
 without asking the engine or a service: ``status``'s and the metrics' one typed view. Read-only.
-Its own module (it was ``agent.observe.observe``'s): a quiet no-op tick neither rewrites the metrics nor
-runs ``status``, so it does not build this view's class (issue 29).
+Its own module (it was ``agent.observe.observe``'s): a quiet no-op tick neither rewrites the
+metrics nor runs ``status``, so it does not build this view's class (issue 29).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from monky_deployd.adapters.box.state import aside
 from monky_deployd.adapters.box import locks
+from monky_deployd.adapters.box.state import aside
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.agent.observe.observe import Local, read_local
 from monky_deployd.config import Config
-from monky_deployd.core.lifecycle import gates, recovery
 from monky_deployd.core.faults import DeployError
-from monky_deployd.core.records.ledger import Ledger
-from monky_deployd.core.records.journal import Journal
-from monky_deployd.core.records.suspend import Suspended
+from monky_deployd.core.lifecycle import gates, recovery
 from monky_deployd.core.records.applied import TokenState
+from monky_deployd.core.records.journal import Journal
+from monky_deployd.core.records.ledger import Ledger
+from monky_deployd.core.records.suspend import Suspended
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """After every tick: its line in the tick ledger, and the metrics textfile (``agent.tick.metrics``).
 
 ``run_tick`` calls ``record`` once the tick's record is final, before the summary line. The
-ledger (``core.records.ledger``) is read, updated and written under the state dir's lock (taken anew:
-the tick has released it), so two ticks never interleave their updates. A tick that found the
+ledger (``core.records.ledger``) is read, updated and written under the state dir's lock (taken
+anew: the tick has released it), so two ticks never interleave their updates. A tick that found the
 lock held (LOCK_BUSY) did nothing and is not recorded: the holder records its own.
 
 Cost on a steady no-op tick (``core.records.ledger.quiet``): one small read, one small write without
@@ -21,9 +21,9 @@ from pathlib import Path
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.agent import logs
 from monky_deployd.config import Config
-from monky_deployd.core.records import ledger
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.records import ledger
 from monky_deployd.core.records.ledger import TEXTFILE_NAME
 from monky_deployd.core.records.tickrecord import TickRecord
 

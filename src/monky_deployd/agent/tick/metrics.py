@@ -3,8 +3,8 @@ textfile collector (``--collector.textfile.directory``; Debian's prometheus-node
 /var/lib/prometheus/node-exporter, the default of ``metrics.textfile_dir``).
 
 Written by atomic rename (``fsutil.atomic_write``, mode 0644 so node-exporter's user reads it)
-after a tick that changed something (``core.records.ledger.quiet`` is false) or when the file is missing;
-a quiet tick (a steady no-op) only sets the file's mtime, so node-exporter's
+after a tick that changed something (``core.records.ledger.quiet`` is false) or when the file is
+missing; a quiet tick (a steady no-op) only sets the file's mtime, so node-exporter's
 ``node_textfile_mtime_seconds{file=".../monky-deployd.prom"}`` is the time of the last tick of
 any kind, and ``prometheus_client`` (about 80 ms to import) is not imported. The values come from
 the tick ledger (counters survive the process) and the state dir; OPERATIONS.md lists them.
@@ -26,9 +26,9 @@ from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.fsutil import atomic_write
 from monky_deployd.agent.observe import recorded
 from monky_deployd.config import Config
-from monky_deployd.core.records import ledger
-from monky_deployd.core.lifecycle import schedule
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle import schedule
+from monky_deployd.core.records import ledger
 from monky_deployd.core.records.held import BackingOff, Stalled
 from monky_deployd.core.records.ledger import TEXTFILE_NAME
 

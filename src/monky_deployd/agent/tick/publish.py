@@ -21,11 +21,11 @@ from typing import Any
 from monky_deployd.adapters import deadline
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent.tick import ledger
 from monky_deployd.agent import logs
+from monky_deployd.agent.tick import ledger
 from monky_deployd.config import Config
-from monky_deployd.core.records import tickrecord as report
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.records import tickrecord as report
 from monky_deployd.core.records.tickrecord import PhaseTiming, TickRecord
 
 log = logging.getLogger("monky_deployd")

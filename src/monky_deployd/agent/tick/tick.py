@@ -1,7 +1,9 @@
 """One tick: observe, decide, act, publish; each phase timed and logged.
 
-    transport -> token -> checkin -> [inspect]                          observe (agent.observe.observe)
-    -> plan                                                              decide (core.lifecycle.decide)
+    transport -> token -> checkin -> [inspect]                          observe
+    (agent.observe.observe)
+    -> plan                                                              decide
+    (core.lifecycle.decide)
       apply:   bundle -> secrets -> render -> registry -> preflight      act: the checks
                (agent.apply.prepare; nothing changes) -> stage -> pull -> [down] -> up -> verify
                -> commit (core.lifecycle.boxsteps, agent.apply.steps)
@@ -12,11 +14,11 @@
                ``agent.observe.pace`` keeps waiting.json and says when it applies)
     -> report, ledger, metrics, summary line                            publish (agent.tick.publish)
 
-``core.lifecycle.decide.decide`` turns the observation (check-in answer, applied record, held record,
-containers, locks, suspend, a killed tick's journal, the clock, a new revision's first sight and
-the update windows) into ``Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting``.
-Any ``DeployError`` ends the tick: it is logged once as the first error line (code, the real
-fault, what to check), reported to tenancy when a revision was being applied, and turned into
+``core.lifecycle.decide.decide`` turns the observation (check-in answer, applied record, held
+record, containers, locks, suspend, a killed tick's journal, the clock, a new revision's first
+sight and the update windows) into ``Idle | Noop | Restore | Apply | Hold | Backoff | Paused |
+Waiting``. Any ``DeployError`` ends the tick: it is logged once as the first error line (code, the
+real fault, what to check), reported to tenancy when a revision was being applied, and turned into
 the exit code by ``cli``.
 
 The tick has one overall deadline (``tick_deadline_s``, ``adapters.deadline``): every request
@@ -30,12 +32,10 @@ from __future__ import annotations
 
 import gc
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 
 import httpx
 
@@ -45,34 +45,22 @@ from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent.observe import checkin, observe, pace
 from monky_deployd.agent import context, logs, outage
-from monky_deployd.agent.tick import publish
 from monky_deployd.agent.apply import recovery
+from monky_deployd.agent.context import Options
+from monky_deployd.agent.observe import checkin, observe, pace
+from monky_deployd.agent.tick import publish
 from monky_deployd.agent.token import TokenKeeper
 from monky_deployd.config import Config
-from monky_deployd.core.lifecycle import decide as kinds  # (its other kinds load on first use)
-from monky_deployd.core.lifecycle import plans
-from monky_deployd.core.render import mask
-from monky_deployd.core.lifecycle.decide import Noop, decide
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, TickDeadline, fault_of
+from monky_deployd.core.lifecycle.decide import Noop, decide
 from monky_deployd.core.records.tickrecord import PhaseTiming, TickRecord
+from monky_deployd.core.render import mask
 
 log = logging.getLogger("monky_deployd")
 
 Clock = Callable[[], float]
-
-
-@dataclass(frozen=True)
-class Options:
-    """How this tick runs beyond the config: the operator's ``--retry``; for tests, the verify
-    phase's clock and sleep and the backoff's random source."""
-
-    retry: bool = False
-    watch_clock: Clock = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-    rand: Callable[[], float] = random.random
 
 
 def run_tick(
@@ -81,7 +69,7 @@ def run_tick(
     clock: Clock = time.time,
     config_ms: int = 0,
     wire: httpx.BaseTransport | None = None,
-    options: Options = Options(),
+    options: Options = Options(),  # noqa: B008 (frozen)
 ) -> TickRecord:
     """Run one tick and return its record; never raises a ``DeployError``. ``clock`` and
     ``wire`` (``transport.open_client``'s) are for tests: the fakes' clock, an in-process wire."""
@@ -187,7 +175,9 @@ class _Tick:
         observe.settle(self.state, obs)
         bake_note = ""
         if observe.bakes(obs) and local.applied is not None:  # the committed revision proves itself
-            from monky_deployd.agent.apply import baking  # (reads bake.json; inspects while it bakes)
+            from monky_deployd.agent.apply import (
+                baking,  # (reads bake.json; inspects while it bakes)
+            )
 
             baked = baking.observe(self.ctx, self.phase, local.applied)
             if baked.error is not None:  # rolled back and held (or never promoted): reported
@@ -201,8 +191,10 @@ class _Tick:
         plan = decide(obs.facts(self.options.retry))
         pace.keep(self.state, local.waiting, local.stored_waiting, plan)
         held = obs.held
-        # (``kinds.X`` loads core.lifecycle.plans, the kinds a no-op never meets: Noop is asked first)
-        lkg_runs = isinstance(plan, Noop) or isinstance(plan, plans.Hold)  # noqa: SIM101
+        steady = isinstance(plan, Noop)
+        if not steady:  # the kinds a no-op never meets (core.lifecycle.plans): off its imports
+            from monky_deployd.core.lifecycle import plans
+        lkg_runs = steady or isinstance(plan, plans.Hold)
         if lkg_runs and local.applied is not None:
             held = recovery.restore_settled(self.state, held, local.applied.revision)
             cut, record = obs.interrupted, local.record
@@ -210,7 +202,7 @@ class _Tick:
                 from monky_deployd.agent.apply import steps  # (rare: a GC a kill cut short)
 
                 steps.resume_collect(self.ctx, record, cut)
-        if obs.interrupted is not None and not isinstance(plan, plans.Paused):
+        if obs.interrupted is not None and (steady or not isinstance(plan, plans.Paused)):
             self.state.clear_journal()  # the plan accounts for it; its own steps journal anew
         if isinstance(plan, Noop):
             pass  # the steady tick: on to its line below

@@ -23,8 +23,8 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from monky_deployd.core.errors import Code
 from monky_deployd.core.admission.rules import Violation, inside, normpath
+from monky_deployd.core.errors import Code
 
 MODEL_FILE = "compose.judged.json"
 SWAPPABLE = Code.POLICY_SWAPPABLE_PATH

@@ -3,8 +3,8 @@
 ``validate(revision, raw)`` turns tenancy's JSON into a ``Bundle`` or raises BUNDLE_INVALID
 naming every problem (``at 'manifest[1].path': ...``). Everything here runs before any file or
 container is touched, so a malformed bundle changes nothing on the box. Two faults of the compose
-file have their own codes (``core.admission.composefile``): BUNDLE_COMPOSE_TOO_COMPLEX (over the alias
-expansion or depth budget; checked before the file is loaded at all) and BUNDLE_RELATIVE_BIND.
+file have their own codes (``core.admission.composefile``): BUNDLE_COMPOSE_TOO_COMPLEX (over the
+alias expansion or depth budget; checked before the file is loaded at all) and BUNDLE_RELATIVE_BIND.
 
 Every text must be valid Unicode (no lone surrogate: JSON's ``"\ud800"``), since it is written
 to a file or compared as UTF-8. When ``registry_host`` is set, every image the compose file
@@ -22,9 +22,9 @@ from typing import Any, NoReturn
 import yaml
 
 from monky_deployd.core.admission import composefile
-from monky_deployd.core.lifecycle import schedule
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle import schedule
 
 PROJECT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -4,8 +4,8 @@
   mount sources, a secret's or config's ``file``, a build's ``context``, ``dockerfile``,
   ``additional_contexts`` and secrets, every path in a local volume's ``driver_opts``, a relative
   one too),
-  for ``core.admission.policy``'s one host-path judge; a mount of a type that is not a bind, volume, tmpfs
-  or image (``npipe``, ``cluster``) and a build from a URL are refused here;
+  for ``core.admission.policy``'s one host-path judge; a mount of a type that is not a bind,
+  volume, tmpfs or image (``npipe``, ``cluster``) and a build from a URL are refused here;
 - ``volumes``: a driver beyond ``local``, ``driver_opts`` other than a plain bind, an
   ``external`` volume or one named outside the project (another app's data);
 - ``networks``: the host's network by any road (``network_mode``, a network named ``host``, the
@@ -23,9 +23,9 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from monky_deployd.core.admission.composefile import BIND_OPTIONS, mount_options
-from monky_deployd.core.errors import Code
-from monky_deployd.core.admission.rules import Rules, Violation, normpath, scope_line
 from monky_deployd.core.admission.keywalk import allowed_by
+from monky_deployd.core.admission.rules import Rules, Violation, normpath, scope_line
+from monky_deployd.core.errors import Code
 
 MOUNT_TYPES = frozenset({"bind", "volume", "tmpfs", "image"})
 # additional_contexts that are not host paths: an image, another stage or service

@@ -22,9 +22,9 @@ before it mounts the other app's data. So:
   ``docker run`` container) and any other name are refused (POLICY_FOREIGN_RESOURCE);
   ``service:<x>`` is a service of the release (compose refuses to read a model naming another,
   or itself: POLICY_UNJUDGED). ``host`` and
-  ``container:<x>`` stay ``core.admission.policy``'s (``host_namespaces``; never), for every namespace
-  key. The other namespace keys (``pid``, ``ipc``, ``uts``, ``userns_mode``, ``cgroup``) name
-  no network: the engine reads no name in them but ``container:<x>`` (which compose's
+  ``container:<x>`` stay ``core.admission.policy``'s (``host_namespaces``; never), for every
+  namespace key. The other namespace keys (``pid``, ``ipc``, ``uts``, ``userns_mode``, ``cgroup``)
+  name no network: the engine reads no name in them but ``container:<x>`` (which compose's
   ``service:<x>`` becomes).
 """
 
@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from monky_deployd.core.errors import Code
 from monky_deployd.core.admission.rules import Rules, Violation, scope_line
+from monky_deployd.core.errors import Code
 
 FOREIGN = Code.POLICY_FOREIGN_RESOURCE
 Kind = Literal["volume", "network", "container"]
@@ -182,7 +182,8 @@ def namespaces(config: Mapping[str, object], rules: Rules) -> Iterable[Violation
 
 def _names_a_network(mode: str) -> bool:
     """A network mode that names a network the engine looks up: not unset, ``none``, ``host``
-    (``core.admission.policy``: host_namespaces) or ``container:<x>`` (``core.admission.policy``: never)."""
+    (``core.admission.policy``: host_namespaces) or ``container:<x>`` (``core.admission.policy``:
+    never)."""
     return mode not in ("", "none") and mode.lower() != "host" and not mode.startswith("container:")
 
 

@@ -8,7 +8,8 @@
     render    coerce values, render .env                       env_values + render_env
               a container could start with it (env_file)       check_environment
     registry  parse the registry credential                    credential
-    preflight disk space on every filesystem a pull writes to  (agent + adapters.box.docker.preflight)
+    preflight disk space on every filesystem a pull writes to  (agent +
+    adapters.box.docker.preflight)
               the bundle's project is the agent's own           check_owned
 
 Then ``ready`` gathers what ``core.lifecycle.boxsteps.apply_steps`` needs.
@@ -20,13 +21,13 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from monky_deployd.core.render import envfile, registry_cred
-from monky_deployd.core.lifecycle.boxsteps import Ready
 from monky_deployd.core.admission.bundle import Bundle, ManifestEntry, validate
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, EnvError
-from monky_deployd.core.render.registry_cred import Credential
+from monky_deployd.core.lifecycle.boxsteps import Ready
 from monky_deployd.core.lifecycle.verify import started_services
+from monky_deployd.core.render import envfile, registry_cred
+from monky_deployd.core.render.registry_cred import Credential
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """``monky-deployd doctor``'s pure parts: a check's result, its one line, the exit status, and
 the decisions that need no I/O (the grant's claims, clock skew, who may read a file, the
-tenancy intercept port, the timer's answer). ``agent.commands.doctor`` asks the box and the services.
+tenancy intercept port, the timer's answer). ``agent.commands.doctor`` asks the box and the
+services.
 
 A check's line is ``<STATUS> <check>: <fact>`` and, for WARN and FAIL, ``. Check: <hint>``.
 STATUS is OK, WARN, FAIL or SKIP: a check whose prerequisite did not pass is SKIP with the fact

@@ -201,9 +201,9 @@ def services(
     not_running: Mapping[str, str] | None = None,
 ) -> tuple[ServiceRow, ...]:
     """What ``up`` would do to each service, and why. A service keeps the labels of the apply
-    that last changed it (``core.records.reasons.service_labels``), so a new revision alone recreates
-    nothing; ``relabel_all``: the applied record predates per-service labels, so this apply
-    labels (and recreates) every service once."""
+    that last changed it (``core.records.reasons.service_labels``), so a new revision alone
+    recreates nothing; ``relabel_all``: the applied record predates per-service labels, so this
+    apply labels (and recreates) every service once."""
     old, new = service_defs(old_compose), service_defs(new_compose)
     moved = {i.service for i in images if i.changed}
     env_names = tuple(sorted(env.added + env.removed + env.changed))

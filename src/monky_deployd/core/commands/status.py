@@ -27,7 +27,8 @@ and, when there is no verdict to make (``agent.commands.status_fault``):
     unreadable   15 the state dir (or the lock dir) cannot be read by this user, or holds
                     entries the unit's user does not own (whoever runs status)
 
-``rows(view)`` shapes ``agent.commands.status``'s JSON view into (label, text) pairs for the terminal.
+``rows(view)`` shapes ``agent.commands.status``'s JSON view into (label, text) pairs for the
+terminal.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ Once ``core.lifecycle.decide.decide`` chose an apply or a restore and every chec
     Rollback: [Down the failed project] -> Up the LKG pinned (no pull) -> Verify
               (after a failed Down, Up or Verify; ``core.lifecycle.recovery`` decides)
 
-``agent.apply.steps`` holds one executor per step type; ``agent.tick.tick`` runs them, each inside its
-phase. Nothing here knows how a step is carried out. Pure: no I/O, no clock.
+``agent.apply.steps`` holds one executor per step type; ``agent.tick.tick`` runs them, each inside
+its phase. Nothing here knows how a step is carried out. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from monky_deployd.core.lifecycle.facts import AppliedFacts
-from monky_deployd.core.lifecycle.plans import Apply, Restore
 from monky_deployd.core.lifecycle.jobs import awaited_jobs
+from monky_deployd.core.lifecycle.plans import Apply, Restore
 from monky_deployd.core.render.registry_cred import Credential
 
 if TYPE_CHECKING:  # (core.records.reasons stays off the no-op tick's imports)
@@ -45,7 +45,8 @@ class Stage:
 @dataclass(frozen=True)
 class Pull:
     """Pull the revision's images; with a ``deploy_id`` (labels on), then give new labels only
-    to the services the pull changed (``core.records.reasons.service_labels``: config hash, image)."""
+    to the services the pull changed (``core.records.reasons.service_labels``: config hash,
+    image)."""
 
     project: str
     revision: str

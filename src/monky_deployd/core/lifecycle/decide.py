@@ -4,29 +4,31 @@
 the tick is for, a frozen dataclass that carries its data (balena-supervisor's manner), from the
 check-in answer, the applied record (= the last-known-good revision, LKG), a held failed
 revision and its backoff, (when the desired revision is the applied one) the project's
-containers, and for a new revision its gate (``core.lifecycle.schedule``: update windows, rollout spread).
+containers, and for a new revision its gate (``core.lifecycle.schedule``: update windows, rollout
+spread).
 
-Once every check of an apply or a restore has passed (``core.admission.prepare``), ``core.lifecycle.boxsteps`` lists
-the steps that change the box, each naming its phase; ``agent.apply.steps`` carries them out.
+Once every check of an apply or a restore has passed (``core.admission.prepare``),
+``core.lifecycle.boxsteps`` lists the steps that change the box, each naming its phase;
+``agent.apply.steps`` carries them out.
 
-Over ~400 lines on purpose: the facts, the plan kinds and the decision table read together; each
-rule is a short function of its own.
+The facts it decides from are ``core.lifecycle.facts``'; the kinds other than ``Noop`` (a
+steady tick never meets them) are ``core.lifecycle.plans``', imported inside the rules that build
+them (off the no-op's imports, issue 29). Each rule is a short function of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from monky_deployd.core.lifecycle import jobs as lifecycle
-from monky_deployd.core.lifecycle.gates import Lock
+from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
 from monky_deployd.core.lifecycle.recovery import rollback_pending
 from monky_deployd.core.lifecycle.services import ServiceState, foreign, orphans
 
 if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
     from monky_deployd.core.lifecycle import schedule
-    from monky_deployd.core.records.held import Held
     from monky_deployd.core.lifecycle.plans import Apply as Apply
     from monky_deployd.core.lifecycle.plans import Backoff as Backoff
     from monky_deployd.core.lifecycle.plans import Hold as Hold
@@ -34,48 +36,6 @@ if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-
     from monky_deployd.core.lifecycle.plans import Paused as Paused
     from monky_deployd.core.lifecycle.plans import Restore as Restore
     from monky_deployd.core.lifecycle.plans import Waiting as Waiting
-    from monky_deployd.core.records.journal import Journal
-    from monky_deployd.core.records.suspend import Suspended
-
-# -- facts -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AppliedFacts:
-    """What the applied record says is on the box."""
-
-    revision: str
-    project: str
-    services: tuple[str, ...]  # the services the applied compose file declares
-    # the jobs done for the run on the box (observe: core.lifecycle.jobs.done_jobs), never restored
-    jobs: tuple[str, ...] = ()
-    # service -> the apply that made its container (labels ``revision/deploy-id``): what runs
-    # is compared with it (``core.lifecycle.services.foreign``); empty: not known, not compared
-    made_by: Mapping[str, str] = field(default_factory=dict)
-    declared: tuple[str, ...] = ()  # every service the applied revision has (jobs too)
-
-
-@dataclass(frozen=True)
-class Facts:
-    checkin_status: int  # 200, 204 or 304
-    desired_revision: str | None
-    applied: AppliedFacts | None
-    running: tuple[ServiceState, ...] | None = (
-        None  # the applied project's containers; None = not looked
-    )
-    bundle: Mapping[str, Any] | None = field(default=None, repr=False)  # the 200 answer's bundle
-    held: Held | None = None  # a failed revision held or backing off (held.json)
-    now: float = 0.0  # the tick's clock, for the backoff
-    retry: bool = False  # ``apply --once --retry``: the operator overrides a hold or a backoff
-    locks: tuple[Lock, ...] = ()  # valid update locks (``core.lifecycle.gates``): pull, do not recreate
-    suspended: Suspended | None = None  # an active ``monky-deployd suspend``
-    interrupted: Journal | None = None  # the step a killed tick left behind (journal.json)
-    # a new revision's gate (core.lifecycle.schedule): the first sight kept (waiting.json), this box's
-    # identity for its rollout place, the update windows; ``retry`` overrides both
-    seen: schedule.Seen | None = None
-    identity: str = ""
-    windows: tuple[schedule.Window, ...] = ()
-
 
 # -- what the tick is for ----------------------------------------------------------------------
 
@@ -91,22 +51,6 @@ class Noop:
 
 if TYPE_CHECKING:
     Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting
-
-# the other kinds live in core.lifecycle.plans, loaded on first use: a steady tick never meets them
-_KINDS = frozenset({"Idle", "Restore", "Apply", "Hold", "Backoff", "Paused", "Waiting"})
-
-
-def __getattr__(name: str) -> Any:
-    """``decide.Apply`` and the other kinds of core.lifecycle.plans (and ``Plan``), loaded on first use."""
-    if name not in _KINDS and name != "Plan":  # (``__path__`` and the like: not here)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from monky_deployd.core.lifecycle import plans
-
-    if name in _KINDS:
-        return getattr(plans, name)
-    k = plans
-    return k.Idle | Noop | k.Restore | k.Apply | k.Hold | k.Backoff | k.Paused | k.Waiting
-
 
 # steps after which a killed tick may have left another revision's containers behind
 INTERRUPTING = frozenset({"down", "up", "verify", "rollback"})
@@ -199,8 +143,8 @@ def _held_revision(f: Facts, desired: str) -> Plan | None:
         if applied is not None and f.running is not None
         else ()
     )
-    from monky_deployd.core.records.held import BackingOff, Refused, Stalled  # (held.json exists)
     from monky_deployd.core.lifecycle.plans import Backoff, Hold, Restore
+    from monky_deployd.core.records.held import BackingOff, Refused, Stalled  # (held.json exists)
 
     box_changed = isinstance(held, BackingOff) and held.box_changed
     if applied is not None and missing and not (isinstance(held, Stalled) or box_changed):
@@ -343,8 +287,8 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
     held = f.held
     if held is None:
         return None
-    from monky_deployd.core.records.held import restore_wait  # (held.json exists)
     from monky_deployd.core.lifecycle.plans import Backoff
+    from monky_deployd.core.records.held import restore_wait  # (held.json exists)
 
     wait = restore_wait(held)
     if wait is None or f.retry or f.now >= wait.next_at:
@@ -362,8 +306,8 @@ def _restore_backoff(f: Facts, applied: AppliedFacts, missing: tuple[str, ...]) 
 
 def _gated(f: Facts, revision: str, reason: str) -> Plan:
     """A new revision: applied once its rollout place is due and a window is open
-    (``core.lifecycle.schedule.gate``), at once on ``--retry`` (the operator's "now"). A box with nothing
-    applied has nothing a window protects: its first revision waits for its rollout place
+    (``core.lifecycle.schedule.gate``), at once on ``--retry`` (the operator's "now"). A box with
+    nothing applied has nothing a window protects: its first revision waits for its rollout place
     only. A malformed ``rollout`` does not wait: the apply's bundle check refuses it now."""
     from monky_deployd.core.lifecycle import schedule
     from monky_deployd.core.lifecycle.plans import Restore, Waiting

@@ -164,8 +164,8 @@ def undecided(
     """Exited-0 containers of services that may finish (``jobs``) which ``done`` does not
     account for: whether each ran to completion or was stopped, the engine's events tell.
     ``made_by`` (service -> ``revision/deploy-id``, applied.json's labels): a container another
-    apply made is not a run of the applied config (``core.lifecycle.services.foreign``: drift), never
-    undecided; a service with no label there is not judged by it."""
+    apply made is not a run of the applied config (``core.lifecycle.services.foreign``: drift),
+    never undecided; a service with no label there is not judged by it."""
     may, made = set(jobs), made_by or {}
     return tuple(
         c

@@ -1,7 +1,7 @@
-"""The plan kinds a steady tick never meets (``core.lifecycle.decide`` answers ``Noop`` there): what a
-tick is for when it is not a no-op. Pure. ``core.lifecycle.decide`` builds them and re-exports each by
-name, loading this module on first use (issue 29: a no-op tick does not pay for the classes it
-never instantiates; tests/repo/test_noop_imports.py holds it off the steady path).
+"""The plan kinds a steady tick never meets (``core.lifecycle.decide`` answers ``Noop`` there):
+what a tick is for when it is not a no-op. Pure. ``core.lifecycle.decide`` builds them, importing
+this module inside the rules that do (issue 29: a no-op tick does not pay for the classes it never
+instantiates; tests/repo/test_noop_imports.py holds it off the steady path).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class Restore:
     reason: str
     gate: schedule.Gate | None = None  # a new revision waits meanwhile (core.lifecycle.schedule)
     # the failed revision whose rollback to ``applied`` did not finish (killed, or stopped by a
-    # lock or a suspend): this restore is that rollback (``core.lifecycle.recovery.rollback_pending``)
+    # lock or a suspend): this restore is that rollback
+    # (``core.lifecycle.recovery.rollback_pending``)
     rollback_of: str | None = None
     orphans: tuple[str, ...] = ()  # services the revision does not have: the whole project up
     # services whose running container another apply made: replacing it is a rollback (an
@@ -92,7 +93,8 @@ class Paused:
 @dataclass(frozen=True)
 class Waiting:
     """A new revision is not applied yet: outside every update window, or before this box's
-    place in the rollout spread (``core.lifecycle.schedule``). Check in (``waiting``), change nothing."""
+    place in the rollout spread (``core.lifecycle.schedule``). Check in (``waiting``), change
+    nothing."""
 
     revision: str
     gate: schedule.Gate

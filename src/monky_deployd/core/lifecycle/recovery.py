@@ -15,7 +15,8 @@
     changed, a pull failed, no LKG yet, or        interval, doubling per attempt, capped,
     on_failure: retry                             jittered (never later than the cap)
 
-A new desired revision pre-empts a hold and a backoff on the very next tick (``core.lifecycle.decide``).
+A new desired revision pre-empts a hold and a backoff on the very next tick
+(``core.lifecycle.decide``).
 
 A **restore** (the applied revision's containers died; ``up`` from its pinned images, then
 verify) that fails is not rolled back (it *is* the last-known-good): the tick reports ``failed``

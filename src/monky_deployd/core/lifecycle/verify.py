@@ -1,14 +1,14 @@
 """Whether a revision proved itself: one pure decision per observation of its containers.
 
-After ``up`` the agent watches the project's containers (``agent.apply.steps.verify`` polls the Engine
-API; the clock and the sleep are injected). Every poll is one ``Observation``; ``judge`` turns the
-watch so far plus that observation into ``Passed | Failed | Waiting``:
+After ``up`` the agent watches the project's containers (``agent.apply.steps.verify`` polls the
+Engine API; the clock and the sleep are injected). Every poll is one ``Observation``; ``judge``
+turns the watch so far plus that observation into ``Passed | Failed | Waiting``:
 
 - a long-running service passes once each of its containers (all replicas) has been ``running``
   (and ``healthy`` when it has a healthcheck) without a restart for ``window_s``;
 - a service whose container exited 0 and whose restart policy is ``no`` or ``on-failure`` (an
-  init or migration job, ``core.lifecycle.jobs``) is done: that is success, not failure (``up --wait``
-  gets this wrong, docker/compose#10596);
+  init or migration job, ``core.lifecycle.jobs``) is done: that is success, not failure (``up
+  --wait`` gets this wrong, docker/compose#10596);
 - a job another service waits for (``service_completed_successfully``: ``awaited``) passes only
   once it exited 0: running through the stable window is not enough;
 - any other exit, a restart (the same container started again, or ``restarting``), ``dead`` or
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from monky_deployd.core.lifecycle import jobs as lifecycle
 from monky_deployd.core.errors import Code
+from monky_deployd.core.lifecycle import jobs as lifecycle
 
 
 @dataclass(frozen=True)

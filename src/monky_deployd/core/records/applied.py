@@ -4,8 +4,8 @@
     token.json    ``TokenState``  the token bookkeeping, version 1 (indent=1, fixed key order,
                                   trailing newline); holds a secret, never in a repr or a reason
     host.json     ``HostFacts``   the check-in's host facts (compact json.dumps, no newline)
-    held.json     ``Held``        what a failure left (``core.records.held``: its own module, a sum type)
-    suspend.json  ``Suspended``   ``monky-deployd suspend``: applies stop until resume/until
+    held.json     ``Held``        what a failure left (``core.records.held``: its own module, a sum
+    type) suspend.json  ``Suspended``   ``monky-deployd suspend``: applies stop until resume/until
     journal.json  ``Journal``     the box step an apply is in, written before the step runs
     projects.json ``Projects``    the compose projects the agent ever started (ownership proof
                                   for a project that has volumes or networks but no container)
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, field, fields
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 from pydantic.dataclasses import dataclass
@@ -35,43 +35,20 @@ from monky_deployd.core.wire.checkin import HostFacts
 
 TOKEN_RECORD_VERSION = 1
 
-# A no-op tick reads applied.json and token.json only: the other records (release.json,
-# suspend.json, journal.json, projects.json) live in core.records.release, re-exported here by name
-# and loaded on first use, their validators built on first use too.
-_RARE = frozenset({"PROJECTS_KEPT", "Journal", "Projects", "Release", "ReleaseImage", "Suspended"})
-
-if TYPE_CHECKING:
-    from monky_deployd.core.records.release import PROJECTS_KEPT as PROJECTS_KEPT
-    from monky_deployd.core.records.journal import Journal as Journal
-    from monky_deployd.core.records.release import Projects as Projects
-    from monky_deployd.core.records.release import Release as Release
-    from monky_deployd.core.records.release import ReleaseImage as ReleaseImage
-    from monky_deployd.core.records.suspend import Suspended as Suspended
+# A no-op tick reads applied.json and token.json only: the other records are modules of their
+# own (core.records.release, .suspend, .journal), their validators built on first use.
 
 __all__ = [
     "TOKEN_RECORD_VERSION",
     "Applied",
     "HostFacts",
-    "Journal",
-    "Projects",
-    "Release",
-    "ReleaseImage",
     "ServiceLabel",
     "Stored",
-    "Suspended",
     "TokenState",
     "host_facts_from_json",
     "host_facts_to_json",
     "parse_record",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _RARE:  # (``__path__`` and the like: not here)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from monky_deployd.core.records import release as records_rare
-
-    return getattr(records_rare, name)
 
 
 def parse_record(raw: bytes) -> Any:
@@ -102,8 +79,8 @@ def _no_reasons() -> list[dict[str, str]]:
 
 @dataclass(frozen=True)
 class ServiceLabel:
-    """A service as applied: its config digest (``core.records.reasons.service_digests``, without the
-    labels override; an older agent kept compose's own ``config --hash``) and the revision and
+    """A service as applied: its config digest (``core.records.reasons.service_digests``, without
+    the labels override; an older agent kept compose's own ``config --hash``) and the revision and
     deploy that last changed it (its labels)."""
 
     config_hash: str

@@ -1,6 +1,6 @@
 """held.json: what a failure left on this box, as a sum type with the flat bytes every version
-wrote (``core.records.applied`` keeps the other records; ``adapters.box.state.state.StateDir`` reads and
-writes the file). Pure.
+wrote (``core.records.applied`` keeps the other records; ``adapters.box.state.state.StateDir``
+reads and writes the file). Pure.
 
 The variants are plain frozen dataclasses (each pydantic dataclass costs a millisecond to build
 at import, on every tick); what is read is validated once, as the flat record (``_FlatHeld``),

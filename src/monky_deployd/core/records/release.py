@@ -1,8 +1,8 @@
-"""The records a steady tick never reads: ``revisions/<rev>/release.json`` (``Release``),
-``suspend.json`` (``Suspended``), ``journal.json`` (``Journal``), ``projects.json``
-(``Projects``). ``core.records.applied`` re-exports each by name and loads this module on first use
-(issue 29); what its docstring says of the records (exact bytes, reasons without values) holds
-here. Each validator is built on first use too (``defer_build``).
+"""What ran: ``revisions/<rev>/release.json`` (``Release``: a verified revision's images) and
+``projects.json`` (``Projects``: the compose projects the agent started). A steady tick reads
+neither (off its imports, issue 29); what ``core.records.applied``'s docstring says of the
+records (exact bytes, reasons without values) holds here. Each validator is built on first use
+(``defer_build``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import asdict, field
 from pydantic import ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass
 
-from monky_deployd.core.clock import bounded_end
 from monky_deployd.core.records.applied import _no_services, parse_record
 
 _LAZY = ConfigDict(defer_build=True)
@@ -67,74 +66,6 @@ class Release:
         for name, image in sorted(self.images.items()):
             lines += [f"  {json.dumps(name)}:", f"    image: {json.dumps(image.id)}"]
         return "\n".join(lines) + "\n"
-
-
-# -- suspend.json ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, config=_LAZY)
-class Suspended:
-    """``monky-deployd suspend [--reason] [--for]``: no apply while ``active``."""
-
-    since: float
-    until: float | None = None  # None: until ``monky-deployd resume``
-    reason: str = ""
-
-    def active(self, now: float) -> bool:
-        return self.until is None or now < self.until
-
-    def bounded(self, now: float) -> Suspended:
-        """Written in the future (the clock stepped back since): ``since`` is now, and a
-        ``--for`` suspend ends at most its own duration from now (``core.clock``)."""
-        if self.since <= now:
-            return self
-        until = self.until
-        if until is not None:
-            until = bounded_end(self.since, until, now, max(0.0, until - self.since))
-        return Suspended(now, until, self.reason)
-
-    def describe(self) -> str:
-        why = f" ({self.reason})" if self.reason else ""
-        return f"applies are suspended{why}"
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
-
-    @staticmethod
-    def from_json(raw: bytes) -> Suspended:
-        data = parse_record(raw)
-        if isinstance(data, dict):
-            try:
-                return Suspended(**data)
-            except (ValidationError, TypeError):
-                pass
-        raise ValueError("not a suspend record")
-
-
-# -- journal.json ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, config=_LAZY)
-class Journal:
-    """The box step a tick is about to run: left behind only when that tick was killed."""
-
-    revision: str  # the revision the step belongs to
-    phase: str  # stage | pull | down | up | verify | rollback | commit
-    tick_id: str = ""
-    at: float = 0.0
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
-
-    @staticmethod
-    def from_json(raw: bytes) -> Journal:
-        data = parse_record(raw)
-        if isinstance(data, dict):
-            try:
-                return Journal(**data)
-            except (ValidationError, TypeError):
-                pass
-        raise ValueError("not a journal record")
 
 
 # -- projects.json -----------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 A restore, a rollback or the previous project's ``down`` runs a revision whose KV values this
 tick did not read: what compose may echo then is what its ``.env`` holds. That file is what
-``core.render.envfile`` rendered (every assignment holding a secret on one double-quoted line, the rest
-of the template as written), so it is read with the agent's own reader of Compose's dotenv
+``core.render.envfile`` rendered (every assignment holding a secret on one double-quoted line, the
+rest of the template as written), so it is read with the agent's own reader of Compose's dotenv
 format (``core.render.dotenv``): each assignment's value comes back exactly as Compose decodes it,
 whatever follows it on its line (`` # note``) and whatever it holds (a Unicode line separator,
 ``\\v``, ``\\x85``: Compose splits lines only at ``\\n``). The renderer writes every assignment
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 
-from monky_deployd.core.render.dotenv import parse
 from monky_deployd.core.faults import EnvError
+from monky_deployd.core.render.dotenv import parse
 
 
 def secrets_in_env_file(text: str) -> tuple[str, ...]:

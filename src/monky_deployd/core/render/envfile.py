@@ -25,9 +25,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from operator import itemgetter
 
-from monky_deployd.core.render.dotenv import PLAIN_REF, Assignment, Part, parse, variables
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import EnvError
+from monky_deployd.core.render.dotenv import PLAIN_REF, Assignment, Part, parse, variables
 
 # Linux refuses exec() when one environment string ("NAME=value" plus its NUL) is longer than
 # MAX_ARG_STRLEN (32 pages of 4 KiB); the container then fails with "argument list too long".

@@ -17,9 +17,9 @@ before anything on the box changes, naming the figures, never a value.
 
 from __future__ import annotations
 
-from monky_deployd.core.render.dotenv import parse
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import EnvError
+from monky_deployd.core.render.dotenv import parse
 
 EXEC_LIMIT_BYTES = 2 * 1024 * 1024  # a quarter of the default 8 MiB stack (execve's bound)
 EXEC_HEADROOM_BYTES = 64 * 1024  # the engine's and the image's own variables, the command line

@@ -1,4 +1,5 @@
-"""The shapes on the wire with tenancy (contract.md, "Tenancy deploy API"; PROTOCOL.md).
+"""The check-in on the wire with tenancy, and what every body shares (contract.md, "Tenancy deploy
+API"; PROTOCOL.md).
 
 Requests the agent sends (``CheckinRequest``, ``ReportBody``) dump to the same dict, key for key
 and in the same order, as the hand-built bodies before them, so tenancy sees byte-identical JSON
@@ -7,8 +8,9 @@ inputs). Answers the agent reads (``LeaseAnswer``, ``CheckinAnswer``, ``ErrorBod
 they do not know (tenancy may add fields). The bundle inside a check-in answer stays a plain dict
 here: its content is validated by ``core.admission.bundle``.
 
-The answers, the error body and the report live in ``core.wire.answers`` (a steady tick neither
-reads nor sends them); this module re-exports each by name, loading that one on first use.
+This module holds what a steady tick (check-in 304) sends: the check-in request and its parts.
+The answers and the error body are ``core.wire.answers``', the report ``core.wire.report``'
+(a steady tick neither reads nor sends them: each is imported where it is used).
 
 A ``pydantic.ValidationError`` carries the input values (a token among them): callers turn it
 into their own sentence and never let it into a message, a log line or an exception chain.
@@ -16,51 +18,13 @@ into their own sentence and never let it into a message, a log line or an except
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
 from monky_deployd import __version__
 
 NonEmpty = Annotated[str, Field(min_length=1)]
-
-if TYPE_CHECKING:
-    from monky_deployd.core.wire.answers import CheckinAnswer as CheckinAnswer
-    from monky_deployd.core.wire.answers import ErrorBody as ErrorBody
-    from monky_deployd.core.wire.answers import ErrorDetail as ErrorDetail
-    from monky_deployd.core.wire.answers import Lease as Lease
-    from monky_deployd.core.wire.answers import LeaseAnswer as LeaseAnswer
-    from monky_deployd.core.wire.report import PhaseRow as PhaseRow
-    from monky_deployd.core.wire.report import ReasonRow as ReasonRow
-    from monky_deployd.core.wire.report import ReportBody as ReportBody
-    from monky_deployd.core.wire.report import RollbackRow as RollbackRow
-    from monky_deployd.core.wire.report import ServiceRow as ServiceRow
-
-# What a steady tick (check-in 304) never reads or sends, a lease, an error, the 200 answer and
-# the report, lives in core.wire.answers, loaded on first use (``wire.ReportBody`` still works).
-_BODIES = frozenset(
-    {
-        "CheckinAnswer",
-        "ErrorBody",
-        "ErrorDetail",
-        "Lease",
-        "LeaseAnswer",
-        "PhaseRow",
-        "ReasonRow",
-        "ReportBody",
-        "RollbackRow",
-        "ServiceRow",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _BODIES:  # (``__path__`` and the like: not here)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from monky_deployd.core.wire import answers as wirebodies
-
-    return getattr(wirebodies, name)
-
 
 # -- shared -----------------------------------------------------------------------------------
 

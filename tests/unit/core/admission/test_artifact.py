@@ -1,5 +1,5 @@
-"""core.admission.artifact: the judged model (pinned host paths, its bytes) and the paths a container
-could swap a link on (POLICY_SWAPPABLE_PATH)."""
+"""core.admission.artifact: the judged model (pinned host paths, its bytes) and the paths a
+container could swap a link on (POLICY_SWAPPABLE_PATH)."""
 
 from __future__ import annotations
 

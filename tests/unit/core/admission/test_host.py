@@ -1,7 +1,7 @@
-"""core.admission.host through core.admission.policy.judge: what reaches the host beyond a container (issue
-33): volume drivers and driver_opts, the host's network by any road, provider programs, hooks,
-build contexts, mount types and propagation, the engine's API socket. Each refused by default,
-named with the allowance that opens it, and let through by exactly that allowance."""
+"""core.admission.host through core.admission.policy.judge: what reaches the host beyond a
+container (issue 33): volume drivers and driver_opts, the host's network by any road, provider
+programs, hooks, build contexts, mount types and propagation, the engine's API socket. Each refused
+by default, named with the allowance that opens it, and let through by exactly that allowance."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core.admission import policy, host as policy_host
-from monky_deployd.core.admission import rules
-from monky_deployd.core.errors import Code
+from monky_deployd.core.admission import host as policy_host
+from monky_deployd.core.admission import policy, rules
+from monky_deployd.core.admission import rules as terms
 from monky_deployd.core.admission.rules import Allow, Rules
+from monky_deployd.core.errors import Code
 
 STATE = "/var/lib/monky-deployd"
 RELEASE = f"{STATE}/revisions/r1"
@@ -272,7 +273,7 @@ def test_a_relative_path_in_driver_opts_is_refused_even_when_driver_opts_are_all
     if option == "size":  # "size=etc/.." holds a "/" only sometimes: a path when it does
         assert bool(hits) == ("/" in path)
     else:
-        assert [v.asks for v in hits] == [f"{path} {rules.RELATIVE}"]
+        assert [v.asks for v in hits] == [f"{path} {terms.RELATIVE}"]
         assert hits[0].allow_with == "" and hits[0].code is Code.POLICY_REFUSED
     if keyed or (option == "device" and kind in ("none", "bind", "") and o):
         # driver_opts themselves allowed (or a plain bind): only the relative path refuses

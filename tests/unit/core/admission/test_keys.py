@@ -13,11 +13,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core.admission import policy, keys as policy_keys
-from monky_deployd.core.admission import keywalk
-from monky_deployd.core.errors import Code
-from monky_deployd.core.admission.rules import Rules
+from monky_deployd.core.admission import keywalk, policy
 from monky_deployd.core.admission.keys import SHAPES, Kind
+from monky_deployd.core.admission.rules import Rules
+from monky_deployd.core.errors import Code
 
 Build = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -166,8 +165,6 @@ def test_what_acts_beyond_the_containers_cgroup_is_not_allowed_as_it_is() -> Non
         "services.web.cpu_rt_runtime",
     ]
     assert (
-        keywalk.walk(
-            cfg, ("services.*.annotations", "services.web.cpu_rt_*", "networks.lan.ipam")
-        )
+        keywalk.walk(cfg, ("services.*.annotations", "services.web.cpu_rt_*", "networks.lan.ipam"))
         == []
     )

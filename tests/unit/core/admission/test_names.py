@@ -12,9 +12,10 @@ from typing import Any
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from monky_deployd.core.admission import policy, names as policy_names
-from monky_deployd.core.errors import Code
+from monky_deployd.core.admission import names as policy_names
+from monky_deployd.core.admission import policy
 from monky_deployd.core.admission.rules import Allow, Rules
+from monky_deployd.core.errors import Code
 
 FOREIGN = Code.POLICY_FOREIGN_RESOURCE
 PROJECT_RE_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_-"

@@ -1,5 +1,5 @@
-"""core.admission.policy: the local policy's judge over compose's effective configuration (the JSON shape
-``docker compose config --format json`` prints; tests/integration/box/test_policy_compose.py
+"""core.admission.policy: the local policy's judge over compose's effective configuration (the JSON
+shape ``docker compose config --format json`` prints; tests/integration/box/test_policy_compose.py
 feeds it the real thing). One property per policy field: refused by default, allowed by its
 allowance (for every service or for that one only), and the config line the refusal names is
 the one that allows it."""
@@ -13,10 +13,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core.admission import policy
-from monky_deployd.core.admission import rules
-from monky_deployd.core.errors import Code
+from monky_deployd.core.admission import policy, rules
+from monky_deployd.core.admission import rules as terms
 from monky_deployd.core.admission.rules import Allow, Rules
+from monky_deployd.core.errors import Code
 
 SERVICES = st.sampled_from(["web", "db", "vpn-1", "job_x"])
 PROTECTED = ("/", "/etc", "/proc", "/sys", "/dev", "/run/docker.sock", "/var/lib/monky-deployd")
@@ -50,10 +50,10 @@ def test_privileged_is_refused_unless_allowed_for_that_service(on: bool, scope: 
 
 @given(
     st.dictionaries(
-        st.sampled_from(sorted(rules.HOST_NAMESPACE_KEYS)),
+        st.sampled_from(sorted(terms.HOST_NAMESPACE_KEYS)),
         st.sampled_from(["host", "HOST", "private", "service:db", "shareable", "none"]),
     ),
-    st.sets(st.sampled_from(rules.HOST_NAMESPACES)),
+    st.sets(st.sampled_from(terms.HOST_NAMESPACES)),
     SCOPES,
 )
 def test_a_host_namespace_is_refused_unless_that_namespace_is_allowed(
@@ -65,7 +65,7 @@ def test_a_host_namespace_is_refused_unless_that_namespace_is_allowed(
     want = {
         k
         for k, v in keys.items()
-        if v.lower() == "host" and rules.HOST_NAMESPACE_KEYS[k] not in effective
+        if v.lower() == "host" and terms.HOST_NAMESPACE_KEYS[k] not in effective
     }
     # network_mode names a network the engine joins (core.admission.names): none of these is the
     # release's own (service:<x> is left to compose, which refuses an x of no service)
@@ -74,14 +74,14 @@ def test_a_host_namespace_is_refused_unless_that_namespace_is_allowed(
     for v in found:
         if v.key == "network_mode" and named:
             continue
-        ns = rules.HOST_NAMESPACE_KEYS[v.key]
+        ns = terms.HOST_NAMESPACE_KEYS[v.key]
         assert v.allow_with == f"policy.services.web.host_namespaces: [{ns}]"
         # the line it names, followed, lets it through
         assert not judged({v.key: "host"}, allow_one("host_namespaces", frozenset({ns}), "web"))
 
 
 CAPS = st.sampled_from(
-    [*sorted(rules.BASELINE_CAPS), "NET_ADMIN", "SYS_ADMIN", "SYS_PTRACE", "BPF", "ALL"]
+    [*sorted(terms.BASELINE_CAPS), "NET_ADMIN", "SYS_ADMIN", "SYS_PTRACE", "BPF", "ALL"]
 )
 
 
@@ -96,7 +96,7 @@ def test_cap_add_beyond_baseline_is_refused_one_capability_at_a_time(
     written = [pre + (c.lower() if low else c) for c, pre, low in caps]
     found = judged({"cap_add": written}, allow_one("cap_add", frozenset(allowed), scope))
     effective = allowed if scope != "other" else set()
-    want = {c for c, _, _ in caps} - rules.BASELINE_CAPS - effective
+    want = {c for c, _, _ in caps} - terms.BASELINE_CAPS - effective
     assert {v.asks for v in found} == want
     assert all(v.allow_with == f"policy.services.web.cap_add: [{v.asks}]" for v in found)
     assert all(v.code is Code.POLICY_REFUSED for v in found)
@@ -114,10 +114,10 @@ def test_a_device_is_refused_unless_its_host_path_is_allowed(
         if long_form
         else [f"{d}:/dev/x" for d in devices]
     )
-    rules = Rules(allow=Allow(devices=frozenset(rules.normpath(d) for d in allowed)))
+    rules = Rules(allow=Allow(devices=frozenset(terms.normpath(d) for d in allowed)))
     found = judged({"devices": entries}, rules)
-    want = {rules.normpath(d) for d in devices} - {rules.normpath(d) for d in allowed}
-    assert {rules.normpath(v.asks) for v in found} == want
+    want = {terms.normpath(d) for d in devices} - {terms.normpath(d) for d in allowed}
+    assert {terms.normpath(v.asks) for v in found} == want
 
 
 OPTS = st.sampled_from(
@@ -138,16 +138,16 @@ SAFE_OPTS = {
 def test_security_opt_that_turns_confinement_off_is_refused_in_either_spelling(
     opts: list[str], allowed: set[str]
 ) -> None:
-    rules = Rules(allow=Allow(security_opt=frozenset(rules.security_opt(o) for o in allowed)))
+    rules = Rules(allow=Allow(security_opt=frozenset(terms.security_opt(o) for o in allowed)))
     found = judged({"security_opt": opts}, rules)
-    normal = {rules.security_opt(o) for o in opts}
-    want = normal - SAFE_OPTS - {rules.security_opt(o) for o in allowed}
-    assert {rules.security_opt(v.asks) for v in found} == want
-    assert all(v.allow_with.endswith(f"[{rules.security_opt(v.asks)}]") for v in found)
+    normal = {terms.security_opt(o) for o in opts}
+    want = normal - SAFE_OPTS - {terms.security_opt(o) for o in allowed}
+    assert {terms.security_opt(v.asks) for v in found} == want
+    assert all(v.allow_with.endswith(f"[{terms.security_opt(v.asks)}]") for v in found)
 
 
 SYSCTLS = st.sampled_from(
-    [*sorted(rules.SAFE_SYSCTLS)[:4], "net.core.somaxconn", "kernel.msgmax", "net.ipv4.ip_forward"]
+    [*sorted(terms.SAFE_SYSCTLS)[:4], "net.core.somaxconn", "kernel.msgmax", "net.ipv4.ip_forward"]
 )
 
 
@@ -161,7 +161,7 @@ def test_sysctls_beyond_baselines_safe_set_are_refused_as_map_or_list(
 ) -> None:
     written: Any = [f"{k}={v}" for k, v in values.items()] if as_list else values
     found = judged({"sysctls": written}, Rules(allow=Allow(sysctls=frozenset(allowed))))
-    assert {v.asks for v in found} == set(values) - rules.SAFE_SYSCTLS - allowed
+    assert {v.asks for v in found} == set(values) - terms.SAFE_SYSCTLS - allowed
 
 
 @given(st.sampled_from(["", "custom", "system.slice"]), st.sets(st.sampled_from(["custom", "x"])))
@@ -331,7 +331,7 @@ def test_another_containers_namespace_is_refused_whatever_the_allowances(
     """``network_mode``/``pid``/``ipc`` ``container:<x>``: a namespace of a container of any
     project on the box (another app's loopback services, its processes); ``service:`` is one of
     the release's own."""
-    everything = Allow(privileged=True, host_namespaces=frozenset(rules.HOST_NAMESPACES))
+    everything = Allow(privileged=True, host_namespaces=frozenset(terms.HOST_NAMESPACES))
     found = judged(dict(keys), Rules(allow=everything))
     want = {(k, v, "") for k, v in keys.items() if v.startswith("container:")}
     assert {(v.key, v.asks, v.allow_with) for v in found} == want
@@ -408,18 +408,18 @@ def test_a_device_request_is_refused_unless_gpu_devices_are_allowed(
     for v in found:
         for k, value in (w.split("=", 1) for w in v.asks.split() if "=" in w):
             assert k in {"driver", "count", "capabilities", "device_ids"} and value
-    left = judged(svc, allow_one("devices", frozenset({rules.GPU}), scope))
+    left = judged(svc, allow_one("devices", frozenset({terms.GPU}), scope))
     assert len(left) == (len(found) if scope == "other" else 0)
 
 
 # --- issue 40: what acts beyond the container's own namespaces and cgroup ---
 
 LOG_DRIVERS = st.sampled_from(
-    [*sorted(rules.LOCAL_LOG_DRIVERS), "syslog", "gelf", "fluentd", "splunk", "awslogs", "x/y"]
+    [*sorted(terms.LOCAL_LOG_DRIVERS), "syslog", "gelf", "fluentd", "splunk", "awslogs", "x/y"]
 )
 LOG_OPTS = st.sampled_from(
     [
-        *sorted(rules.LOG_OPTIONS),
+        *sorted(terms.LOG_OPTIONS),
         *("syslog-address", "gelf-address", "fluentd-address", "splunk-url", "path"),
         *("syslog-tls-ca-cert", "labels/x", "Max-Size"),
     ]
@@ -442,8 +442,8 @@ def test_only_the_local_log_drivers_with_their_own_options_pass_by_default(
     if driver is not None:
         logging["driver"] = driver
     found = judged({"logging": logging}, Rules())
-    local = driver is None or driver in rules.LOCAL_LOG_DRIVERS
-    extra = sorted(o for o in options if o not in rules.LOG_OPTIONS)
+    local = driver is None or driver in terms.LOCAL_LOG_DRIVERS
+    extra = sorted(o for o in options if o not in terms.LOG_OPTIONS)
     if not local:
         assert [(v.key, v.allow_with) for v in found] == [
             ("logging.driver", f"policy.services.web.log_drivers: [{driver}]")
@@ -544,7 +544,7 @@ def test_a_block_devices_io_limit_needs_that_device_allowed(
     found = judged({"blkio_config": blkio}, rules)
     if not path.startswith("/"):
         assert [(v.key, v.allow_with) for v in found] == [(f"blkio_config.{key}", "")]
-        assert rules.RELATIVE in found[0].asks
+        assert terms.RELATIVE in found[0].asks
     elif allowed:
         assert found == []
     else:
@@ -575,5 +575,5 @@ def test_a_relative_path_is_refused_in_every_path_valued_option(where: str, path
     rules = Rules(allow=Allow(bind_roots=("/srv", "/")), protected=PROTECTED)
     found = [v for v in policy.judge(cfg, rules, release_dir="/srv/app") if path in v.asks]
     assert len(found) == 1, found
-    assert found[0].asks == f"{path} {rules.RELATIVE}"
+    assert found[0].asks == f"{path} {terms.RELATIVE}"
     assert found[0].allow_with == "" and found[0].code is Code.POLICY_REFUSED

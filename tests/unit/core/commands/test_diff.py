@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.commands import diff
-from monky_deployd.core.records import reasons
 from monky_deployd.core.commands.diff import ImageRow, ServiceRow
-from monky_deployd.core.render.mask import Masker
+from monky_deployd.core.records import reasons
 from monky_deployd.core.records.reasons import KeyChanges, Reason
+from monky_deployd.core.render.mask import Masker
 
 
 def compose(**services: dict[str, object]) -> str:

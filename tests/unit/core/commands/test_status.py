@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monky_deployd.core.commands import status
-from monky_deployd.core.records.ledger import OUTCOMES, Entry
 from monky_deployd.core.commands.status import EXIT_STATUS, StatusFacts, verdict
+from monky_deployd.core.records.ledger import OUTCOMES, Entry
 
 NOW = 1_000_000.0
 CODES = ["OK", "IMAGE_NOT_FOUND", "SUSPENDED", "UPDATE_LOCKED", "REVISION_HELD", "APPLY_BACKOFF",

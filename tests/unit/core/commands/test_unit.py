@@ -1,4 +1,5 @@
-"""core.commands.unit: systemctl show's blocks, doctor's timer and last-tick lines, status's sentence."""
+"""core.commands.unit: systemctl show's blocks, doctor's timer and last-tick lines, status's
+sentence."""
 
 from __future__ import annotations
 

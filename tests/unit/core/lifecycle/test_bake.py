@@ -1,5 +1,5 @@
-"""core.lifecycle.bake: the bake judges the revision, not the box. A committed revision is promoted once
-it stayed up for the bake; its own crash, policy restart, OOM kill or unhealthy spell inside it
+"""core.lifecycle.bake: the bake judges the revision, not the box. A committed revision is promoted
+once it stayed up for the bake; its own crash, policy restart, OOM kill or unhealthy spell inside it
 fails the revision, after it is drift; a removal, a stop, a restart from outside (by hand, by
 the agent's own rollback or restore, by an engine restart or a reboot) never fails it. Property
 tests over generated event orders at every moment of the bake."""

@@ -18,11 +18,11 @@ from monky_deployd.core.lifecycle.boxsteps import (
     restore_steps,
     rollback_steps,
 )
-from monky_deployd.core.lifecycle.plans import Apply, Restore
-from monky_deployd.core.lifecycle.facts import Facts
 from monky_deployd.core.lifecycle.decide import decide
+from monky_deployd.core.lifecycle.facts import Facts
+from monky_deployd.core.lifecycle.plans import Apply, Restore
 from monky_deployd.core.render.registry_cred import Credential
-from tests.unit.core.test_decide import BUNDLE, applied, facts, svc
+from tests.unit.core.lifecycle.test_decide import BUNDLE, applied, facts, svc
 
 
 def ready(project: str = "shop", cred: Credential | None = None) -> Ready:

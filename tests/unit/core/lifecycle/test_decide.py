@@ -9,8 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.lifecycle import schedule
-from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
-from monky_deployd.core.lifecycle.plans import Apply, Backoff, Hold, Idle, Restore, Waiting
 from monky_deployd.core.lifecycle.decide import (
     Noop,
     decide,
@@ -18,9 +16,11 @@ from monky_deployd.core.lifecycle.decide import (
     host_facts_usable,
     needs_container_check,
 )
+from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
+from monky_deployd.core.lifecycle.plans import Apply, Backoff, Hold, Idle, Restore, Waiting
+from monky_deployd.core.lifecycle.services import ServiceState
 from monky_deployd.core.records.held import Held, held_record
 from monky_deployd.core.records.journal import Journal
-from monky_deployd.core.lifecycle.services import ServiceState
 
 BUNDLE: dict[str, Any] = {"project": "shop", "compose": "services: {}\n"}
 
@@ -337,7 +337,8 @@ def test_a_failed_restore_behind_a_held_revision_backs_off_and_keeps_the_hold() 
     assert isinstance(new, Apply) and new.revision == "r3", "a new revision pre-empts it"
 
 
-# -- a new revision's gate: update windows and the rollout spread (core.lifecycle.schedule) --------------
+# -- a new revision's gate: update windows and the rollout spread (core.lifecycle.schedule)
+# --------------
 
 T = 1_790_000_000.0  # any instant: the windows below are relative to it
 

@@ -10,9 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.lifecycle.boxsteps import Pull, Ready, Stage, apply_steps
-from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
-from monky_deployd.core.lifecycle.plans import Apply, Paused, Restore
 from monky_deployd.core.lifecycle.decide import Noop, decide
+from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
 from monky_deployd.core.lifecycle.gates import (
     MAX_DURATION_S,
     MAX_TTL_S,
@@ -23,8 +22,9 @@ from monky_deployd.core.lifecycle.gates import (
     split_locks,
     summary,
 )
-from monky_deployd.core.records.suspend import Suspended
+from monky_deployd.core.lifecycle.plans import Apply, Paused, Restore
 from monky_deployd.core.lifecycle.services import ServiceState
+from monky_deployd.core.records.suspend import Suspended
 
 BUNDLE: dict[str, Any] = {"project": "shop", "compose": "services: {}\n"}
 

@@ -1,5 +1,5 @@
-"""core.lifecycle.halfdone: what compose's replacement leaves when a kill lands between its steps, and
-the repair that makes one container per service and number under its own name, keeping what
+"""core.lifecycle.halfdone: what compose's replacement leaves when a kill lands between its steps,
+and the repair that makes one container per service and number under its own name, keeping what
 runs. Each step of compose's replacement is replayed over generated projects and cut at every
 point; the repair of any cut leaves no temporary name, no duplicate, and every container that
 ran before still running."""

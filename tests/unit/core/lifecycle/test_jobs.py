@@ -7,11 +7,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core.lifecycle import jobs as lifecycle
-from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
-from monky_deployd.core.lifecycle.decide import Noop, decide, down_services
-from monky_deployd.core.lifecycle.plans import Restore
 from monky_deployd.core.errors import Code
+from monky_deployd.core.lifecycle import jobs as lifecycle
+from monky_deployd.core.lifecycle.decide import Noop, decide, down_services
+from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
+from monky_deployd.core.lifecycle.plans import Restore
 from monky_deployd.core.lifecycle.services import ServiceState
 from monky_deployd.core.lifecycle.verify import ContainerObs, Failed, Passed, Waiting, judge, start
 

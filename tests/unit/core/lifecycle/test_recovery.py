@@ -11,6 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.errors import Code
+from monky_deployd.core.lifecycle.recovery import (
+    POLICY_VERDICTS,
+    after_failure,
+    after_restore,
+    after_restore_failure,
+    after_rollback,
+    backoff_delay,
+    checkin_outcome,
+)
 from monky_deployd.core.records.held import (
     BackingOff,
     Held,
@@ -20,15 +29,6 @@ from monky_deployd.core.records.held import (
     Stalled,
     held_from_json,
     held_record,
-)
-from monky_deployd.core.lifecycle.recovery import (
-    POLICY_VERDICTS,
-    after_failure,
-    after_restore,
-    after_restore_failure,
-    after_rollback,
-    backoff_delay,
-    checkin_outcome,
 )
 
 
@@ -123,9 +123,9 @@ def test_prune_removes_only_images_no_kept_release_or_container_uses() -> None:
 def test_a_failing_revision_is_applied_once_per_change_when_rolled_back(
     desired: list[str], failing_phase: str, rollback_ok: bool, on_failure: str
 ) -> None:
+    from monky_deployd.core.lifecycle.decide import decide
     from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
     from monky_deployd.core.lifecycle.plans import Apply
-    from monky_deployd.core.lifecycle.decide import decide
     from monky_deployd.core.lifecycle.services import ServiceState
 
     bundle = {"project": "p"}

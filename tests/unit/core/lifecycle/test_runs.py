@@ -1,8 +1,8 @@
 """What runs, judged from the engine's own facts (issue 26), pure parts: a job done for its config
 (``core.lifecycle.jobs``: done_jobs, undecided, ran_to_completion, kept_jobs), another apply's
 container or an orphan (``core.lifecycle.services``: foreign, orphans) and the plan that follows
-(``core.lifecycle.decide``: drift, never ``noop``). Property tests over generated containers, labels and
-engine event orders."""
+(``core.lifecycle.decide``: drift, never ``noop``). Property tests over generated containers,
+labels and engine event orders."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.lifecycle import jobs as lifecycle
-from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
 from monky_deployd.core.lifecycle.decide import Noop, decide
+from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
 from monky_deployd.core.lifecycle.plans import Restore
 from monky_deployd.core.lifecycle.services import (
     EngineEvent,

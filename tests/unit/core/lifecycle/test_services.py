@@ -1,4 +1,5 @@
-"""core.lifecycle.services.repo_digest: the one rule for which RepoDigest is a compose reference's."""
+"""core.lifecycle.services.repo_digest: the one rule for which RepoDigest is a compose
+reference's."""
 
 from __future__ import annotations
 

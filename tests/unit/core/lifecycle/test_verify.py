@@ -1,4 +1,5 @@
-"""core.lifecycle.verify.judge over observation sequences: a revision passes only when it proved itself."""
+"""core.lifecycle.verify.judge over observation sequences: a revision passes only when it proved
+itself."""
 
 from __future__ import annotations
 

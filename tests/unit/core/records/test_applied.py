@@ -1,4 +1,5 @@
-"""core.records.applied: applied.json, token.json and host.json as the hand-rolled writers wrote them.
+"""core.records.applied: applied.json, token.json and host.json as the hand-rolled writers wrote
+them.
 
 A box upgrades in place: a file the previous writer left must load unchanged, and the models must
 write the same bytes (indentation, key order, trailing newline). ``Legacy*`` below are the

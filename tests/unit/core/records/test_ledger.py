@@ -1,4 +1,5 @@
-"""core.records.ledger: counters, leases, history and bounds of the tick ledger, over classes of ticks."""
+"""core.records.ledger: counters, leases, history and bounds of the tick ledger, over classes of
+ticks."""
 
 from __future__ import annotations
 

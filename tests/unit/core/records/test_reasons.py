@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.records import reasons
-from monky_deployd.core.records.reasons import Fingerprint, Reason, ReasonFacts
 from monky_deployd.core.records.applied import ServiceLabel
+from monky_deployd.core.records.reasons import Fingerprint, Reason, ReasonFacts
 
 KEY = b"k" * 32
 names = st.from_regex(r"[A-Z][A-Z0-9_]{0,7}", fullmatch=True)

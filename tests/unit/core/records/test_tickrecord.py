@@ -1,4 +1,5 @@
-"""core.records.tickrecord.masked: the report's free text is masked, its identifiers are sent as they are."""
+"""core.records.tickrecord.masked: the report's free text is masked, its identifiers are sent as
+they are."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core.records import tickrecord as report
 from monky_deployd.core.errors import Code
-from monky_deployd.core.render.mask import MIN_RUN, Masker
+from monky_deployd.core.records import tickrecord as report
 from monky_deployd.core.records.reasons import Reason
 from monky_deployd.core.records.tickrecord import PhaseTiming, TickRecord
+from monky_deployd.core.render.mask import MIN_RUN, Masker
 from monky_deployd.core.wire.report import RollbackRow
 
 NAME_CHARS = st.characters(codec="ascii", categories=("L", "N"), include_characters="-._")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from monky_deployd.core.faults import EnvError
 from monky_deployd.core.render import atrest
 from monky_deployd.core.render.dotenv import parse
 from monky_deployd.core.render.envfile import render
-from monky_deployd.core.faults import EnvError
 from monky_deployd.core.render.mask import MIN_RUN, MIN_SECRET, Masker
 
 # Everything a KV value may hold that a process environment can carry (no NUL, no lone

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from monky_deployd.core.faults import EnvError
 from monky_deployd.core.render import envfile
 from monky_deployd.core.render.envfile import render, template_variables
-from monky_deployd.core.faults import EnvError
 
 CONTRACT_TEMPLATE = (
     "# rendered by the agent: substitutes every ${VAR}\n"

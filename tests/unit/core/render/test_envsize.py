@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.admission import composefile
+from monky_deployd.core.faults import EnvError
 from monky_deployd.core.render import envsize
 from monky_deployd.core.render.envfile import render
-from monky_deployd.core.faults import EnvError
 
 VALUES = st.text(
     st.characters(codec="utf-8", exclude_categories=["Cs"], exclude_characters="\0"), max_size=30

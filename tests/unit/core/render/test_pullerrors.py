@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from monky_deployd.core.render import pullerrors
 from monky_deployd.core.errors import Code
+from monky_deployd.core.render import pullerrors
 
 REF = "127.0.0.1:44553/team/app:v1"
 

@@ -1,4 +1,5 @@
-"""core.render.registry_cred, pure: the credential's shapes, every refusal word for word, config bytes.
+"""core.render.registry_cred, pure: the credential's shapes, every refusal word for word, config
+bytes.
 
 The file written on disk (modes, atomic rewrite, DOCKER_CONFIG) is
 tests/integration/box/test_docker_config.py.
@@ -14,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core.render import registry_cred as rc
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render import registry_cred as rc
 
 HOST = "harbor.example.net"
 SECRET = "s3cr:et:pw"

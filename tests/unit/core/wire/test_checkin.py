@@ -1,6 +1,7 @@
-"""core.wire.checkin: the check-in and report bodies are byte for byte the hand-built ones they replaced
-(boxes upgrade in place; tenancy must see the same JSON), and the answers parse as the contract
-says. ``legacy_*`` below are the removed code, verbatim: the reference the models are held to."""
+"""core.wire.checkin: the check-in and report bodies are byte for byte the hand-built ones they
+replaced (boxes upgrade in place; tenancy must see the same JSON), and the answers parse as the
+contract says. ``legacy_*`` below are the removed code, verbatim: the reference the models are held
+to."""
 
 from __future__ import annotations
 
@@ -13,18 +14,19 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from monky_deployd import __version__
-from monky_deployd.core.records import tickrecord as report
-from monky_deployd.core.wire import checkin as wire
-from monky_deployd.core.wire import answers
 from monky_deployd.core.errors import Code
-from monky_deployd.core.records.tickrecord import PhaseTiming, TickRecord, rfc3339
 from monky_deployd.core.lifecycle.services import ServiceState
+from monky_deployd.core.records import tickrecord as report
+from monky_deployd.core.records.tickrecord import PhaseTiming, TickRecord, rfc3339
+from monky_deployd.core.wire import answers
+from monky_deployd.core.wire import checkin as wire
 
 # -- the removed hand-built bodies -------------------------------------------------------------
 
 
 def legacy_checkin(host: dict[str, str], applied_revision: str | None) -> dict[str, Any]:
-    """agent/tick/tick.py ``_checkin`` before core.wire.checkin (``applied`` was an AppliedFacts or None)."""
+    """agent/tick/tick.py ``_checkin`` before core.wire.checkin (``applied`` was an AppliedFacts or
+    None)."""
     return {
         "agent": {"version": __version__},
         "host": host,

@@ -1,10 +1,10 @@
 """``docker compose`` for one project directory, through ``runner``.
 
-Every call runs the revision's judged model (``compose.judged.json``, ``core.admission.artifact``: what
-the policy judged, interpolation done, host paths pinned) with ``--env-file /dev/null``: compose
-reads no ``.env`` of its own, so nothing of the release sets a variable compose reads or a value
-it interpolates. Only ``down`` of a revision staged before the model existed (``judged=False``,
-an older agent's) falls back to its compose file: a down runs nothing.
+Every call runs the revision's judged model (``compose.judged.json``, ``core.admission.artifact``:
+what the policy judged, interpolation done, host paths pinned) with ``--env-file /dev/null``:
+compose reads no ``.env`` of its own, so nothing of the release sets a variable compose reads or a
+value it interpolates. Only ``down`` of a revision staged before the model existed
+(``judged=False``, an older agent's) falls back to its compose file: a down runs nothing.
 
 The docker CLI always runs with ``DOCKER_CONFIG=<state_dir>/docker`` (the agent's own registry
 credential, never ``$HOME/.docker``) and, when configured, ``DOCKER_HOST``. Pull failures are
@@ -20,8 +20,8 @@ from monky_deployd.adapters.box import runner
 from monky_deployd.adapters.box.docker.docker_config import docker_env as docker_only_env
 from monky_deployd.adapters.box.state.state import COMPOSE_FILE, LABELS_FILE, MODEL_FILE, PINS_FILE
 from monky_deployd.config import DockerCfg
-from monky_deployd.core.render import pullerrors
 from monky_deployd.core.errors import Code
+from monky_deployd.core.render import pullerrors
 from monky_deployd.core.render.mask import NO_SECRETS, Masker
 
 

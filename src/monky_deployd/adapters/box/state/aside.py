@@ -20,10 +20,10 @@ reads or writes in its state dir:
 ``sweep`` moves each into ``<state_dir>/aside/`` (0700) under ``<ns>-<path>`` (its path under the
 state dir, ``/`` written ``%``), and a warning names it (``state.aside``): the tick goes on as if
 the entry were absent, and the next one finds the path free. The outbox sets its own entries
-aside the same way (``adapters.box.state.outbox``). ``aside/`` keeps the newest ``ASIDE_MAX`` entries
-(the evidence of what was planted); older ones are removed (a directory with ``shutil.rmtree``,
-which follows no link inside it). Nothing in ``aside/`` is ever read: ``listed`` gives each
-entry's path, kind (its ``lstat``) and time, for ``status``.
+aside the same way (``adapters.box.state.outbox``). ``aside/`` keeps the newest ``ASIDE_MAX``
+entries (the evidence of what was planted); older ones are removed (a directory with
+``shutil.rmtree``, which follows no link inside it). Nothing in ``aside/`` is ever read: ``listed``
+gives each entry's path, kind (its ``lstat``) and time, for ``status``.
 
 What stays a refusal (STATE_LINK): ``state_dir`` itself a link into a loop (``state_dir`` may be
 a link an operator chose: the agent works in its target); a link that could not be moved aside

@@ -37,7 +37,9 @@ ENV_FILE = ".env"
 RELEASE_FILE = "release.json"
 PINS_FILE = "compose.pinned.yaml"
 LABELS_FILE = "compose.labels.yaml"
-MODEL_FILE = "compose.judged.json"  # core.admission.artifact.MODEL_FILE (a test holds the two together)
+MODEL_FILE = (
+    "compose.judged.json"  # core.admission.artifact.MODEL_FILE (a test holds the two together)
+)
 RELEASE_CAP = 1024 * 1024
 
 
@@ -67,7 +69,8 @@ class Revisions:
     # -- revisions ---------------------------------------------------------------------------
 
     def write_labels(self, revision: str, labels: str) -> None:
-        """Replace a staged revision's labels override (``core.records.reasons.labels_override``)."""
+        """Replace a staged revision's labels override
+        (``core.records.reasons.labels_override``)."""
         where = self.revision_dir(revision)
         refuse_link(where)
         atomic_write(where / LABELS_FILE, labels.encode(), 0o600)

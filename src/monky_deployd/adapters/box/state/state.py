@@ -1,24 +1,7 @@
-"""The agent's state directory (``state_dir``, mode 0700).
+"""The agent's state directory (``state_dir``, mode 0700): its records read and written.
 
-Layout::
-
-    <state_dir>/lock                 flock: one tick at a time (``statelock``)
-    <state_dir>/applied.json         what is applied: revision, project, services (0600)
-    <state_dir>/token.json           token bookkeeping (agent/token.py decides; 0600)
-    <state_dir>/.token.room          room proved for token.json before a lease (0600)
-    <state_dir>/host.json            cached host facts for the check-in (0600)
-    <state_dir>/held.json            a failed revision: held, or its backoff (0600)
-    <state_dir>/suspend.json         ``monky-deployd suspend``: why and until when (0600)
-    <state_dir>/journal.json         the box step running now; left behind by a killed tick
-    <state_dir>/bake.json            the last commit while it bakes (core.lifecycle.bake)
-    <state_dir>/waiting.json         a new revision's first sight and its wait (core.lifecycle.schedule)
-    <state_dir>/trust.json           the highest signed release applied (core.admission.trust: v1.3)
-    <state_dir>/hash.key             the key of applied.json's per-key hashes (core.records.reasons)
-    <state_dir>/ledger.json          the tick ledger (core.records.ledger), rewritten after every tick
-    <state_dir>/outbox/              reports tenancy did not take, by sequence (``outbox``)
-    <state_dir>/aside/               entries set aside where a record belongs (``aside``)
-    <state_dir>/docker/              DOCKER_CONFIG for every docker call (0700)
-    <state_dir>/revisions/<rev>/     a revision's project dir and release (``revisions``)
+The layout, every path and each record's cap, and what is set aside or refused there are
+``adapters.box.state.layout``'s (``Layout``, which ``StateDir`` extends).
 
 ``StateDir`` owns every one of these paths. The records' shapes and bytes are
 ``core.records.applied``'; this module reads and writes them. Every file is written with
@@ -31,23 +14,19 @@ socket ...), then refuses a link still there (STATE_LINK, naming the path: one t
 be moved).
 ``reserve_token_room`` proves the token record can be written (TOKEN_UNSTORABLE otherwise).
 
-Over ~400 lines on purpose: ``StateDir`` owns every path of the layout above; each record's
-read and write is a few lines (the tick lock, the outbox, the revisions and the aside are
-modules of their own).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters import fsread
-from monky_deployd.adapters.box.state import aside, outbox, statelock
+from monky_deployd.adapters.box.state import outbox
+from monky_deployd.adapters.box.state.layout import HASH_KEY_BYTES, Layout
 from monky_deployd.adapters.box.state.outbox import OUTBOX_MAX
 from monky_deployd.adapters.box.state.revisions import (
     COMPOSE_FILE,
@@ -56,19 +35,14 @@ from monky_deployd.adapters.box.state.revisions import (
     MODEL_FILE,
     PINS_FILE,
     RELEASE_FILE,
-    Revisions,
 )
 from monky_deployd.adapters.fsutil import (
     atomic_write,
-    ensure_private_dir,
     fill,
-    link_error,
     refuse_link,
 )
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
-from monky_deployd.core.records.ledger import MAX_BYTES as LEDGER_MAX
-from monky_deployd.core.records.ledger import Ledger
 from monky_deployd.core.records.applied import (
     Applied,
     HostFacts,
@@ -76,13 +50,14 @@ from monky_deployd.core.records.applied import (
     host_facts_from_json,
     host_facts_to_json,
 )
+from monky_deployd.core.records.ledger import Ledger
 
 if TYPE_CHECKING:  # (read only when their files exist: off the no-op tick's imports)
     from monky_deployd.core.lifecycle.bake import Bake
+    from monky_deployd.core.lifecycle.schedule import Seen
     from monky_deployd.core.records.held import Held
     from monky_deployd.core.records.journal import Journal
     from monky_deployd.core.records.suspend import Suspended
-    from monky_deployd.core.lifecycle.schedule import Seen
 
 if TYPE_CHECKING:
     from monky_deployd.core.admission.trust import Floor
@@ -99,115 +74,8 @@ __all__ = [
     "StateDir",
 ]
 
-HASH_KEY_BYTES = 32
-RECORD_CAP = 64 * 1024  # a record's bytes at most (``CAPS``: the larger ones)
-CAPS = {  # every record at the top of the state dir, with the most bytes it may have
-    "lock": 64,
-    "applied.json": 64 * 1024 * 1024,  # a keyed hash per .env key: grows with the bundle
-    "token.json": 64 * 1024 * 1024,  # its loss costs a lease: only a bound on memory
-    "host.json": RECORD_CAP,
-    "held.json": RECORD_CAP,
-    "suspend.json": RECORD_CAP,
-    "journal.json": RECORD_CAP,
-    "waiting.json": RECORD_CAP,
-    "bake.json": 64 * 1024 * 1024 + RECORD_CAP,  # the previous LKG's applied.json inside
-    "hash.key": HASH_KEY_BYTES,
-    "projects.json": RECORD_CAP,
-    "trust.json": RECORD_CAP,
-    "ledger.json": LEDGER_MAX,
-}
 
-
-class StateDir(Revisions):
-    def __init__(self, root: Path) -> None:
-        # state_dir itself may be a link (the operator's choice): the agent works in its target
-        self.root = Path(os.path.realpath(root)) if root.is_symlink() else root
-        root = self.root
-        self.lock_file = root / "lock"
-        self.docker_dir = root / "docker"
-        self.revisions_dir = root / "revisions"
-        self.applied_file = root / "applied.json"
-        self.token_file = root / "token.json"
-        self.token_room = root / ".token.room"
-        self.host_file = root / "host.json"
-        self.held_file = root / "held.json"
-        self.suspend_file = root / "suspend.json"
-        self.outbox_dir = root / "outbox"
-        self.journal_file = root / "journal.json"
-        self.bake_file = root / "bake.json"
-        self.hash_key_file = root / "hash.key"
-        self.projects_file = root / "projects.json"
-        self.ledger_file = root / "ledger.json"
-        self.waiting_file = root / "waiting.json"
-        self.trust_file = root / "trust.json"
-        self.aside_dir = root / "aside"
-
-    def ensure(self) -> StateDir:
-        ensure_private_dir(self.root, follow_link=True)
-        self.set_aside_strays()  # a link too: set aside, never followed
-        self.refuse_links()  # one that could not be set aside
-        ensure_private_dir(self.docker_dir)
-        ensure_private_dir(self.revisions_dir)
-        return self
-
-    def refuse_links(self) -> None:
-        """STATE_LINK, naming the path, when an entry the agent writes is a symbolic link: the
-        state dir's own entries, ``docker/``'s, ``revisions/``'s and each revision's
-        compose.yaml and .env. (``state_dir`` itself may be a link an operator chose.)"""
-        for directory in (self.root, self.docker_dir, self.revisions_dir):
-            try:
-                entries = list(os.scandir(directory))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise link_error(directory) from exc
-                continue
-            for entry in entries:
-                if entry.is_symlink():
-                    raise link_error(Path(entry.path))
-                if directory == self.revisions_dir and entry.is_dir(follow_symlinks=False):
-                    for name in (COMPOSE_FILE, ENV_FILE, LABELS_FILE, MODEL_FILE):
-                        refuse_link(Path(entry.path) / name)
-
-    # -- lock --------------------------------------------------------------------------------
-
-    def lock(self, wait_s: float) -> AbstractContextManager[None]:
-        """Hold the tick lock; wait up to ``wait_s`` for another tick, then raise LOCK_BUSY."""
-        return statelock.hold(self.lock_file, wait_s)
-
-    # -- reading a record ----------------------------------------------------------------------
-
-    def _raw(self, path: Path) -> bytes | None:
-        """A record's bytes (``fsread.read_entry``, its cap from ``CAPS``); None when absent.
-        Raises ``fsread.BadEntry`` (a ValueError naming the path and why, never the content)."""
-        return fsread.read_entry(path, CAPS.get(path.name, RECORD_CAP))
-
-    def _record_or_none(self, path: Path) -> bytes | None:
-        try:
-            return self._raw(path)
-        except fsread.BadEntry:
-            return None
-
-    def _swept(self) -> dict[str, int]:
-        return {**CAPS, self.token_room.name: CAPS["token.json"]}
-
-    def set_aside_strays(self) -> list[Path]:
-        """Set aside (``aside.sweep``) whatever the state dir holds where the agent reads or
-        writes that it never wrote there: a symbolic link, a FIFO, a socket, a device, a
-        directory at a record's path, a record over its cap, a revision holding a link ... (the
-        list is ``aside.strays``'). The paths set aside."""
-        return aside.sweep(self.root, self._swept(), self.aside_dir)
-
-    def strays(self) -> list[tuple[Path, str]]:
-        """What the next tick sets aside, each with why (``status``: nothing moved, nothing
-        opened)."""
-        return aside.strays(self.root, self._swept())
-
-    def set_aside(self) -> list[aside.Aside]:
-        """What ticks set aside (``aside/``), newest first."""
-        return aside.listed(self.aside_dir)
-
+class StateDir(Layout):
     # -- applied record ----------------------------------------------------------------------
 
     def read_applied(self) -> Applied | None:
@@ -227,7 +95,8 @@ class StateDir(Revisions):
     def write_applied(self, applied: Applied) -> None:
         atomic_write(self.applied_file, applied.to_json(), 0o600)
 
-    # -- the key of the per-key value hashes (core.records.reasons) ----------------------------------
+    # -- the key of the per-key value hashes (core.records.reasons)
+    # ----------------------------------
 
     def read_hash_key(self) -> bytes | None:
         """The key, or None when there is none (nothing was committed with it): reads only."""
@@ -330,7 +199,9 @@ class StateDir(Revisions):
         raw = self._record_or_none(self.journal_file)
         if raw is None:
             return None
-        from monky_deployd.core.records.journal import Journal  # (core.records.release, on first use)
+        from monky_deployd.core.records.journal import (
+            Journal,  # (core.records.release, on first use)
+        )
 
         try:
             return Journal.from_json(raw)
@@ -343,7 +214,8 @@ class StateDir(Revisions):
     def clear_journal(self) -> None:
         self._remove(self.journal_file)
 
-    # -- the bake of the last commit (core.lifecycle.bake) -----------------------------------------------
+    # -- the bake of the last commit (core.lifecycle.bake)
+    # -----------------------------------------------
 
     def read_bake(self) -> Bake | None:
         """The bake record; None when there is none or it is unreadable (nothing bakes)."""
@@ -368,7 +240,9 @@ class StateDir(Revisions):
     def read_projects(self) -> frozenset[str]:
         """The compose projects the agent started (``projects.json``) and the applied one;
         an unreadable record counts as none (the applied project still does)."""
-        from monky_deployd.core.records.release import Projects  # (core.records.release, on first use)
+        from monky_deployd.core.records.release import (
+            Projects,  # (core.records.release, on first use)
+        )
 
         names: set[str] = set()
         raw = self._record_or_none(self.projects_file)
@@ -382,7 +256,9 @@ class StateDir(Revisions):
 
     def own_project(self, name: str) -> None:
         """Record ``name`` as a project the agent starts (before anything of it is created)."""
-        from monky_deployd.core.records.release import Projects  # (core.records.release, on first use)
+        from monky_deployd.core.records.release import (
+            Projects,  # (core.records.release, on first use)
+        )
 
         raw = self._record_or_none(self.projects_file)
         known = Projects()
@@ -421,7 +297,8 @@ class StateDir(Revisions):
         """The kept reports, oldest first (by sequence); empty when there is no outbox."""
         return outbox.entries(self.outbox_dir, self.aside_dir)
 
-    # -- waiting (core.lifecycle.schedule: a new revision's first sight, the wait's end and why) --------
+    # -- waiting (core.lifecycle.schedule: a new revision's first sight, the wait's end and why)
+    # --------
 
     def read_waiting(self) -> Seen | None:
         """The waiting record; None when there is none or it is unreadable (a new first
@@ -451,7 +328,9 @@ class StateDir(Revisions):
         raw = self._record_or_none(self.suspend_file)
         if raw is None:
             return None
-        from monky_deployd.core.records.suspend import Suspended  # (core.records.release, on first use)
+        from monky_deployd.core.records.suspend import (
+            Suspended,  # (core.records.release, on first use)
+        )
 
         try:
             return Suspended.from_json(raw)
@@ -464,7 +343,8 @@ class StateDir(Revisions):
     def clear_suspend(self) -> None:
         self._remove(self.suspend_file)
 
-    # -- trust (core.admission.trust: the highest signed release applied, v1.3) ------------------------
+    # -- trust (core.admission.trust: the highest signed release applied, v1.3)
+    # ------------------------
 
     def read_trust(self) -> Floor | None:
         """The trust record; None when there is none or it is unreadable (no floor then: the
