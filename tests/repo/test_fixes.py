@@ -46,5 +46,5 @@ def test_a_cell_that_names_another_command_fails() -> None:
 
 def test_the_raise_sites_print_the_documented_command() -> None:
     src = ROOT / "src" / "monky_deployd"
-    assert "fixes.state_chown(" in (src / "adapters" / "box" / "owner.py").read_text()
+    assert "fixes.state_chown(" in (src / "adapters" / "box" / "state" / "owner.py").read_text()
     assert "fixes.identity_access(" in (src / "adapters" / "net" / "identity.py").read_text()
