@@ -401,7 +401,7 @@ def _doctor_as_agent(config: Path) -> dict[str, Any]:
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from monky_deployd.agent import doctor\n"
+        "from monky_deployd.agent.commands import doctor\n"
         "out = {c.check: c.as_json() for c in doctor.run_checks(Path(sys.argv[1]))}\n"
         "print(json.dumps(out['identity']))\n"
     )
@@ -503,7 +503,7 @@ def test_a_controller_that_answers_but_is_none(tmp_path: Path) -> None:
         script = (
             "import json, sys\n"
             "from pathlib import Path\n"
-            "from monky_deployd.agent import doctor\n"
+            "from monky_deployd.agent.commands import doctor\n"
             "print(json.dumps([c.as_json() for c in doctor.run_checks(Path(sys.argv[1]))]))\n"
         )
         proc = subprocess.run(
