@@ -96,7 +96,13 @@ def test_the_circle_finder_finds_a_circle() -> None:
 
 def test_agent_has_no_import_circle() -> None:
     graph = _graph()
-    assert {"tick.tick", "apply.steps", "apply.baking", "tick.ledger", "tick.metrics"} <= graph.keys()  # the walk saw agent/
+    assert {
+        "tick.tick",
+        "apply.steps",
+        "apply.baking",
+        "tick.ledger",
+        "tick.metrics",
+    } <= graph.keys()  # the walk saw agent/
     assert [sorted(c) for c in _circles(graph)] == []
 
 
