@@ -17,8 +17,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from monky_deployd.core import envfile
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render import envfile
 
 LIMIT = 4 * 1024 * 1024
 SIZES = (64 * 1024, 256 * 1024, 1300 * 1000, LIMIT)

@@ -6,10 +6,11 @@ model of tenancy and OpenBao (issue 15).
     .venv/bin/python bench/fleet.py --publish [--spread 0 600 3600]   (issue 23, below)
 
 What is the agent's and what is modelled:
-- per tick, the token phase is ``core.token_plan.decide`` stepped exactly as ``TokenKeeper``
+- per tick, the token phase is ``core.records.token_plan.decide`` stepped exactly as ``TokenKeeper``
   steps it (lookup-self, renew-self, login, lease/rotate, a 429's ``lease_not_before``; a failed
-  lease request carries on with the working token), then the check-in, then ``core.decide.decide``
-  on the answer (304 -> Noop). A rotation revokes the old lease (one more OpenBao request).
+  lease request carries on with the working token), then the check-in, then
+  ``core.lifecycle.decide.decide`` on the answer (304 -> Noop). A rotation revokes the old lease
+  (one more OpenBao request).
 - the timer, read from packaging/systemd/monky-deployd.timer: ``OnUnitInactiveSec=`` after the
   tick ended, plus a delay uniform in [0, ``RandomizedDelaySec=``) drawn anew each time
   (``--delay 10 20`` compares other values; AccuracySec=1s is ignored).
@@ -45,8 +46,9 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from monky_deployd.core import decide, schedule, token_plan
-from monky_deployd.core.services import ServiceState
+from monky_deployd.core.lifecycle import decide, facts, plans, schedule
+from monky_deployd.core.lifecycle.services import ServiceState
+from monky_deployd.core.records import token_plan
 
 # Wall ms of 21 no-op ticks as whole processes (bench/noop_tick.py --save-walls, 2026-12-03 07:45,
 # load average 4.3 on 2 shared cores: a quiet box's ticks are shorter).
@@ -76,7 +78,7 @@ OUTAGE_AT, OUTAGE_FOR = 15 * MIN, 10 * MIN
 STEADY = (5 * MIN, 15 * MIN)
 AFTER = (25 * MIN, 40 * MIN)
 END = 40 * MIN
-APPLIED = decide.AppliedFacts("r1", "shop", ("web",))
+APPLIED = facts.AppliedFacts("r1", "shop", ("web",))
 RUNNING = (ServiceState("web", "running", "", "img"),)
 
 
@@ -204,7 +206,7 @@ def tick(m: Model, box: Box, start: float, duration: float) -> float:
     answered, took = m.tenancy_wait(at)
     if not answered:
         return at + took + duration / 2  # TENANCY_UNREACHABLE: the tick fails, exit 1
-    decided = decide.decide(decide.Facts(304, None, APPLIED, RUNNING, now=at))
+    decided = decide.decide(facts.Facts(304, None, APPLIED, RUNNING, now=at))
     assert isinstance(decided, decide.Noop)
     return start + spent + took + duration
 
@@ -261,8 +263,9 @@ def publish(
 ) -> Publish:
     """Tenancy publishes r2 to every box at t=0 (``"rollout": {"spread_s": spread}``). Each box
     ticks on its timer (``OnUnitInactiveSec=`` after the last tick ended, plus up to
-    ``delay``); every tick from then on is ``core.decide.decide`` on a 200 answer, with the box's
-    first sight of r2 (``core.schedule``, as ``agent.pace`` keeps it), until it applies."""
+    ``delay``); every tick from then on is ``core.lifecycle.decide.decide`` on a 200 answer, with
+    the box's first sight of r2 (``core.lifecycle.schedule``, as ``agent.observe.pace`` keeps it),
+    until it applies."""
     rng = random.Random(seed)
     bundle = {**PUBLISH_BUNDLE, "rollout": {"spread_s": spread}}
     out = Publish(Counter(), [], [], [], 0, Counter())
@@ -272,17 +275,17 @@ def publish(
     while queue:
         start, i = heapq.heappop(queue)
         at = start + rng.choice(durations) / 2  # the check-in, mid-way through the tick's work
-        f = decide.Facts(200, "r2", APPLIED, RUNNING, bundle, now=at, seen=seen.get(i),
+        f = facts.Facts(200, "r2", APPLIED, RUNNING, bundle, now=at, seen=seen.get(i),
                        identity=f"env-{i:05d}")  # fmt: skip
         decided = decide.decide(f)
         out.decisions[decided.kind] += 1
-        if isinstance(decided, decide.Waiting):
+        if isinstance(decided, plans.Waiting):
             g = decided.gate
             seen[i] = schedule.Seen(g.revision, g.first_seen_at, g.until, g.why, g.spread_s)
             ended = at + rng.choice(durations) / 2
             heapq.heappush(queue, (ended + CADENCE_S + rng.uniform(0, delay), i))
             continue
-        assert isinstance(decided, decide.Apply)
+        assert isinstance(decided, plans.Apply)
         out.canaries += bool(decided.gate and decided.gate.canary)
         pull_at = at + 0.2  # bundle, secrets, render, pre-flight
         out.pulls[int(pull_at)] += 1

@@ -76,7 +76,7 @@ MUTANTS: tuple[tuple[str, str, str, str, str], ...] = (
     ),
     (
         "the tick's one re-acquire on TOKEN_INVALID removed",
-        "src/monky_deployd/agent/tick.py",
+        "src/monky_deployd/agent/tick/tick.py",
         "if err.code is not Code.TOKEN_INVALID:\n                raise",
         "raise",
         "tests/integration/agent/test_token_economy.py",

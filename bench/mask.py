@@ -1,4 +1,4 @@
-"""Measure ``core.mask.Masker``: building it, and masking long outputs with many secrets.
+"""Measure ``core.render.mask.Masker``: building it, and masking long outputs with many secrets.
 
     .venv/bin/python bench/mask.py
 
@@ -17,7 +17,7 @@ import string
 import time
 from collections.abc import Callable
 
-from monky_deployd.core.mask import Masker, _part
+from monky_deployd.core.render.mask import Masker, _part
 
 ALPHABET = string.ascii_letters + string.digits + "+/=-_:\"'\\$ é"
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from monky_deployd import config
-from monky_deployd.agent import tick
+from monky_deployd.agent.tick import tick
 from monky_deployd_testkit.fakes.estate import Estate
 
 ROOT = Path(__file__).resolve().parents[1]

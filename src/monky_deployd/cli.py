@@ -1,7 +1,7 @@
 """``monky-deployd``: the command line.
 
     apply [--once] [--retry]            one tick (what the timer runs; --once accepted)
-    status [--json]                     where the box is (agent/status.py; its own exit
+    status [--json]                     where the box is (agent/commands/status.py; its own exit
                                         statuses, OPERATIONS.md "Status")
     doctor [--json]                     live checks, one line each (exit 0 OK, 1 WARN, 2 FAIL)
     plan [--json] [--login]             what the next apply would change; changes nothing
@@ -10,7 +10,7 @@
     resume
     lock list | take NAME | release NAME   the update-lock directory (locks.dir)
     bundle sign | verify | public-key   signed bundles for the release pipeline
-                                        (agent/bundlecmd.py; the key from a file or stdin)
+                                        (agent/commands/bundlecmd.py; the key from a file or stdin)
 
 The parser and each command's help and exit statuses: cliargs.py. Global options
 (-c/--config FILE, --debug, --log-format) go before or after the command; config.yaml is
@@ -42,9 +42,9 @@ import sys
 import time
 
 from monky_deployd import cliargs
-from monky_deployd.agent import bundlecmd, logs
+from monky_deployd.agent import logs
+from monky_deployd.agent.commands import bundlecmd
 from monky_deployd.config import Config, load
-from monky_deployd.core import gates
 from monky_deployd.core.errors import (
     EXIT_CONFIG,
     EXIT_FAILED,
@@ -54,10 +54,10 @@ from monky_deployd.core.errors import (
     EXIT_USAGE,
     EXIT_WAITING,
     Code,
-    ConfigError,
-    DeployError,
 )
-from monky_deployd.core.report import TickRecord, rfc3339
+from monky_deployd.core.faults import ConfigError, DeployError
+from monky_deployd.core.lifecycle import gates
+from monky_deployd.core.records.tickrecord import TickRecord, rfc3339
 
 log = logging.getLogger("monky_deployd")
 WRITERS = ("apply", "suspend", "resume")  # the commands that write the state dir
@@ -83,8 +83,8 @@ def exit_code_of(err: DeployError) -> int:
 def _operator(args: argparse.Namespace, cfg: Config) -> int:
     """suspend, resume and lock: small reads and writes of the state and lock dirs."""
     from monky_deployd.adapters.box import locks
-    from monky_deployd.adapters.box.state import StateDir
-    from monky_deployd.core.records import Suspended
+    from monky_deployd.adapters.box.state.state import StateDir
+    from monky_deployd.core.records.suspend import Suspended
 
     now = time.time()
     state = StateDir(cfg.state_dir)
@@ -129,7 +129,7 @@ def _operator(args: argparse.Namespace, cfg: Config) -> int:
 def _plan(args: argparse.Namespace, cfg: Config) -> int:
     """``plan``: the diff on stdout (text or JSON), log lines on stderr (warnings unless
     --debug). Exit 0 no change, 1 changes, 2 error."""
-    from monky_deployd.agent.plan import run_plan
+    from monky_deployd.agent.commands.plan import run_plan
 
     status, found, err = run_plan(cfg, login=args.login)
     if args.json:
@@ -189,7 +189,7 @@ def _config_refused(
     one line on stderr."""
     err = _seat(args, err)
     if args.command == "status":
-        from monky_deployd.agent import status_fault
+        from monky_deployd.agent.commands import status_fault
 
         return status_fault.run("config_error", err, as_json=args.json)
     if args.command == "plan" and args.json:
@@ -199,7 +199,7 @@ def _config_refused(
     if args.command != "apply":
         print(f"monky-deployd {args.command}: {err}", file=sys.stderr)
         return status
-    from monky_deployd.core.checks import one_line
+    from monky_deployd.core.commands.checks import one_line
 
     log.error(
         str(err),
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bundle":  # the release pipeline's: no tick
         return bundlecmd.main(args)
     if args.command == "doctor":  # loads config.yaml itself: its first check
-        from monky_deployd.agent import doctor
+        from monky_deployd.agent.commands import doctor
 
         return doctor.main(
             args.config,
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plan":
         return _plan(args, cfg)
     if args.command in WRITERS:  # root acts as the state dir's owner: no root-owned file left
-        from monky_deployd.adapters.box import owner
+        from monky_deployd.adapters.box.state import owner
 
         try:
             user = owner.become_owner(cfg.state_dir, cfg.service_user)
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "apply":
         try:
             if args.command == "status":
-                from monky_deployd.agent import status
+                from monky_deployd.agent.commands import status
 
                 return status.run(cfg, as_json=args.json)
             return _operator(args, cfg)
@@ -265,16 +265,14 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         except DeployError as err:
             if args.command == "status":  # the state dir cannot be read by this user
-                from monky_deployd.agent import status_fault
+                from monky_deployd.agent.commands import status_fault
 
                 return status_fault.run("unreadable", err, as_json=args.json)
             print(str(err), file=sys.stderr)
             return exit_code_of(err)
     config_ms = int((time.monotonic() - started) * 1000)
-    from monky_deployd.agent.tick import (
-        Options,
-        run_tick,  # imported after config so a bad config fails fast
-    )
+    from monky_deployd.agent.context import Options
+    from monky_deployd.agent.tick.tick import run_tick
 
     return exit_code(run_tick(cfg, config_ms=config_ms, options=Options(retry=args.retry)))
 
@@ -284,7 +282,7 @@ def run() -> int:
     collector off, then ``gc.freeze()``. Every run is one short process whose objects all die
     with it: a no-op tick's modules and its work make next to no cyclic garbage (collecting
     it was 15 M instructions of a no-op, ``bench/noop_instructions.py``; an apply turns the
-    collector back on, ``agent.tick``), and frozen, they are not walked again by the
+    collector back on, ``agent.tick.tick``), and frozen, they are not walked again by the
     collections the interpreter makes on its way out (about 50 ms of a no-op tick's 330 ms of
     CPU, ``bench/noop_tick.py``). ``main`` itself, called in a long-lived process (the
     tests), leaves the collector alone."""

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from monky_deployd import __version__
-from monky_deployd.agent import bundlecmd
+from monky_deployd.agent.commands import bundlecmd
 from monky_deployd.agent.logs import FORMATS as LOG_FORMATS
 from monky_deployd.config import DEFAULT_CONFIG_PATH
 

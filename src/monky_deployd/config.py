@@ -5,7 +5,7 @@ lists one line per problem: ``at 'tenancy.port': Input should be a valid integer
 Unknown keys are refused (``extra="forbid"``) so a typo never silently falls back to a default.
 A text or path holding a NUL or a lone surrogate (YAML's ``"\ud800"``) is refused here, not left
 to fail in a system call; the file's YAML is budgeted like a bundle's compose file
-(``core.composefile.budget``: aliases expanded, depth) before it is loaded.
+(``core.admission.composefile.budget``: aliases expanded, depth) before it is loaded.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from pydantic import (
 )
 
 from monky_deployd.config_policy import PolicyCfg
-from monky_deployd.core import composefile
-from monky_deployd.core.errors import Code, ConfigError
-from monky_deployd.core.trustcfg import TrustCfg
+from monky_deployd.core.admission import composefile
+from monky_deployd.core.admission.trustcfg import TrustCfg
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import ConfigError
 
 if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
-    from monky_deployd.core import schedule
+    from monky_deployd.core.lifecycle import schedule
 
 DEFAULT_CONFIG_PATH = Path("/etc/monky-deployd/config.yaml")
 TENANCY_INTERCEPT_PORT = 443  # the Ziti intercept; the pod's own listener port never goes here
@@ -168,7 +169,7 @@ def zone(name: str) -> tzinfo:
 
 
 def _window(text: str) -> str:
-    from monky_deployd.core import schedule
+    from monky_deployd.core.lifecycle import schedule
 
     spec = schedule.parse_window(text)
     zone(spec.zone)
@@ -193,7 +194,7 @@ class Config(_Strict):
     locks: LocksCfg = LocksCfg()
     metrics: MetricsCfg = MetricsCfg()
     policy: PolicyCfg = PolicyCfg()  # what a bundle may ask of the box (config_policy.py)
-    trust: TrustCfg = TrustCfg()  # signed bundles (contract v1.3): core/trustcfg.py
+    trust: TrustCfg = TrustCfg()  # signed bundles (contract v1.3): core/admission/trustcfg.py
     lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
     # The whole tick, overall: past it the tick ends with TICK_DEADLINE where it is, and
     # every request and child gets at most the time left. 25 min covers a full pull (900 s),
@@ -204,7 +205,8 @@ class Config(_Strict):
     tick_deadline_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 1500.0
     max_bundle_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     # Update windows: a new revision is applied only inside one of these (empty: at any time);
-    # each is `DAYS HH:MM for DURATION ZONE` (core/schedule.py; OPERATIONS.md, "Update windows").
+    # each is `DAYS HH:MM for DURATION ZONE` (core/lifecycle/schedule.py; OPERATIONS.md, "Update
+    # windows").
     update_windows: Annotated[
         list[Annotated[str, AfterValidator(_window)]], Field(max_length=64)
     ] = []
@@ -233,7 +235,7 @@ class Config(_Strict):
         """``update_windows`` read, each with its zone (validated at load)."""
         if not self.update_windows:
             return ()
-        from monky_deployd.core import schedule
+        from monky_deployd.core.lifecycle import schedule
 
         found = []
         for text in self.update_windows:

@@ -1,5 +1,5 @@
 """config.yaml's ``policy:``: what a bundle's services may ask of this box beyond Pod Security
-"baseline" (``core.policy`` judges; OPERATIONS.md, "Local policy", has the table).
+"baseline" (``core.admission.policy`` judges; OPERATIONS.md, "Local policy", has the table).
 
 Every allowance is opt-in and narrow: one capability, one device, one path root, under
 ``allow`` (every service) or ``services.<name>`` (that compose service only). Nothing here
@@ -105,7 +105,7 @@ class AllowCfg(BaseModel):
     providers: Items = []  # programs a `provider:` service may have compose run on the host
     # engine names of volumes / networks that are not the release's own (another project's,
     # made by hand, the engine's bridge) a release may use; networks: also network_mode and
-    # build.network naming them (core.policy_names)
+    # build.network naming them (core.admission.names)
     volumes: Items = []
     networks: Items = []
     log_drivers: Items = []  # log drivers beyond json-file, local, journald, none (syslog)
@@ -118,7 +118,7 @@ class PolicyCfg(BaseModel):
 
     allow: AllowCfg = AllowCfg()  # every service of every bundle
     services: Annotated[dict[str, AllowCfg], Field(max_length=256)] = {}  # by compose name
-    # key paths of compose's model allowed beyond the key table's defaults (core.policy_keys):
+    # key paths of compose's model allowed beyond the key table's defaults (core.admission.keys):
     # `services.web.provider`, `volumes.*.driver_opts` (`*`: any one name)
     keys: Annotated[list[Annotated[str, AfterValidator(_key_path)]], Field(max_length=256)] = []
 

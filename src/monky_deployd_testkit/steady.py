@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 import yaml
 
 import monky_deployd
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.core.records import Applied
-from monky_deployd.core.wire import HostFacts
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.core.records.applied import Applied
+from monky_deployd.core.wire.checkin import HostFacts
 from monky_deployd_testkit.fakes.estate import Estate
 
 ENV = "env-steady-01"

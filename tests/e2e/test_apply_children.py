@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.core.wire import HostFacts
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.core.wire.checkin import HostFacts
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab
 

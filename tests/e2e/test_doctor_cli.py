@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from monky_deployd.agent import doctor
+from monky_deployd.agent.commands import doctor
 from monky_deployd_testkit.lab import CLI
 
 

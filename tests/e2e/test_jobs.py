@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from monky_deployd.core import schedule
+from monky_deployd.core.lifecycle import schedule
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab, Run
 

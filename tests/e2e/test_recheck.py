@@ -39,8 +39,8 @@ def act():
         Path(where).mkdir(parents=True, exist_ok=True)
         Path(where, "batch.lock").write_text(json.dumps({"holder": "batch", "reason": "job"}))
     else:
-        from monky_deployd.adapters.box.state import StateDir
-        from monky_deployd.core.records import Suspended
+        from monky_deployd.adapters.box.state.state import StateDir
+        from monky_deployd.core.records.applied import Suspended
         StateDir(Path(where)).write_suspend(Suspended(time.time(), None, "maintenance"))
 def hooked(real):
     def call(src, dst, *args, **kwargs):

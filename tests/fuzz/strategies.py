@@ -10,7 +10,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from monky_deployd.core.errors import CATALOGUE, Code, DeployError
+from monky_deployd.core.errors import CATALOGUE, Code
+from monky_deployd.core.faults import DeployError
 
 settings.register_profile(
     "fuzz-ci",

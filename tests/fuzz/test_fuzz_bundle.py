@@ -13,9 +13,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core import envfile, prepare
-from monky_deployd.core.bundle import Bundle
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.admission import prepare
+from monky_deployd.core.admission.bundle import Bundle
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render import envfile
 
 from .strategies import FUZZ, any_text, assert_named, hostile_yaml, json_values
 

@@ -1,6 +1,7 @@
 """Fuzz: the registry credential parser, config loading, tenancy's answers (check-in, lease,
-error bodies: ``core.wire`` through ``adapters.net.tenancy``) and the state files (``StateDir``
-over ``core.records``). Every outcome is a value or a named refusal; reading never writes."""
+error bodies: ``core.wire.checkin`` through ``adapters.net.tenancy``) and the state files
+(``StateDir`` over ``core.records.applied``). Every outcome is a value or a named refusal; reading
+never writes."""
 
 from __future__ import annotations
 
@@ -15,14 +16,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.net.tenancy import Checkin, Tenancy
 from monky_deployd.config import TenancyCfg
-from monky_deployd.core import prepare, registry_cred
-from monky_deployd.core.errors import DeployError
-from monky_deployd.core.records import Applied, TokenState
-from monky_deployd.core.schedule import Seen
-from monky_deployd.core.wire import HostFacts, Lease
+from monky_deployd.core.admission import prepare
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle.schedule import Seen
+from monky_deployd.core.records.applied import Applied, TokenState
+from monky_deployd.core.render import registry_cred
+from monky_deployd.core.wire.answers import Lease
+from monky_deployd.core.wire.checkin import HostFacts
 
 from .strategies import FUZZ, any_text, assert_named, hostile_yaml, json_values, nested
 
@@ -242,11 +245,11 @@ bake_bytes = record_bytes | st.fixed_dictionaries(
 @FUZZ
 @given(raw=bake_bytes)
 def test_the_bake_record_reads_as_a_well_typed_record_or_none(raw: bytes) -> None:
-    """bake.json (core.bake): whatever the file holds, a record whose every field has its type
-    and finite times (a NaN would bake forever), or none; never a write."""
+    """bake.json (core.lifecycle.bake): whatever the file holds, a record whose every field has its
+    type and finite times (a NaN would bake forever), or none; never a write."""
     import math
 
-    from monky_deployd.core.bake import Bake
+    from monky_deployd.core.lifecycle.bake import Bake
 
     with tempfile.TemporaryDirectory() as tmp:
         state = StateDir(Path(tmp) / "s").ensure()

@@ -37,9 +37,9 @@ from hypothesis import strategies as st
 
 from monky_deployd import cli
 from monky_deployd import config as config_mod
-from monky_deployd.agent import status
-from monky_deployd.agent.tick import run_tick
-from monky_deployd.core import status as core_status
+from monky_deployd.agent.commands import status
+from monky_deployd.agent.tick.tick import run_tick
+from monky_deployd.core.commands import status as core_status
 from monky_deployd_testkit.fakes.estate import Estate
 
 EXAMPLES = {"ci": 40, "quick": 10, "deep": 1500}[os.environ.get("MONKY_FUZZ") or "ci"]

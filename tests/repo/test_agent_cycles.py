@@ -1,8 +1,8 @@
 """agent/'s modules import one another one way (issue 29): an import circle, even through an
 import inside a function, makes the order matter and hides which module a path really needs
 (the no-op tick's). Only imports under ``TYPE_CHECKING`` (never run) do not count. Issue 29
-untied the last two: baking/recovery/steps (the bake's start is agent/bakestart.py) and
-ledger/metrics (the textfile's name is core.ledger's)."""
+untied the last two: baking/recovery/steps (the bake's start is agent/apply/bakestart.py) and
+ledger/metrics (the textfile's name is core.records.ledger's)."""
 
 from __future__ import annotations
 
@@ -29,20 +29,26 @@ def _imports(path: Path) -> set[str]:
         if id(node) in never:
             continue
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == PREFIX:
-                found.update(alias.name for alias in node.names)
-            elif node.module.startswith(PREFIX + "."):
-                found.add(node.module.split(".")[2])
+            if node.module == PREFIX or node.module.startswith(PREFIX + "."):
+                rest = node.module[len(PREFIX) + 1 :]
+                found.update(f"{rest}.{a.name}".lstrip(".") for a in node.names)
+                found.add(rest)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith(PREFIX + "."):
-                    found.add(alias.name.split(".")[2])
+                    found.add(alias.name[len(PREFIX) + 1 :])
     return found
 
 
 def _graph() -> dict[str, set[str]]:
-    names = {p.stem for p in AGENT.glob("*.py") if p.stem != "__init__"}
-    return {n: _imports(AGENT / f"{n}.py") & names for n in names}
+    """agent/'s modules by their name below agent (``tick.tick``, ``context``) -> what they
+    import of agent/ (the rooms are folders: issue 41)."""
+    files = {
+        ".".join(p.relative_to(AGENT).with_suffix("").parts): p
+        for p in AGENT.rglob("*.py")
+        if p.name != "__init__.py"
+    }
+    return {n: {i for i in _imports(p) if i in files} for n, p in files.items()}
 
 
 def _circles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
@@ -90,10 +96,17 @@ def test_the_circle_finder_finds_a_circle() -> None:
 
 def test_agent_has_no_import_circle() -> None:
     graph = _graph()
-    assert {"tick", "steps", "baking", "ledger", "metrics"} <= graph.keys()  # the walk saw agent/
+    assert {
+        "tick.tick",
+        "apply.steps",
+        "apply.baking",
+        "tick.ledger",
+        "tick.metrics",
+    } <= graph.keys()  # the walk saw agent/
     assert [sorted(c) for c in _circles(graph)] == []
 
 
 def test_the_tick_reads_top_to_bottom_within_250_lines() -> None:
-    """agent/tick.py is the no-op path's table of contents (issue 29): helpers live beside it."""
-    assert len((AGENT / "tick.py").read_text().splitlines()) <= 250
+    """agent/tick/tick.py is the no-op path's table of contents (issue 29): helpers live beside
+    it."""
+    assert len((AGENT / "tick" / "tick.py").read_text().splitlines()) <= 250

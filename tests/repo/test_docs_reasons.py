@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from monky_deployd.agent import plan
-from monky_deployd.core import diff, reasons, wire
+from monky_deployd.agent.commands import plan
+from monky_deployd.core.commands import diff
+from monky_deployd.core.records import reasons
+from monky_deployd.core.wire import report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,7 +18,7 @@ def test_every_report_field_is_in_protocol_md_example() -> None:
     text = (ROOT / "PROTOCOL.md").read_text()
     example = text[text.index("### `POST /v1/envs/{env}/reports`") :]
     example = example[: example.index("```\n", example.index("```json") + 7)]
-    for name in wire.ReportBody.model_fields:
+    for name in report.ReportBody.model_fields:
         assert f'"{name}"' in example, f"report field {name} missing from PROTOCOL.md's example"
 
 

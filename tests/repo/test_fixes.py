@@ -1,7 +1,8 @@
 """OPERATIONS.md's fix for a code is the hint the agent prints for it (issue 36): for every code
-whose fix is one command (``core.fixes.DOCUMENTED``), the "what to check" cell of its row starts
-with exactly that command, as the agent prints it on a box laid out by the package. The system
-test (tests/system/test_seats.py) compares the same cells with the hints printed on such a box."""
+whose fix is one command (``core.commands.fixes.DOCUMENTED``), the "what to check" cell of its row
+starts with exactly that command, as the agent prints it on a box laid out by the package. The
+system test (tests/system/test_seats.py) compares the same cells with the hints printed on such a
+box."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from monky_deployd.core import fixes
+from monky_deployd.core.commands import fixes
 from monky_deployd.core.errors import Code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,5 +46,5 @@ def test_a_cell_that_names_another_command_fails() -> None:
 
 def test_the_raise_sites_print_the_documented_command() -> None:
     src = ROOT / "src" / "monky_deployd"
-    assert "fixes.state_chown(" in (src / "adapters" / "box" / "owner.py").read_text()
+    assert "fixes.state_chown(" in (src / "adapters" / "box" / "state" / "owner.py").read_text()
     assert "fixes.identity_access(" in (src / "adapters" / "net" / "identity.py").read_text()

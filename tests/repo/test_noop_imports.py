@@ -24,38 +24,43 @@ FORBIDDEN_TOP_LEVEL = {
     "prometheus_client",
     "subprocess",
 }
-# The apply's checks, the apply path (agent.act, one import) and the box steps with their adapters.
+# The apply's checks, the apply path (agent.apply.act, one import) and the box steps with their
+# adapters.
 FORBIDDEN_OWN = {
-    "monky_deployd.agent.act",
-    "monky_deployd.agent.prepare",
-    "monky_deployd.agent.steps",
-    "monky_deployd.core.boxsteps",
-    "monky_deployd.core.registry_cred",
-    "monky_deployd.adapters.box.compose",
-    "monky_deployd.adapters.box.preflight",
+    "monky_deployd.agent.apply.act",
+    "monky_deployd.agent.apply.prepare",
+    "monky_deployd.agent.apply.steps",
+    "monky_deployd.core.lifecycle.boxsteps",
+    "monky_deployd.core.render.registry_cred",
+    "monky_deployd.adapters.box.docker.compose",
+    "monky_deployd.adapters.box.docker.preflight",
     "monky_deployd.adapters.box.runner",
-    "monky_deployd.adapters.box.docker_config",
+    "monky_deployd.adapters.box.docker.docker_config",
     "monky_deployd.adapters.net.hvac_httpx",
-    "monky_deployd.core.bundle",
-    "monky_deployd.core.dotenv",
-    "monky_deployd.core.envfile",
-    "monky_deployd.core.prepare",
-    "monky_deployd.core.prune",
-    "monky_deployd.core.pullerrors",
-    "monky_deployd.core.policy",
+    "monky_deployd.core.admission.bundle",
+    "monky_deployd.core.render.dotenv",
+    "monky_deployd.core.render.envfile",
+    "monky_deployd.core.admission.prepare",
+    "monky_deployd.core.lifecycle.prune",
+    "monky_deployd.core.render.pullerrors",
+    "monky_deployd.core.admission.policy",
     "monky_deployd.agent.policy",
-    "monky_deployd.adapters.box.composeconfig",
+    "monky_deployd.adapters.box.docker.composeconfig",
 }
 # Issue 29: what only a bake, a wait (update windows, a rollout spread), verify or a failure reads.
 FORBIDDEN_OWN |= {
-    "monky_deployd.core.bake",
-    "monky_deployd.core.verify",
-    "monky_deployd.core.schedule",
-    "monky_deployd.core.held",  # held.json's kinds: only when the file exists
-    "monky_deployd.core.plans",  # the plan kinds other than Noop (decide re-exports them)
-    "monky_deployd.core.wirebodies",  # the 200 answer, lease, errors, report (wire re-exports)
-    "monky_deployd.agent.recorded",  # status's and the metrics' view (a quiet tick writes neither)
-    "monky_deployd.core.records_rare",  # release, suspend, journal, projects (records re-exports)
+    "monky_deployd.core.lifecycle.bake",
+    "monky_deployd.core.lifecycle.verify",
+    "monky_deployd.core.lifecycle.schedule",
+    "monky_deployd.core.records.held",  # held.json's kinds: only when the file exists
+    "monky_deployd.core.lifecycle.plans",  # the plan kinds other than Noop
+    "monky_deployd.core.wire.answers",  # the 200 answer, the lease, the error body
+    "monky_deployd.core.wire.report",  # the report body
+    "monky_deployd.agent.observe.recorded",  # status's and the metrics' view
+    "monky_deployd.core.records.release",  # release.json, projects.json
+    "monky_deployd.core.records.suspend",  # suspend.json
+    "monky_deployd.core.records.journal",  # journal.json
+    "monky_deployd.adapters.box.docker.watch",  # verify's and the bake's inspections, events
 }
 
 
@@ -95,7 +100,7 @@ def test_a_noop_tick_loads_no_openbao_client_metrics_or_subprocess(
     assert top & FORBIDDEN_TOP_LEVEL == set()
     box, _ = steady_modules
     assert (box.textfile_dir / "monky-deployd.prom").is_file()  # metrics on: only touched
-    assert "monky_deployd.agent.tick" in modules  # the dump saw a real tick
+    assert "monky_deployd.agent.tick.tick" in modules  # the dump saw a real tick
 
 
 def test_a_noop_tick_loads_no_box_step_or_apply_check_module(

@@ -1,4 +1,4 @@
-"""The policy's allow-list (core/policy_keys.py) against compose's own schema and OPERATIONS.md.
+"""The policy's allow-list (core/admission/keys.py) against compose's own schema and OPERATIONS.md.
 
 The schema is the one the installed compose plugin validates with (compose-go's
 ``compose-spec.json``, Apache-2.0, embedded in the plugin binary that the test extra
@@ -17,8 +17,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from monky_deployd.core import policy_keys
-from monky_deployd.core.policy_keys import SHAPES, Kind
+from monky_deployd.core.admission import keys as policy_keys
+from monky_deployd.core.admission.keys import SHAPES, Kind
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_DIRS = (
@@ -113,7 +113,7 @@ def test_operations_md_holds_the_table_as_the_code_has_it() -> None:
     block = re.search(r"<!-- policy-keys:begin -->\n(.*?)\n<!-- policy-keys:end -->", text, re.S)
     assert block is not None, "OPERATIONS.md has no policy-keys block"
     assert block.group(1) == policy_keys.markdown(), (
-        "OPERATIONS.md's key table differs from core/policy_keys.py: paste markdown()'s output"
+        "OPERATIONS.md's key table differs from core/admission/keys.py: paste markdown()'s output"
     )
 
 

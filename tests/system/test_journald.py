@@ -42,7 +42,7 @@ BIG = 300_000  # bytes of one field: more than a datagram carries
 PROBE = f"""
 import logging
 from monky_deployd.agent import logs
-from monky_deployd.core.mask import Masker
+from monky_deployd.core.render.mask import Masker
 
 logs.setup("auto", logging.DEBUG)
 logs.set_tick("00112233445566ff")

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 import yaml
 
-from monky_deployd.core import fixes
+from monky_deployd.core.commands import fixes
 from monky_deployd.core.errors import Code
 from monky_deployd_testkit.fakes.estate import Estate
 from tests.integration.net.test_identity import identity_json

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monky_deployd.config import load
-from monky_deployd.core.errors import ConfigError
+from monky_deployd.core.faults import ConfigError
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -9,7 +9,7 @@ import pytest
 
 from monky_deployd.agent import policy as agent_policy
 from monky_deployd.config import parse
-from monky_deployd.core.errors import ConfigError
+from monky_deployd.core.faults import ConfigError
 
 
 def test_the_default_policy_allows_nothing_beyond_baseline() -> None:

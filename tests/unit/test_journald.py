@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monky_deployd.agent import journald, logs
-from monky_deployd.core.checks import one_line
+from monky_deployd.core.commands.checks import one_line
 from monky_deployd.core.errors import Code
-from monky_deployd.core.mask import NO_SECRETS, Masker
+from monky_deployd.core.render.mask import NO_SECRETS, Masker
 
 log = logging.getLogger("monky_deployd.test")
 keys = st.from_regex(r"[a-z][a-z0-9_]{0,20}", fullmatch=True).filter(

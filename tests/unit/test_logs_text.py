@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monky_deployd.agent import logs
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
 
 words = st.text(st.characters(min_codepoint=97, max_codepoint=122), min_size=1, max_size=8)
 sentence = st.lists(words, min_size=1, max_size=6).map(" ".join)

@@ -1,4 +1,4 @@
-"""A user's ids and a file's owner, group and mode, as ``core.access`` takes them (from
+"""A user's ids and a file's owner, group and mode, as ``core.commands.access`` takes them (from
 /etc/passwd, /etc/group and ``stat``): who the unit's user is, whoever asks."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pwd
 import stat
 from pathlib import Path
 
-from monky_deployd.core import access
+from monky_deployd.core.commands import access
 
 
 def group_name(gid: int) -> str:
@@ -41,7 +41,8 @@ def target(path: Path) -> access.Target:
 
 
 def fix_for(user: str, path: Path, want: int = 4) -> str | None:
-    """``core.access.fix`` for ``user`` and ``path``; None when either cannot be looked up."""
+    """``core.commands.access.fix`` for ``user`` and ``path``; None when either cannot be looked
+    up."""
     try:
         return access.fix(who(user), target(path), want)
     except (KeyError, OSError):

@@ -5,12 +5,12 @@ second never trips it. So the tick has one overall deadline (``tick_deadline_s``
 request one of its own (``tenancy.deadline_s``, ``openbao.deadline_s``, the Engine API's
 ``docker.command_timeout_s``), held in context variables:
 
-- ``tick(seconds)`` / ``request(seconds)`` set them (``agent.tick`` / ``httpio.read_capped``);
+- ``tick(seconds)`` / ``request(seconds)`` set them (``agent.tick.tick`` / ``httpio.read_capped``);
 - ``clamp(timeout)`` turns a per-operation timeout into ``min(timeout, time left)`` (every socket
   read and write of ``httpio``'s transports, every child of ``runner.run``); when nothing is
   left it raises ``Expired`` naming the deadline that ran out;
 - ``check_tick(where)`` ends the tick at a phase boundary with ``TICK_DEADLINE``; every cut by
-  the tick's deadline raises ``core.errors.TickDeadline`` (a ``BaseException``: an ordinary
+  the tick's deadline raises ``core.faults.TickDeadline`` (a ``BaseException``: an ordinary
   ``except`` cannot swallow it, so the tick ends where its time ran out, not at the next phase).
 
 Context variables are per thread: a helper thread (the Ziti dialer's) is bounded by the timeout
@@ -26,7 +26,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
-from monky_deployd.core.errors import Code, DeployError, TickDeadline
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError, TickDeadline
 
 
 @dataclass(frozen=True)

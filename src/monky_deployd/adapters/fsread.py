@@ -16,7 +16,8 @@ containers by design), so every read of a record, a lock file or an outbox entry
 
 ``BadEntry`` is a ``ValueError``: a caller that reads an unreadable record as absent keeps doing
 so. ``wrong_type`` says the entry is not a file at all (a FIFO, a directory, a socket, a device
-or a link): the tick sets such an entry aside (``adapters.box.aside``), ``status`` only says so.
+or a link): the tick sets such an entry aside (``adapters.box.state.aside``), ``status`` only says
+so.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ import secrets
 import stat
 from pathlib import Path
 
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
 
 
 def link_error(path: Path) -> DeployError:

@@ -22,7 +22,7 @@ import httpcore
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.faults import DeployError
 
 _T = TypeVar("_T")
 

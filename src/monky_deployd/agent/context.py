@@ -1,10 +1,12 @@
 """What one tick's executors share (``Context``: the config, the state dir, the record, the
 clock, the masker that grows with every secret the tick learns), and the host facts every
-check-in carries. On every tick's path, the no-op's too; the box steps (``agent.steps``) are not.
+check-in carries. On every tick's path, the no-op's too; the box steps (``agent.apply.steps``) are
+not.
 """
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -13,23 +15,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from monky_deployd.adapters.box import docker_api
-from monky_deployd.adapters.box.state import ENV_FILE, StateDir
+from monky_deployd.adapters.box.docker import docker_api
+from monky_deployd.adapters.box.state.state import ENV_FILE, StateDir
 from monky_deployd.adapters.fsutil import read_if_exists
 from monky_deployd.agent import logs
 from monky_deployd.config import Config
-from monky_deployd.core import mask, wire
-from monky_deployd.core.decide import host_facts_usable
-from monky_deployd.core.errors import DeployError
-from monky_deployd.core.records import ServiceLabel
-from monky_deployd.core.report import TickRecord
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle.decide import host_facts_usable
+from monky_deployd.core.records.applied import ServiceLabel
+from monky_deployd.core.records.tickrecord import TickRecord
+from monky_deployd.core.render import mask
+from monky_deployd.core.wire import checkin as wire
 
 if TYPE_CHECKING:
-    from monky_deployd.adapters.box.compose import Compose
-    from monky_deployd.core import verify as verdict
+    from monky_deployd.adapters.box.docker.compose import Compose
+    from monky_deployd.core.lifecycle import verify as verdict
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How this tick runs beyond the config: the operator's ``--retry``; for tests, the verify
+    phase's clock and sleep and the backoff's random source."""
+
+    retry: bool = False
+    watch_clock: Clock = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random
 
 
 @dataclass
@@ -68,7 +82,7 @@ class Context:
         write (a restore, the previous project's ``down``) first teaches the masker the secrets
         it holds at rest, and one staged before the model existed is judged now and gets one
         (``agent.policy.ensure_model``; ``judged=False``: a down, which may run without)."""
-        from monky_deployd.adapters.box.compose import Compose
+        from monky_deployd.adapters.box.docker.compose import Compose
 
         workdir = self.state.revision_dir(revision)
         if revision != self.staged:
@@ -92,8 +106,8 @@ class Context:
     def secrets_at_rest(self, revision: str) -> tuple[str, ...]:
         """The values of the revision's ``.env`` and the registry credential of the docker
         config: what compose may echo when it runs that revision."""
-        from monky_deployd.adapters.box.aside import CONFIG_NAME
-        from monky_deployd.core import atrest
+        from monky_deployd.adapters.box.state.aside import CONFIG_NAME
+        from monky_deployd.core.render import atrest
 
         env = _read(self.state.revision_dir(revision) / ENV_FILE)
         cfg = _read(self.state.docker_dir / CONFIG_NAME)
@@ -120,7 +134,7 @@ def host_facts(ctx: Context) -> wire.HostFacts:
 def refresh_host_facts(ctx: Context, *, store: bool = True, compose: str = "") -> wire.HostFacts:
     """The host facts asked now (``compose``: compose's version when already known)."""
     from monky_deployd.adapters.box import runner
-    from monky_deployd.adapters.box.compose import docker_env
+    from monky_deployd.adapters.box.docker.compose import docker_env
 
     env = docker_env(ctx.cfg.docker, ctx.state.docker_dir)
     binary, timeout = ctx.cfg.docker.binary, ctx.cfg.docker.command_timeout_s

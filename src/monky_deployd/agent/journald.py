@@ -56,7 +56,7 @@ def record_fields(record: logging.LogRecord, priority: int) -> list[tuple[str, s
     standard CODE_* fields and one ``MONKY_*`` field per extra attribute that is not None."""
     message = record.getMessage()
     if "\n" in message:  # a fault of one line per problem (CONFIG_INVALID): one line here too,
-        from monky_deployd.core.checks import one_line  # as in the text log (issue 36)
+        from monky_deployd.core.commands.checks import one_line  # as in the text log (issue 36)
 
         message = one_line(message)
     if record.exc_info and not record.exc_text:  # (the masking filter formats it when it masks)

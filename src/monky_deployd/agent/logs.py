@@ -20,8 +20,8 @@ The formats (``--log-format``; ``auto`` picks one):
   (journald has its own) and ``<N>``-prefixed.
 
 Every record that reaches the handler, the agent's and third-party loggers' alike, passes the
-tick's ``Masker`` (``set_masker``; ``core.mask``): its message, every extra field (nested values
-too) and any traceback text are masked before a formatter (or a journal field) sees them.
+tick's ``Masker`` (``set_masker``; ``core.render.mask``): its message, every extra field (nested
+values too) and any traceback text are masked before a formatter (or a journal field) sees them.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from pythonjsonlogger.json import JsonFormatter
 
-from monky_deployd.core.mask import NO_SECRETS, Masker
+from monky_deployd.core.render.mask import NO_SECRETS, Masker
 
 _tick_id: contextvars.ContextVar[str] = contextvars.ContextVar("tick_id", default="-")
 _phase: contextvars.ContextVar[str] = contextvars.ContextVar("phase", default="-")
@@ -134,7 +134,7 @@ class _TextFormatter(logging.Formatter):
         self.clock = clock  # the time first (not on the journal: journald has its own)
 
     def format(self, record: logging.LogRecord) -> str:
-        from monky_deployd.core.checks import one_line  # text only: off the journal's path
+        from monky_deployd.core.commands.checks import one_line  # text only: off the journal's path
 
         message = one_line(record.getMessage())
         extras = {

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent.token import HeldToken, TokenKeeper
-from monky_deployd.core.errors import Code, DeployError, TickDeadline
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError, TickDeadline
 
 OPENBAO_DOWN = frozenset({Code.OPENBAO_UNREACHABLE, Code.OPENBAO_UNAVAILABLE, Code.OPENBAO_SEALED})
 

@@ -1,6 +1,6 @@
-"""The local policy performed (``core.policy`` judges): a new revision's effective configuration
-before anything changes (``check``, the tick's and ``plan``'s ``policy`` phase; the engine's
-word on each volume, network and container name in it: ``names_now``, cheap enough to ask
+"""The local policy performed (``core.admission.policy`` judges): a new revision's effective
+configuration before anything changes (``check``, the tick's and ``plan``'s ``policy`` phase; the
+engine's word on each volume, network and container name in it: ``names_now``, cheap enough to ask
 again right before ``up``), and the
 running revision's under today's policy (``running``, for ``plan`` and ``doctor``: reported,
 never taken down).
@@ -15,14 +15,16 @@ import dataclasses
 import os
 from pathlib import Path
 
-from monky_deployd.adapters.box import composeconfig, docker_api
-from monky_deployd.adapters.box.revisions import MODEL_FILE
+from monky_deployd.adapters.box.docker import composeconfig, docker_api
+from monky_deployd.adapters.box.state.revisions import MODEL_FILE
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
 from monky_deployd.config_policy import AllowCfg
-from monky_deployd.core import artifact, composefile, policy
-from monky_deployd.core.checks import Check
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.mask import NO_SECRETS, Masker
+from monky_deployd.core.admission import artifact, composefile, policy
+from monky_deployd.core.admission import rules as terms
+from monky_deployd.core.commands.checks import Check
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render.mask import NO_SECRETS, Masker
 
 # Reached by no bind mount whatever the allowances say: the engine's and containerd's sockets
 # and stores, the host's root and its system trees (the agent's own directories are added).
@@ -43,13 +45,13 @@ ALWAYS_PROTECTED = (
 )
 
 
-def _allow(cfg: AllowCfg) -> policy.Allow:
-    return policy.Allow(
+def _allow(cfg: AllowCfg) -> terms.Allow:
+    return terms.Allow(
         privileged=cfg.privileged,
         host_namespaces=frozenset(cfg.host_namespaces),
         cap_add=frozenset(cfg.cap_add),
-        devices=frozenset(policy.normpath(d) if d.startswith("/") else d for d in cfg.devices),
-        security_opt=frozenset(policy.security_opt(o) for o in cfg.security_opt),
+        devices=frozenset(terms.normpath(d) if d.startswith("/") else d for d in cfg.devices),
+        security_opt=frozenset(terms.security_opt(o) for o in cfg.security_opt),
         sysctls=frozenset(cfg.sysctls),
         cgroup_parent=frozenset(cfg.cgroup_parent),
         bind_roots=tuple(os.path.realpath(r) for r in cfg.bind_roots),
@@ -83,7 +85,7 @@ def protected(cfg: Config) -> tuple[str, ...]:
         root = docker_api.engine_info(cfg.docker)[0].get("DockerRootDir")
         if isinstance(root, str) and root.startswith("/"):
             paths.append(root)
-    found = {policy.normpath(p) for p in paths} | {os.path.realpath(p) for p in paths}
+    found = {terms.normpath(p) for p in paths} | {os.path.realpath(p) for p in paths}
     return tuple(sorted(found))
 
 
@@ -103,13 +105,14 @@ def resolve(path: str) -> str:
         return ""
 
 
-def rules(cfg: Config) -> policy.Rules:
-    """config.yaml's ``policy`` as ``core.policy.Rules``; ``locks.dir`` is always a root."""
+def rules(cfg: Config) -> terms.Rules:
+    """config.yaml's ``policy`` as ``core.admission.rules.Rules``; ``locks.dir`` is always a
+    root."""
     every = _allow(cfg.policy.allow)
     # the update-lock directory is the agent's own interface for apps: always an allowed root
     lock_root = os.path.realpath(cfg.locks.dir)
     every = dataclasses.replace(every, bind_roots=(*every.bind_roots, lock_root))
-    return policy.Rules(
+    return terms.Rules(
         allow=every,
         services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
         protected=protected(cfg),
@@ -124,17 +127,17 @@ def judge(
     project_dir: Path,
     release: tuple[str, str],
     masker: Masker = NO_SECRETS,
-) -> tuple[list[policy.Violation], dict[str, object]]:
+) -> tuple[list[terms.Violation], dict[str, object]]:
     """Every violation of the policy by the release (its compose file and rendered .env) run
     from ``project_dir``: its sources first (compose does not run when they reach outside
     it), then compose's effective model; and that model with its host paths pinned to what
-    was judged (``core.artifact.pinned``: what compose will run; empty when the sources were
-    refused)."""
+    was judged (``core.admission.artifact.pinned``: what compose will run; empty when the sources
+    were refused)."""
     outside = policy.sources(composefile.load(release[0]))
     if outside:
         return outside, {}
     config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
-    from monky_deployd.core.policy_host import host_paths
+    from monky_deployd.core.admission.host import host_paths
 
     resolved = {found.path: resolve(found.path) for found in host_paths(config)}
     return _judged(cfg, config, resolved, project_dir), artifact.pinned(config, resolved)
@@ -142,7 +145,7 @@ def judge(
 
 def _judged(
     cfg: Config, config: dict[str, object], resolved: dict[str, str], project_dir: Path
-) -> list[policy.Violation]:
+) -> list[terms.Violation]:
     """The policy's verdict on ``config`` (its paths as written, ``resolved`` where each
     leads: a line names both): its keys and values, then what the engine says of the box now:
     the mounts a container can write (on the paths resolved), whose each name is
@@ -153,8 +156,8 @@ def _judged(
     return sorted(set(found))
 
 
-def names_now(cfg: Config, config: dict[str, object], project: str) -> list[policy.Violation]:
-    """What the engine says *now* about each name of the release (``core.policy_names``):
+def names_now(cfg: Config, config: dict[str, object], project: str) -> list[terms.Violation]:
+    """What the engine says *now* about each name of the release (``core.admission.names``):
     every top-level volume and network of ``config`` (compose's effective configuration, as
     ``judge`` returns it) and every ``container_name`` that exists and is not ``project``'s
     (another project's, or made by hand), unless config.yaml's ``volumes``/``networks``
@@ -163,7 +166,7 @@ def names_now(cfg: Config, config: dict[str, object], project: str) -> list[poli
     volume made meanwhile). Costs one Engine API GET per distinct name (no subprocess, no
     ``GET /info``); an engine that does not answer raises DOCKER_UNAVAILABLE (outcome
     ``refused``: nothing may run unjudged)."""
-    from monky_deployd.core import policy_names
+    from monky_deployd.core.admission import names as policy_names
 
     facts: dict[tuple[str, str], str | None] = {}
     for kind, name in policy_names.asked(config, project):
@@ -185,10 +188,10 @@ def names_now(cfg: Config, config: dict[str, object], project: str) -> list[poli
     return policy_names.owned(config, project, facts, _allowances(cfg))
 
 
-def _allowances(cfg: Config) -> policy.Rules:
-    """config.yaml's allowances alone (what ``core.policy_names`` reads: no protected path,
+def _allowances(cfg: Config) -> terms.Rules:
+    """config.yaml's allowances alone (what ``core.admission.names`` reads: no protected path,
     no ``GET /info``)."""
-    return policy.Rules(
+    return terms.Rules(
         allow=_allow(cfg.policy.allow),
         services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
     )
@@ -217,7 +220,7 @@ def recheck(cfg: Config, revision: str, project_dir: Path) -> None:
     a container can write lies on its way, the policy still allows it. POLICY_* otherwise
     (nothing was changed by this step yet)."""
     model = read_model(cfg, project_dir)
-    from monky_deployd.core.policy_host import host_paths
+    from monky_deployd.core.admission.host import host_paths
 
     now = {found.path: resolve(found.path) for found in host_paths(model)}
     found = artifact.moved(model, now) + _judged(cfg, model, now, project_dir)
@@ -265,7 +268,7 @@ def ensure_model(
             code=Code.POLICY_UNJUDGED,
             hint=f"{project_dir}; the next revision from tenancy is judged and staged anew",
         )
-    from monky_deployd.core import atrest
+    from monky_deployd.core.render import atrest
 
     masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
     model = check(cfg, docker_dir, revision, project, project_dir, texts, masker)
@@ -275,7 +278,7 @@ def ensure_model(
 def _staged(cfg: Config, project_dir: Path) -> tuple[str, str] | None:
     """A staged revision's compose file and .env (None when either is gone)."""
     from monky_deployd.adapters import fsread
-    from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE
+    from monky_deployd.adapters.box.state.state import COMPOSE_FILE, ENV_FILE
 
     texts = []
     for name in (COMPOSE_FILE, ENV_FILE):
@@ -296,14 +299,14 @@ def running(
     revision: str,
     project: str,
     masker: Masker = NO_SECRETS,
-) -> list[policy.Violation] | None:
+) -> list[terms.Violation] | None:
     """What today's policy would refuse in the running revision (its staged files); None when
     they are gone. Never acted on: a policy change does not take a revision down."""
     project_dir = revisions_dir / revision
     texts = _staged(cfg, project_dir)
     if texts is None:
         return None
-    from monky_deployd.core import atrest  # what compose may echo of the .env: masked
+    from monky_deployd.core.render import atrest  # what compose may echo of the .env: masked
 
     masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
     return judge(cfg, docker_dir, project, project_dir, texts, masker)[0]
@@ -312,7 +315,7 @@ def running(
 def running_lines(cfg: Config, docker_dir: Path, revisions_dir: Path, masker: Masker) -> list[str]:
     """``plan``'s and ``doctor``'s words on the applied revision under today's policy: one line
     per violation (empty: none, or nothing applied)."""
-    from monky_deployd.adapters.box.state import StateDir
+    from monky_deployd.adapters.box.state.state import StateDir
 
     applied = StateDir(cfg.state_dir).read_applied()
     if applied is None:
@@ -332,7 +335,7 @@ def running_lines(cfg: Config, docker_dir: Path, revisions_dir: Path, masker: Ma
 
 def doctor_check(cfg: Config, masker: Masker) -> Check:
     """doctor's ``policy`` line: WARN naming the running services today's policy refuses."""
-    from monky_deployd.adapters.box.state import StateDir
+    from monky_deployd.adapters.box.state.state import StateDir
 
     state = StateDir(cfg.state_dir)
     lines = running_lines(cfg, state.docker_dir, state.revisions_dir, masker)

@@ -27,7 +27,7 @@ is revoked (``revoke-self``; a failure is only a warning). Tokens never reach a 
 exception text.
 
 Over ~400 lines on purpose: the token phase's whole state machine (acquire, rounds, rotation,
-rate limits) is one keeper; its decisions are ``core.token_plan``'s.
+rate limits) is one keeper; its decisions are ``core.records.token_plan``'s.
 """
 
 from __future__ import annotations
@@ -41,18 +41,26 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box.grant import read_grant
-from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.net.bao import Bao, RenewRefused
 from monky_deployd.adapters.net.tenancy import RateLimited, Tenancy
 from monky_deployd.config import Config, TokenCfg
-from monky_deployd.core.errors import Code, DeployError, TokenError
-from monky_deployd.core.records import Stored as Stored
-from monky_deployd.core.records import TokenState as TokenState
-from monky_deployd.core.report import rfc3339, whole_seconds
-from monky_deployd.core.token_plan import WORKING_FLOOR_S, Kind, Known, Step, TokenFacts, decide
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError, TokenError
+from monky_deployd.core.records.applied import Stored as Stored
+from monky_deployd.core.records.applied import TokenState as TokenState
+from monky_deployd.core.records.tickrecord import rfc3339, whole_seconds
+from monky_deployd.core.records.token_plan import (
+    WORKING_FLOOR_S,
+    Kind,
+    Known,
+    Step,
+    TokenFacts,
+    decide,
+)
 
 if TYPE_CHECKING:
-    from monky_deployd.core.wire import Lease
+    from monky_deployd.core.wire.answers import Lease
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +72,8 @@ MAX_WAIT_S = 3600
 TOKEN_ROOM_SLACK = 4096
 
 
-# -- bookkeeping (the record, Stored / TokenState, is core.records'; StateDir reads and writes it)
+# -- bookkeeping (the record, Stored / TokenState, is core.records.applied'; StateDir reads and
+# writes it)
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,11 @@ import yaml
 
 from monky_deployd import cli
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import doctor, doctor_box
-from monky_deployd.agent.tick import run_tick
-from monky_deployd.core import checks
-from monky_deployd.core.checks import Check
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.agent.commands import doctor, doctor_box
+from monky_deployd.agent.tick.tick import run_tick
+from monky_deployd.core.commands import checks
+from monky_deployd.core.commands.checks import Check
 from monky_deployd_testkit import readable
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.fakes.estate import Estate
@@ -401,7 +401,7 @@ def _doctor_as_agent(config: Path) -> dict[str, Any]:
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from monky_deployd.agent import doctor\n"
+        "from monky_deployd.agent.commands import doctor\n"
         "out = {c.check: c.as_json() for c in doctor.run_checks(Path(sys.argv[1]))}\n"
         "print(json.dumps(out['identity']))\n"
     )
@@ -503,7 +503,7 @@ def test_a_controller_that_answers_but_is_none(tmp_path: Path) -> None:
         script = (
             "import json, sys\n"
             "from pathlib import Path\n"
-            "from monky_deployd.agent import doctor\n"
+            "from monky_deployd.agent.commands import doctor\n"
             "print(json.dumps([c.as_json() for c in doctor.run_checks(Path(sys.argv[1]))]))\n"
         )
         proc = subprocess.run(

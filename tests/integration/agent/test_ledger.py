@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import status
-from monky_deployd.agent.tick import run_tick
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.agent.commands import status
+from monky_deployd.agent.tick.tick import run_tick
 from monky_deployd.config import Config
-from monky_deployd.core import ledger
-from monky_deployd.core.report import TickRecord
+from monky_deployd.core.records import ledger
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.fakes.estate import Estate
 
 ENV = "env-ledger-01"

@@ -18,18 +18,20 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from monky_deployd.adapters.box import docker_config, runner
-from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box.docker import docker_config
+from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.agent import context, logs
 from monky_deployd.config import Config, OpenBaoCfg, TenancyCfg
-from monky_deployd.core import pullerrors
-from monky_deployd.core.envfile import render
-from monky_deployd.core.errors import Code, CommandError, DeployError
-from monky_deployd.core.mask import MIN_RUN, Masker
-from monky_deployd.core.registry_cred import Credential
-from monky_deployd.core.report import TickRecord
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import CommandError, DeployError
+from monky_deployd.core.records.tickrecord import TickRecord
+from monky_deployd.core.render import pullerrors
+from monky_deployd.core.render.envfile import render
+from monky_deployd.core.render.mask import MIN_RUN, Masker
+from monky_deployd.core.render.registry_cred import Credential
 from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 
 

@@ -1,5 +1,5 @@
-"""agent.observe against a real state dir: the observation writes nothing (plan and status rely on
-it), ``settle`` alone applies its side effects, and the desired revision is read one way."""
+"""agent.observe.observe against a real state dir: the observation writes nothing (plan and status
+rely on it), ``settle`` alone applies its side effects, and the desired revision is read one way."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.net.tenancy import Checkin
-from monky_deployd.agent import observe
+from monky_deployd.agent.observe import observe
 from monky_deployd.config import Config
 
 NOW = 2_000_000.0
@@ -90,8 +90,8 @@ def test_another_applys_exited_job_container_is_drift_never_a_job_of_the_applied
     socket nobody listens on: asking it raises). Failed on main (88375a4): the events were
     asked for r2's container."""
     from monky_deployd import config as config_mod
-    from monky_deployd.core.records import Applied, ServiceLabel
-    from monky_deployd.core.services import ServiceState
+    from monky_deployd.core.lifecycle.services import ServiceState
+    from monky_deployd.core.records.applied import Applied, ServiceLabel
 
     cfg = config_mod.parse({"env": "env-obs-01", "docker": {"host": "unix:///nonexistent"}}, "t")
     labels = {"web": ServiceLabel("h1", "r1", "d1"), "migrate": ServiceLabel("h2", "r1", "d1")}

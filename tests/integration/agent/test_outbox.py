@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box.state import OUTBOX_MAX, StateDir
-from monky_deployd.agent.tick import run_tick
-from monky_deployd.core.report import TickRecord
+from monky_deployd.adapters.box.state.state import OUTBOX_MAX, StateDir
+from monky_deployd.agent.tick.tick import run_tick
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.fakes.estate import Estate
 
 ENV = "env-outbox-01"

@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 
 from monky_deployd.agent.policy import resolve
-from monky_deployd.core import policy
+from monky_deployd.core.admission import policy
+from monky_deployd.core.admission import rules as terms
 from monky_deployd.core.errors import Code
 
 
@@ -23,7 +24,7 @@ def test_links_are_followed_missing_parts_kept_and_a_loop_is_refused(tmp_path: P
     assert resolve(f"{root}/new/data") == f"{root}/new/data"
     assert resolve(f"{root}/loop/x") == ""
 
-    rules = policy.Rules(allow=policy.Allow(bind_roots=(str(root),)), protected=("/", "/etc"))
+    rules = terms.Rules(allow=terms.Allow(bind_roots=(str(root),)), protected=("/", "/etc"))
     for source, code in (
         (f"{root}/a/etc-link/ssl", Code.POLICY_PROTECTED_PATH),
         (f"{root}/loop/x", Code.POLICY_REFUSED),

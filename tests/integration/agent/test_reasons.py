@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from monky_deployd import config as config_mod
-from monky_deployd.agent.tick import Options, run_tick
-from monky_deployd.core.report import TickRecord
+from monky_deployd.agent.context import Options
+from monky_deployd.agent.tick.tick import run_tick
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.fakes.estate import Estate
 

@@ -17,11 +17,11 @@ import yaml
 
 from monky_deployd import cli
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box.state import OUTBOX_MAX, StateDir
-from monky_deployd.agent import status
-from monky_deployd.agent.tick import run_tick
-from monky_deployd.core.records import Suspended
-from monky_deployd.core.report import TickRecord
+from monky_deployd.adapters.box.state.state import OUTBOX_MAX, StateDir
+from monky_deployd.agent.commands import status
+from monky_deployd.agent.tick.tick import run_tick
+from monky_deployd.core.records.suspend import Suspended
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.fakes.estate import Estate
 
 ENV = "env-entries-01"

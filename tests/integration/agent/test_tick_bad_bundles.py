@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monky_deployd import config as config_mod
-from monky_deployd.agent.tick import run_tick
-from monky_deployd.core.composefile import MAX_NODES
-from monky_deployd.core.report import TickRecord
+from monky_deployd.agent.tick.tick import run_tick
+from monky_deployd.core.admission.composefile import MAX_NODES
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.fakes.estate import Estate
 
 ENV = "env-int-01"

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from monky_deployd import config as config_mod
-from monky_deployd.agent.tick import run_tick
-from monky_deployd.core.report import TickRecord
+from monky_deployd.agent.tick.tick import run_tick
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.fakes.engine import FakeEngine
 from monky_deployd_testkit.fakes.estate import Estate
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from monky_deployd import config as config_mod
-from monky_deployd.agent.tick import run_tick
+from monky_deployd.agent.tick.tick import run_tick
 from monky_deployd.cli import exit_code
-from monky_deployd.core.report import TickRecord
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.fakes.estate import Estate
 from monky_deployd_testkit.realbao import RealBao
 

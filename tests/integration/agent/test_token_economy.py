@@ -1,8 +1,8 @@
 """The lease economy against the loopback fakes and a real OpenBao server: real hvac, the tick's
 own code, a clock the tests move.
 
-``Box.tick()`` is one timer start: ``agent.tick.run_tick`` (transport, token phase, check-in with
-its one re-acquire on TOKEN_INVALID; no desired state, so the tick ends idle). The long
+``Box.tick()`` is one timer start: ``agent.tick.tick.run_tick`` (transport, token phase, check-in
+with its one re-acquire on TOKEN_INVALID; no desired state, so the tick ends idle). The long
 simulations serve the fakes in-process (``Estate.wire()``, an ``httpx.MockTransport`` in the
 agent's own client); a few ticks go over real loopback sockets. Counts come from the fakes.
 
@@ -31,16 +31,16 @@ import httpx
 import pytest
 
 from monky_deployd import config
-from monky_deployd.adapters.box.state import StateDir
+from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.adapters.net import transport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
-from monky_deployd.agent.tick import run_tick
+from monky_deployd.agent.tick.tick import run_tick
 from monky_deployd.agent.token import HeldToken, TokenKeeper, TokenState, grant_jti
-from monky_deployd.core.errors import TokenError
-from monky_deployd.core.records import Stored
-from monky_deployd.core.report import TickRecord
-from monky_deployd.core.wire import HostFacts
+from monky_deployd.core.faults import TokenError
+from monky_deployd.core.records.applied import Stored
+from monky_deployd.core.records.tickrecord import TickRecord
+from monky_deployd.core.wire.checkin import HostFacts
 from monky_deployd_testkit.fakes.estate import Estate
 from monky_deployd_testkit.fakes.openbao import FakeBao
 from monky_deployd_testkit.realbao import RealBao
@@ -454,7 +454,7 @@ def test_token_rejected_by_tenancy_is_replaced_once(box: Box, estate: Estate[Any
 def test_a_token_tenancy_rejects_at_checkin_is_replaced_once_within_the_tick(
     box: Box, estate: Estate[Any]
 ) -> None:
-    """The tick's one re-acquire on TOKEN_INVALID (agent.tick): a new token, a second check-in,
+    """The tick's one re-acquire on TOKEN_INVALID (agent.tick.tick): a new token, a second check-in,
     and no third: rejected twice, the tick fails with TOKEN_INVALID."""
 
     def checkins() -> int:
@@ -647,7 +647,7 @@ def _tick_cfg(estate: Estate[Any], tmp: Path) -> config.Config:
 def test_whole_ticks_failing_deploy_for_three_hours_spend_one_lease(
     estate: Estate[Any], tmp_path: Path
 ) -> None:
-    from monky_deployd.agent import tick
+    from monky_deployd.agent.tick import tick
 
     estate.tenancy.set_desired(
         "r1",
@@ -725,7 +725,7 @@ def test_cli_superseded_grant_is_the_first_error_line_and_the_exit_code(
 def test_whole_ticks_rate_limited_apply_with_bootstrap_then_swap(
     tmp_path: Path, registry: Any, busybox_image: str
 ) -> None:
-    from monky_deployd.agent import tick
+    from monky_deployd.agent.tick import tick
     from monky_deployd_testkit.lab import Lab
 
     image = registry.push(busybox_image, "env-e2e-01/web", "1.0")

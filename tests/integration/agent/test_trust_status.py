@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import trust as performed
-from monky_deployd.core import status, trust
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.agent.apply import trust as performed
+from monky_deployd.core.admission import trust
+from monky_deployd.core.commands import status
 
 EXPIRES = "2027-01-15T00:00:00Z"
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core import envfile
-from monky_deployd.core.errors import EnvError
+from monky_deployd.core.faults import EnvError
+from monky_deployd.core.render import envfile
 
 PLUGIN_DIRS = ("/usr/local/lib/docker/cli-plugins", "/usr/libexec/docker/cli-plugins")
 _NAME = re.compile(rb"(?:COMPOSE|DOCKER|BUILDKIT|BUILDX)_[A-Z][A-Z0-9_]{2,}")

@@ -22,14 +22,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box import docker_api
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import context, status, steps
+from monky_deployd.adapters.box.docker import docker_api, watch
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.agent import context
+from monky_deployd.agent.apply import steps
+from monky_deployd.agent.commands import status
 from monky_deployd.config import DockerCfg
-from monky_deployd.core.boxsteps import Verify
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.records import Applied
-from monky_deployd.core.report import TickRecord
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle.boxsteps import Verify
+from monky_deployd.core.records.applied import Applied
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.fakes.clock import Clock
 
 PROJECT = "shop"
@@ -108,7 +111,7 @@ NOT_A_LIST = (
 NOT_JSON = st.sampled_from([b"<html>proxy error</html>", b"", b"[{", b"\xff\xfe"])
 
 READERS: dict[str, Callable[[DockerCfg], object]] = {
-    "inspect_project": lambda cfg: docker_api.inspect_project(cfg, PROJECT),
+    "inspect_project": lambda cfg: watch.inspect_project(cfg, PROJECT),
     "project_containers": lambda cfg: docker_api.project_containers(cfg, PROJECT),
     "project_working_dirs": lambda cfg: docker_api.project_working_dirs(cfg, PROJECT),
 }
@@ -176,7 +179,7 @@ def test_status_says_the_engine_answered_badly_not_that_nothing_runs(engine: Eng
 
 def test_a_well_formed_list_still_reads(engine: Engine) -> None:
     engine.answer(b"[]")
-    assert docker_api.inspect_project(engine.cfg, PROJECT) == []
+    assert watch.inspect_project(engine.cfg, PROJECT) == []
     assert engine.paths == ["/containers/json"]
 
 
@@ -205,7 +208,7 @@ def test_an_inspection_not_of_a_containers_shape_is_the_engines_fault(
     cid = "a" * 64
     engine.answer(json.dumps([{"Id": cid}]).encode(), json.dumps(inspection).encode())
     with pytest.raises(DeployError) as info:
-        docker_api.inspect_project(engine.cfg, PROJECT)
+        watch.inspect_project(engine.cfg, PROJECT)
     assert info.value.code is Code.DOCKER_UNAVAILABLE
     assert info.value.message == (
         f"the Docker engine at {engine.sock} answered GET /containers/{cid[:12]}/json with "

@@ -1,7 +1,7 @@
-"""adapters.box.docker_config: <state_dir>/docker/config.json on disk (real files): auths only,
-modes 0700/0600, atomic and idempotent rewrites, DOCKER_CONFIG/DOCKER_HOST only.
+"""adapters.box.docker.docker_config: <state_dir>/docker/config.json on disk (real files): auths
+only, modes 0700/0600, atomic and idempotent rewrites, DOCKER_CONFIG/DOCKER_HOST only.
 
-The pure parsing and the config bytes are tests/unit/core/test_registry_cred.py.
+The pure parsing and the config bytes are tests/unit/core/render/test_registry_cred.py.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import os
 import stat
 from pathlib import Path
 
-from monky_deployd.adapters.box import docker_config
-from monky_deployd.core import registry_cred as ra
+from monky_deployd.adapters.box.docker import docker_config
+from monky_deployd.core.render import registry_cred as ra
 
 HOST = "harbor.example.net"
 SECRET = "s3cr:et:pw"  # contains ':' on purpose

@@ -19,8 +19,8 @@ import pytest
 
 from monky_deployd.adapters import fsutil
 from monky_deployd.adapters.box import runner
-from monky_deployd.core import envfile
-from monky_deployd.core.errors import EnvError
+from monky_deployd.core.faults import EnvError
+from monky_deployd.core.render import envfile
 
 pytestmark = pytest.mark.docker
 

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from monky_deployd.adapters import fsread
 from monky_deployd.adapters.box import locks
-from monky_deployd.adapters.box.state import CAPS, StateDir
-from monky_deployd.core.ledger import MAX_BYTES
+from monky_deployd.adapters.box.state.layout import CAPS
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.core.records.ledger import MAX_BYTES
 
 SECRET = "DB_PASSWORD=not-for-your-eyes-42"
 
@@ -123,7 +124,7 @@ def test_ensure_sets_aside_a_record_of_the_wrong_type(kind: str, name: str, tmp_
 
 
 def test_the_aside_dir_keeps_the_newest_entries_only(tmp_path: Path) -> None:
-    from monky_deployd.adapters.box.aside import ASIDE_MAX
+    from monky_deployd.adapters.box.state.aside import ASIDE_MAX
 
     root = tmp_path / "state"
     for _ in range(ASIDE_MAX + 3):

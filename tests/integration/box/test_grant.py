@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from monky_deployd.adapters.box.grant import read_grant
-from monky_deployd.core.errors import TokenError
+from monky_deployd.core.faults import TokenError
 
 
 def test_read_grant_missing_unreadable_empty(tmp_path: Path) -> None:

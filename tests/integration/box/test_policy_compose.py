@@ -2,10 +2,10 @@
 field in the syntaxes a bundle may use (short and long volume syntax, sysctls as a map or a list,
 ``:`` or ``=`` in security_opt, capabilities with or without ``CAP_``, interpolation from the
 rendered .env, ``extends`` in the same file), run through the real ``docker compose config
---format json`` (``adapters.box.composeconfig``, memory files, no engine needed) and judged by
-``core.policy``: what compose resolves is what is refused, each by the line that allows it.
-A few examples per field (each is a compose process); tests/unit/core/test_policy.py runs the
-pure judge over many more."""
+--format json`` (``adapters.box.docker.composeconfig``, memory files, no engine needed) and judged
+by ``core.admission.policy``: what compose resolves is what is refused, each by the line that allows
+it. A few examples per field (each is a compose process); tests/unit/core/admission/test_policy.py
+runs the pure judge over many more."""
 
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monky_deployd.adapters.box import composeconfig
+from monky_deployd.adapters.box.docker import composeconfig
 from monky_deployd.config import DockerCfg
-from monky_deployd.core import policy
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.policy import Allow, Rules
+from monky_deployd.core.admission import policy, rules
+from monky_deployd.core.admission import rules as terms
+from monky_deployd.core.admission.rules import Allow, Rules
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
 
 pytestmark = pytest.mark.docker
 
@@ -37,18 +39,18 @@ def effective(web: dict[str, Any], env: str = "", **top: Any) -> dict[str, objec
     )
 
 
-def keys(found: list[policy.Violation]) -> set[tuple[str, str]]:
+def keys(found: list[rules.Violation]) -> set[tuple[str, str]]:
     return {(v.key, v.asks) for v in found}
 
 
 @FEW
-@given(st.sampled_from(sorted(policy.HOST_NAMESPACE_KEYS)), st.booleans())
+@given(st.sampled_from(sorted(terms.HOST_NAMESPACE_KEYS)), st.booleans())
 def test_host_namespaces_and_privileged_as_compose_resolves_them(key: str, via_env: bool) -> None:
     """``pid: ${MODE}`` with MODE=host in the .env is refused like ``pid: host``."""
     web = {key: "${MODE}" if via_env else "host", "privileged": True}
     config = effective(web, "MODE=host\n")
     found = policy.judge(config, Rules())
-    ns = policy.HOST_NAMESPACE_KEYS[key]
+    ns = terms.HOST_NAMESPACE_KEYS[key]
     assert keys(found) == {(key, "host"), ("privileged", "true")}
     allowed = Rules(services={"web": Allow(privileged=True, host_namespaces=frozenset({ns}))})
     assert policy.judge(config, allowed) == []
@@ -62,7 +64,7 @@ CAPS = st.sampled_from(["NET_ADMIN", "SYS_ADMIN", "CHOWN", "NET_BIND_SERVICE", "
 def test_cap_add_as_compose_resolves_it(caps: list[tuple[str, str]]) -> None:
     config = effective({"cap_add": [p + c for c, p in caps]})
     found = policy.judge(config, Rules())
-    assert {v.asks for v in found} == {c for c, _ in caps} - policy.BASELINE_CAPS
+    assert {v.asks for v in found} == {c for c, _ in caps} - terms.BASELINE_CAPS
     allowed = Rules(allow=Allow(cap_add=frozenset(c for c, _ in caps)))
     assert policy.judge(config, allowed) == []
 
@@ -107,7 +109,7 @@ def test_sysctls_as_a_map_or_a_list_as_compose_resolves_them(
     written: Any = [f"{k}={v}" for k, v in values.items()] if as_list else values
     config = effective({"sysctls": written})
     found = policy.judge(config, Rules())
-    assert {v.asks for v in found} == set(values) - policy.SAFE_SYSCTLS
+    assert {v.asks for v in found} == set(values) - terms.SAFE_SYSCTLS
 
 
 @FEW
@@ -145,10 +147,10 @@ def test_bind_mounts_as_compose_resolves_them(source: str, syntax: str) -> None:
     config = effective(web, env, **top)
     rules = Rules(allow=Allow(bind_roots=("/srv/app",)), protected=PROTECTED)
     found = policy.judge(config, rules)
-    norm = policy.normpath(source)
-    if policy.inside(norm, "/srv/app"):
+    norm = terms.normpath(source)
+    if terms.inside(norm, "/srv/app"):
         assert found == []
-    elif any(policy.inside(norm, p) and p != "/" for p in PROTECTED) or policy.inside(
+    elif any(terms.inside(norm, p) and p != "/" for p in PROTECTED) or terms.inside(
         "/var/lib/monky-deployd", norm
     ):
         assert [v.code for v in found] == [Code.POLICY_PROTECTED_PATH]
@@ -207,4 +209,4 @@ def test_device_requests_as_compose_reads_them() -> None:
         ("gpus", "count=-1"),
         ("deploy.resources.reservations.devices", "capabilities=gpu count=1 driver=nvidia"),
     }
-    assert policy.judge(config, Rules(allow=Allow(devices=frozenset({policy.GPU})))) == []
+    assert policy.judge(config, Rules(allow=Allow(devices=frozenset({terms.GPU})))) == []

@@ -18,10 +18,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from monky_deployd.adapters.box import docker_api
+from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.agent import policy
 from monky_deployd.config import Config, DockerCfg
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
 from monky_deployd_testkit.dockerlab import ensure_busybox_image
 
 LABEL = "com.docker.compose.project"

@@ -29,10 +29,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monky_deployd.adapters.box import docker_config, preflight, runner
+from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box.docker import docker_config, preflight
 from monky_deployd.config import DiskCfg, DockerCfg
-from monky_deployd.core import pullerrors, registry_cred
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render import pullerrors, registry_cred
 from monky_deployd_testkit.dockerlab import (
     Registry,
     docker_available,

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from monky_deployd.adapters.box import docker_config, runner
-from monky_deployd.core import pullerrors, registry_cred
+from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box.docker import docker_config
+from monky_deployd.core.render import pullerrors, registry_cred
 from monky_deployd_testkit.dockerlab import Registry, image_exists, remove_image
 
 pytestmark = pytest.mark.docker

@@ -1,4 +1,4 @@
-"""The labels' config digests (``core.reasons.service_digests``, from the ``docker compose
+"""The labels' config digests (``core.records.reasons.service_digests``, from the ``docker compose
 config --format json`` the local policy already runs) against compose's own hash (``docker
 compose config --hash``, the process an apply no longer runs): for generated pairs of a
 release, a service's digest moves exactly when compose's hash of it moves. Real compose (no
@@ -14,11 +14,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monky_deployd.adapters.box import composeconfig
-from monky_deployd.adapters.box.compose import Compose
-from monky_deployd.adapters.box.state import COMPOSE_FILE, ENV_FILE, MODEL_FILE
+from monky_deployd.adapters.box.docker import composeconfig
+from monky_deployd.adapters.box.docker.compose import Compose
+from monky_deployd.adapters.box.state.state import COMPOSE_FILE, ENV_FILE, MODEL_FILE
 from monky_deployd.config import DockerCfg
-from monky_deployd.core import artifact, reasons
+from monky_deployd.core.admission import artifact
+from monky_deployd.core.records import reasons
 
 pytestmark = pytest.mark.docker
 

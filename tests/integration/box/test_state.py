@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from monky_deployd.adapters.box.state import Applied, StateDir
+from monky_deployd.adapters.box.state.state import Applied, StateDir
 from monky_deployd.adapters.fsutil import atomic_write
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.records import HostFacts, Stored, TokenState
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.records.applied import HostFacts, Stored, TokenState
 
 
 def test_ensure_creates_private_dirs(tmp_path: Path) -> None:
@@ -144,7 +145,7 @@ def test_projects_the_agent_started_are_kept_private_bounded_and_torn_is_none(
 
 
 def test_the_sweep_removes_a_killed_ticks_half_writes_only(tmp_path: Path) -> None:
-    from monky_deployd.adapters.box import leftovers
+    from monky_deployd.adapters.box.state import leftovers
 
     st = StateDir(tmp_path / "s").ensure()
     st.write_revision("r1", "services: {}\n", "A='1'\n")

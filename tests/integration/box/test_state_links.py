@@ -17,14 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box.docker_config import write_docker_config
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import status
-from monky_deployd.agent.tick import run_tick
-from monky_deployd.core import status as core_status
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.records import Applied, Stored, TokenState
-from monky_deployd.core.wire import HostFacts
+from monky_deployd.adapters.box.docker.docker_config import write_docker_config
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.agent.commands import status
+from monky_deployd.agent.tick.tick import run_tick
+from monky_deployd.core.commands import status as core_status
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.records.applied import Applied, Stored, TokenState
+from monky_deployd.core.wire.checkin import HostFacts
 from monky_deployd_testkit.fakes.estate import Estate
 
 # Every entry the agent writes, relative to state_dir.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from monky_deployd.adapters.box import owner
+from monky_deployd.adapters.box.state import owner
 from monky_deployd.core.errors import Code
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from monky_deployd import config as config_mod
-from monky_deployd.adapters.box.state import StateDir
-from monky_deployd.agent import steps
+from monky_deployd.adapters.box.state.state import StateDir
+from monky_deployd.agent.apply import steps
 from monky_deployd.agent.context import Context
-from monky_deployd.core.boxsteps import Verify
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.report import TickRecord
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle.boxsteps import Verify
+from monky_deployd.core.records.tickrecord import TickRecord
 from monky_deployd_testkit.dockerlab import remove_containers
 from monky_deployd_testkit.fakes.clock import Clock
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from monky_deployd.adapters.net.bao import Bao, KvPages
 from monky_deployd.config import OpenBaoCfg
-from monky_deployd.core.errors import BaoError, Code
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import BaoError
 from monky_deployd_testkit.fakes.clock import Clock
 from monky_deployd_testkit.fakes.grant import GrantIssuer
 from monky_deployd_testkit.fakes.openbao import FakeBao

@@ -12,7 +12,8 @@ import pytest
 
 from monky_deployd.adapters.net.bao import Bao, RenewRefused
 from monky_deployd.config import OpenBaoCfg
-from monky_deployd.core.errors import BaoError, Code, DeployError, TokenError
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import BaoError, DeployError, TokenError
 from monky_deployd_testkit.fakes.grant import GrantIssuer
 from monky_deployd_testkit.realbao import RealBao, RealBaoError
 

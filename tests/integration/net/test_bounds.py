@@ -13,12 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monky_deployd.adapters import deadline
-from monky_deployd.adapters.box import docker_api
+from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.adapters.httpio import PoolTransport
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.config import DockerCfg, OpenBaoCfg, TenancyCfg
-from monky_deployd.core.errors import Code, DeployError, TickDeadline
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError, TickDeadline
 from monky_deployd_testkit.fakes.estate import Estate
 from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 

@@ -16,8 +16,9 @@ from monky_deployd.adapters.net import httperrors
 from monky_deployd.adapters.net.bao import Bao
 from monky_deployd.adapters.net.tenancy import Tenancy
 from monky_deployd.config import OpenBaoCfg, TenancyCfg
-from monky_deployd.core import fixes
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.commands import fixes
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
 from monky_deployd_testkit.dockerlab import free_port
 
 
@@ -107,7 +108,7 @@ def test_a_server_that_stalls_is_a_timeout_for_both(stalls: int) -> None:
 
 def test_a_name_that_does_not_resolve_says_so_with_the_command_doctor_prints() -> None:
     """transport plain: the tunneler's DNS answers the intercept names (issue 36); the hint is
-    ``core.fixes.unresolved`` for this box, as doctor's intercept checks print it."""
+    ``core.commands.fixes.unresolved`` for this box, as doctor's intercept checks print it."""
     host = f"monky-{uuid.uuid4().hex[:8]}.invalid"  # RFC 6761: never resolves
     t, b = tenancy_fault(443, host=host), bao_fault(8200, host=host)
     assert (t.code, b.code) == (Code.TENANCY_UNREACHABLE, Code.OPENBAO_UNREACHABLE)

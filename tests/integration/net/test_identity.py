@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from monky_deployd.adapters.net import identity
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.faults import DeployError
 from monky_deployd_testkit import readable
 
 REPO = Path(__file__).resolve().parents[3]
@@ -118,11 +118,11 @@ def run_open_transport(identity_path: Path, **config: Any) -> dict[str, Any]:
         "import json, sys\n"
         "from monky_deployd import config\n"
         "from monky_deployd.adapters.net import ziti\n"
-        "from monky_deployd.core import errors\n"
+        "from monky_deployd.core import faults\n"
         "cfg = config.parse(json.loads(sys.argv[1]), 'test')\n"
         "try:\n"
         "    ziti.open_transport(cfg)\n"
-        "except errors.DeployError as exc:\n"
+        "except faults.DeployError as exc:\n"
         "    print(json.dumps({'class': type(exc).__name__, 'code': exc.code,\n"
         "                      'first_line': str(exc).splitlines()[0], 'hint': exc.hint,\n"
         "                      'detail': exc.detail}))\n"
@@ -436,10 +436,10 @@ def _as_agent(path: Path, *groups: str) -> dict[str, Any]:
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from monky_deployd.adapters.net import identity\nfrom monky_deployd.core import errors\n"
+        "from monky_deployd.adapters.net import identity\nfrom monky_deployd.core import faults\n"
         "try:\n"
         "    ident = identity.check(Path(sys.argv[1]))\n"
-        "except errors.DeployError as exc:\n"
+        "except faults.DeployError as exc:\n"
         "    print(json.dumps({'code': exc.code, 'message': exc.message, 'hint': exc.hint}))\n"
         "else:\n"
         "    print(json.dumps({'code': 'OK', 'subject': ident.subject}))\n"

@@ -11,8 +11,9 @@ import uuid
 import pytest
 
 from monky_deployd.adapters.net.registry import ImageRef, Registry
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.registry_cred import Credential
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render.registry_cred import Credential
 from monky_deployd_testkit.dockerlab import Registry as RealRegistry
 
 pytestmark = pytest.mark.docker

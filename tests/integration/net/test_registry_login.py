@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from monky_deployd.adapters.net.registry import Registry, insecure
-from monky_deployd.core.errors import DeployError
-from monky_deployd.core.registry_cred import Credential
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render.registry_cred import Credential
 from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 
 USER, PASSWORD, TOKEN = "robot$env", "pw:with:colons", "bearer-tok-123456"

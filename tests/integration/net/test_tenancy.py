@@ -1,6 +1,6 @@
-"""The tenancy client's parsing (core.wire models) over real HTTP to a scripted loopback server:
-what tenancy answers becomes a Lease, a Checkin or a named refusal with today's code and sentence,
-and no token or answered value reaches an error's text or its exception chain."""
+"""The tenancy client's parsing (core.wire.checkin models) over real HTTP to a scripted loopback
+server: what tenancy answers becomes a Lease, a Checkin or a named refusal with today's code and
+sentence, and no token or answered value reaches an error's text or its exception chain."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from monky_deployd import __version__
 from monky_deployd.adapters.net.tenancy import RateLimited, Tenancy
 from monky_deployd.config import TenancyCfg
-from monky_deployd.core import wire
-from monky_deployd.core.errors import DeployError, TokenError
+from monky_deployd.core.faults import DeployError, TokenError
+from monky_deployd.core.wire import checkin as wire
 from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 
 SECRET = "hvs.SECRET-lease-token"

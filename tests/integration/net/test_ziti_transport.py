@@ -25,7 +25,7 @@ import pytest
 from monky_deployd import config
 from monky_deployd.adapters.net import ziti
 from monky_deployd.adapters.net.identity import Identity
-from monky_deployd.core import errors
+from monky_deployd.core import faults
 from monky_deployd_testkit.fakes.http import LoopbackServer, Request, Response, json_response
 from tests.integration.net.test_identity import identity_json, write
 
@@ -148,7 +148,7 @@ def test_refused_dial_names_host_port_service_and_what_to_check() -> None:
     )
     transport = ziti.ZitiTransport(dial, services=ziti.expected_services(conf), identity=ident)
     with httpx.Client(transport=transport, timeout=5) as client:
-        with pytest.raises(errors.DeployError) as err:
+        with pytest.raises(faults.DeployError) as err:
             client.post("http://tenancy.monky.ziti:443/v1/envs/env-dev-08/lease")
         assert str(err.value).startswith(
             "ZITI_NO_SERVICE: no Ziti service intercepts tenancy.monky.ziti:443 for this "
@@ -159,7 +159,7 @@ def test_refused_dial_names_host_port_service_and_what_to_check() -> None:
         assert "https://ctrl.monky.example:1280" in err.value.hint
         assert "Connection refused" in err.value.detail
 
-        with pytest.raises(errors.DeployError) as err:
+        with pytest.raises(faults.DeployError) as err:
             client.get("http://openbao.monky.ziti:8200/v1/auth/token/lookup-self")
         assert err.value.code == "ZITI_NO_SERVICE"
         assert "openbao.monky.ziti:8200" in err.value.message
@@ -173,7 +173,7 @@ def test_the_in_pod_port_in_config_is_called_out() -> None:
     conf = cfg(tenancy={"port": IN_POD_PORT})  # the field's wrong port, the in-pod listener
     transport = ziti.ZitiTransport(dial, services=ziti.expected_services(conf))
     client = httpx.Client(transport=transport, timeout=5)
-    with client, pytest.raises(errors.DeployError) as err:
+    with client, pytest.raises(faults.DeployError) as err:
         client.get(f"http://tenancy.monky.ziti:{IN_POD_PORT}/")  # in-pod port, refused
     assert err.value.code == "ZITI_NO_SERVICE"
     assert err.value.hint.startswith(
@@ -187,7 +187,7 @@ def test_a_bare_sdk_exception_becomes_a_named_dial_failure() -> None:
         raise Exception(-17, "ziti context is not authenticated")  # 0.6 check_error's shape
 
     client = httpx.Client(transport=ziti.ZitiTransport(dial), timeout=5)
-    with client, pytest.raises(errors.DeployError) as err:
+    with client, pytest.raises(faults.DeployError) as err:
         client.get("http://tenancy.monky.ziti:443/")
     assert str(err.value).startswith(
         "ZITI_DIAL_FAILED: the Ziti dial to tenancy.monky.ziti:443 (no service the agent knows) "
@@ -204,7 +204,7 @@ def test_a_dial_that_never_completes_is_bounded() -> None:
 
     try:
         client = httpx.Client(transport=ziti.ZitiTransport(dial), timeout=0.5)
-        with client, pytest.raises(errors.DeployError) as err:
+        with client, pytest.raises(faults.DeployError) as err:
             client.get("http://openbao.monky.ziti:8200/v1/sys/health")
     finally:
         release.set()
@@ -245,7 +245,7 @@ def test_the_real_06_sdk_refusal_is_no_service() -> None:
         "                       services=ziti.expected_services(conf))\n"
         "try:\n"
         "    httpx.Client(transport=t, timeout=10).get('http://tenancy.monky.ziti:443/')\n"
-        "except errors.DeployError as exc:\n"
+        "except faults.DeployError as exc:\n"
         "    print(str(exc).splitlines()[0]); print(exc.detail)\n"
     )
     proc = subprocess.run(
@@ -289,12 +289,12 @@ def test_sdk_1x_load_result_shape(tmp_path: Path) -> None:
         )
         ctx = object()
         assert ziti.interpret_load_result((ctx, 0), ident, str) is ctx
-        with pytest.raises(errors.DeployError) as err:
+        with pytest.raises(faults.DeployError) as err:
             ziti.interpret_load_result((0, -22), ident, lambda e: "NOT_AUTHORIZED")
     assert err.value.code == "ZITI_LOAD_FAILED"
     assert "error -22 (NOT_AUTHORIZED)" in err.value.message
 
-    with pytest.raises(errors.DeployError) as err:
+    with pytest.raises(faults.DeployError) as err:
         ziti.interpret_load_result((0, -15), ident, lambda e: "CONTROLLER_UNAVAILABLE")
     assert err.value.code == "ZITI_CONTROLLER_UNREACHABLE"  # the listener is gone now
 
@@ -311,7 +311,7 @@ def test_open_transport_uses_the_sdk_and_never_monkeypatches(tmp_path: Path) -> 
         "cfg = config.parse(json.loads(sys.argv[1]), 'test')\n"
         "try:\n"
         "    ziti.open_transport(cfg)\n"
-        "except errors.DeployError as exc:\n"
+        "except faults.DeployError as exc:\n"
         "    print(exc.code)\n"
         "print((socket.socket, socket.create_connection, socket.getaddrinfo) == orig)\n"
     )

@@ -11,13 +11,16 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monky_deployd.core import ledger, status
 from monky_deployd.core.clock import FUTURE_TOLERANCE_S, bounded_end, suspect_future
-from monky_deployd.core.decide import AppliedFacts, Backoff, Facts, decide
+from monky_deployd.core.commands import status
 from monky_deployd.core.errors import Code
-from monky_deployd.core.held import Held, held_record
-from monky_deployd.core.records import Suspended
-from monky_deployd.core.recovery import after_failure, bounded
+from monky_deployd.core.lifecycle.decide import decide
+from monky_deployd.core.lifecycle.facts import AppliedFacts, Facts
+from monky_deployd.core.lifecycle.plans import Backoff
+from monky_deployd.core.lifecycle.recovery import after_failure, bounded
+from monky_deployd.core.records import ledger
+from monky_deployd.core.records.held import Held, held_record
+from monky_deployd.core.records.suspend import Suspended
 
 T0 = 1_800_000_000.0
 YEAR = 365 * 86400.0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from monky_deployd.core.errors import CATALOGUE, Code, DeployError
+from monky_deployd.core.errors import CATALOGUE, Code
+from monky_deployd.core.faults import DeployError
 
 
 def test_a_code_is_its_name_on_the_wire_and_in_the_journal() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from monky_deployd.core.errors import Code, TokenError
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import TokenError
 
 
 def read_grant(path: Path) -> str:

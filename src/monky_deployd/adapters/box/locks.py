@@ -3,8 +3,8 @@
 An app bind-mounts the directory and creates ``<name>.lock`` while it must not be restarted
 (a long job, a migration); ``monky-deployd lock take|release`` does the same for an operator.
 The file's modification time is "since"; its content may say who holds it, why, and its own TTL
-(``core.gates.parse_lock``: printable, capped). A missing directory means no locks. Apps write
-here, so nothing in it is trusted: every file is read through ``fsread.read_entry`` (no link
+(``core.lifecycle.gates.parse_lock``: printable, capped). A missing directory means no locks. Apps
+write here, so nothing in it is trusted: every file is read through ``fsread.read_entry`` (no link
 followed, no FIFO waited on, at most ``MAX_LOCK_BYTES``), and an entry that is not a regular
 file is no lock (``scan``: ignored and named).
 """
@@ -20,8 +20,9 @@ from pathlib import Path
 
 from monky_deployd.adapters import fsread
 from monky_deployd.adapters.fsutil import atomic_write
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.gates import (
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.lifecycle.gates import (
     LOCK_SUFFIX,
     NAME_RE,
     NAME_SHOWN,

@@ -2,9 +2,9 @@
 
 ``run`` takes an argument tuple (never a shell string), an explicit environment built from a
 minimal base (``PATH`` plus what the caller adds, such as ``DOCKER_CONFIG``), a timeout, and the
-tick's ``Masker`` (``core.mask``). The command is logged masked; on failure a ``CommandError``
-carries the tail of the output as ``detail``: the whole output is masked first, then cut (a
-multi-line secret is recognised only in the whole text). A child's life is tied to the
+tick's ``Masker`` (``core.render.mask``). The command is logged masked; on failure a
+``CommandError`` carries the tail of the output as ``detail``: the whole output is masked first,
+then cut (a multi-line secret is recognised only in the whole text). A child's life is tied to the
 tick: it gets at most the tick's time left as its timeout (``adapters.deadline``), and the kernel
 kills it when the agent dies (``PR_SET_PDEATHSIG``), so a SIGKILLed agent leaves no
 ``docker compose`` running (the compose plugin ends with the ``docker`` CLI that started it: the
@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from monky_deployd.adapters import deadline
-from monky_deployd.core.errors import Code, CommandError
-from monky_deployd.core.mask import NO_SECRETS, Masker
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import CommandError
+from monky_deployd.core.render.mask import NO_SECRETS, Masker
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""systemd's own facts about the agent's units (``core.unit`` reads them): one ``systemctl
+"""systemd's own facts about the agent's units (``core.commands.unit`` reads them): one ``systemctl
 show`` of the timer and the service. None where systemctl is missing or systemd does not run
 (a container, a box without it): then there is no unit to speak for. ``NoBus`` where systemd
 runs but this user's systemctl cannot reach it (no system bus: only root's reaches systemd
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from monky_deployd.adapters.box import runner
-from monky_deployd.core import unit
-from monky_deployd.core.errors import DeployError
+from monky_deployd.core.commands import unit
+from monky_deployd.core.faults import DeployError
 
 BOOTED = Path("/run/systemd/system")  # systemd is PID 1 (sd_booted)
 # the system bus's unit (Debian's package dbus ships it; dbus-daemon alone does not)

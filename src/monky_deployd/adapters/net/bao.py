@@ -53,11 +53,8 @@ from monky_deployd import USER_AGENT
 from monky_deployd.adapters.httpio import read_capped
 from monky_deployd.adapters.net import baowords, httperrors
 from monky_deployd.config import OpenBaoCfg
-from monky_deployd.core.errors import (
-    BaoError,
-    Code,
-    DeployError,
-)
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import BaoError, DeployError
 
 if TYPE_CHECKING:  # hvac (and requests under it) loads at the first call made through it:
     # lookup-self, a steady tick's only OpenBao call, goes straight over httpx. A method that
@@ -359,7 +356,7 @@ class Bao:
             import hvac.exceptions
 
             from monky_deployd.adapters.net.hvac_httpx import HttpxAdapter
-            from monky_deployd.core.mask import Masker
+            from monky_deployd.core.render.mask import Masker
 
             try:
                 HttpxAdapter._raise_for_error("GET", url, response, Masker((token,)))

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from monky_deployd.config import OpenBaoCfg
-from monky_deployd.core.errors import BaoError, Code, TokenError
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import BaoError, TokenError
 
 if TYPE_CHECKING:  # hvac loads only when a call is made through it (a no-op tick makes none)
     from hvac.exceptions import VaultError

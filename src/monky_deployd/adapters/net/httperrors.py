@@ -9,7 +9,8 @@ for both services:
     timeout                                                     -> <service>.timeout_code
     not HTTP (httpx.ProtocolError: garbage, a TLS or SSH port)   -> <service>.bad(...)
     a name that does not resolve (socket.gaierror in the chain)  -> <service>.unreachable_code,
-                                                                    the hint core.fixes.unresolved
+                                                                    the hint
+                                                                    core.commands.fixes.unresolved
     anything else (refused, reset, no route)                     -> <service>.unreachable_code
 
 Messages name the service, its address and what was asked; never a token.
@@ -25,14 +26,8 @@ from pathlib import Path
 import httpx
 
 from monky_deployd.adapters import deadline
-from monky_deployd.core.errors import (
-    Code,
-    DeployError,
-    TickDeadline,
-    in_chain,
-    named_cause,
-    root_words,
-)
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError, TickDeadline, in_chain, named_cause, root_words
 
 
 @dataclass(frozen=True)
@@ -93,9 +88,9 @@ def translate(
 
 
 def unresolved_fix() -> str:
-    """``core.fixes.unresolved`` for this box: is install.sh's run-host drop-in there, is the
-    tunneler's unit installed (the tick's hint and doctor's intercept checks)."""
-    from monky_deployd.core import fixes, unit
+    """``core.commands.fixes.unresolved`` for this box: is install.sh's run-host drop-in there, is
+    the tunneler's unit installed (the tick's hint and doctor's intercept checks)."""
+    from monky_deployd.core.commands import fixes, unit
 
     return fixes.unresolved(
         Path(fixes.RUN_HOST_DROPIN).is_file(),

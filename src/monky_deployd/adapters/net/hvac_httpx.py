@@ -6,8 +6,8 @@ a ``requests.Session``. Every answer is read by ``httpio.read_capped`` (at most
 ``max_body_bytes``, within ``deadline_s``; ``too_large()`` names the refusal). On 200 it returns
 the decoded JSON, otherwise the response; error statuses
 become hvac's exceptions (``hvac.utils.raise_for_error``), which ``bao.Bao`` translates; their
-text is masked first (``core.mask``) with the token and the login JWT the request carried, so an
-OpenBao that echoes them in an error body does not pass them on.
+text is masked first (``core.render.mask``) with the token and the login JWT the request carried,
+so an OpenBao that echoes them in an error body does not pass them on.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import hvac.utils
 
 from monky_deployd import USER_AGENT
 from monky_deployd.adapters.httpio import read_capped
-from monky_deployd.core.errors import Code, DeployError
-from monky_deployd.core.mask import Masker
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render.mask import Masker
 
 
 class HttpxAdapter(hvac.adapters.Adapter):  # type: ignore[misc]

@@ -34,7 +34,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 from monky_deployd.adapters.fsutil import user_name
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
 
 AGENT_USER = "monky-deployd"
 PEM_FIELDS = ("cert", "key", "ca")
@@ -176,11 +177,12 @@ def group_hint(path: Path) -> str:
 
 
 def _group_hint(path: Path) -> str:
-    """The package's helper where it is installed (``core.fixes``: ACLs, the tunneler's owner,
-    group and mode kept; a ``usermod`` did nothing for a user already in the group, a ``chgrp``
-    moved the file off ziti:ziti); else the ``usermod``/``chmod`` that lets the user read it."""
+    """The package's helper where it is installed (``core.commands.fixes``: ACLs, the tunneler's
+    owner, group and mode kept; a ``usermod`` did nothing for a user already in the group, a
+    ``chgrp`` moved the file off ziti:ziti); else the ``usermod``/``chmod`` that lets the user read
+    it."""
     from monky_deployd.adapters import accounts
-    from monky_deployd.core import fixes
+    from monky_deployd.core.commands import fixes
 
     if Path(fixes.IDENTITY_ACCESS).is_file():
         return fixes.identity_access(str(path.absolute().parent))

@@ -38,8 +38,9 @@ import httpx
 
 from monky_deployd import USER_AGENT
 from monky_deployd.adapters.httpio import PoolTransport, read_capped
-from monky_deployd.core.errors import Code, DeployError, root_words
-from monky_deployd.core.registry_cred import Credential
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError, root_words
+from monky_deployd.core.render.registry_cred import Credential
 
 ACCEPT = ", ".join(
     (

@@ -15,7 +15,7 @@ Every answer is translated at this boundary into what the agent can act on:
   (``httpio.read_capped``: streamed, the connection closed unread)
 
 Messages name tenancy and its address, never a token: an error body's words are masked
-(``core.mask``) with the bearer token the request carried before they go anywhere.
+(``core.render.mask``) with the bearer token the request carried before they go anywhere.
 """
 
 from __future__ import annotations
@@ -31,17 +31,13 @@ from monky_deployd import USER_AGENT
 from monky_deployd.adapters.httpio import read_capped
 from monky_deployd.adapters.net import httperrors
 from monky_deployd.config import TenancyCfg
-from monky_deployd.core import wire  # (its answers and errors load on first use)
-from monky_deployd.core.errors import (
-    Code,
-    DeployError,
-    TokenError,
-)
-from monky_deployd.core.mask import Masker
-from monky_deployd.core.wire import CheckinRequest
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError, TokenError
+from monky_deployd.core.render.mask import Masker
+from monky_deployd.core.wire.checkin import CheckinRequest
 
 if TYPE_CHECKING:
-    from monky_deployd.core.wire import Lease as Lease
+    from monky_deployd.core.wire.answers import Lease as Lease
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +100,9 @@ class Tenancy:
             self._raise_unexpected("lease", resp, token)
         body = self._json("lease", resp)
         try:
-            return wire.LeaseAnswer.model_validate(body).lease
+            from monky_deployd.core.wire import answers  # (a 304 reads none)
+
+            return answers.LeaseAnswer.model_validate(body).lease
         except ValueError:  # a ValidationError: it holds the token, so it goes no further
             pass
         raise self._bad("lease", "the lease answer lacks lease.id/token/ttl_s")
@@ -123,7 +121,9 @@ class Tenancy:
             self._raise_unexpected("checkin", resp, token)
         data = self._json("checkin", resp)
         try:
-            answer = wire.CheckinAnswer.model_validate(data)
+            from monky_deployd.core.wire import answers  # (a 304 reads none)
+
+            answer = answers.CheckinAnswer.model_validate(data)
         except ValueError:  # a ValidationError: it holds the answer's values, kept out of ours
             answer = None
         if answer is None:
@@ -286,7 +286,9 @@ def _error_body(resp: httpx.Response) -> tuple[str, str, int | None]:
     """(code, message, retry_after_s) of an error body; ("", "", None)
     when the body is not one (not JSON, no ``error`` object, a field of the wrong type)."""
     try:
-        err = wire.ErrorBody.model_validate(resp.json()).error
+        from monky_deployd.core.wire import answers  # (a 304 reads none)
+
+        err = answers.ErrorBody.model_validate(resp.json()).error
     except (ValueError, RecursionError):  # not JSON (or nested too deep), or a ValidationError
         return "", "", None
     retry = int(err.retry_after_s) if err.retry_after_s is not None else None

@@ -49,7 +49,8 @@ from monky_deployd.adapters.net.dialhttp import Address, Dial, DialTransport, bo
 from monky_deployd.adapters.net.identity import Identity
 from monky_deployd.adapters.net.sdk_stderr import SDK_STDERR
 from monky_deployd.config import TENANCY_INTERCEPT_PORT, Config
-from monky_deployd.core.errors import Code, DeployError
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
 
 TENANCY_SERVICE = "monky.tenancy.deploy"
 TENANCY_ROLE = "#monky-deploy-agent"

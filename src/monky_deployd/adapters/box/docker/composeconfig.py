@@ -1,0 +1,97 @@
+"""The effective configuration of a release, as compose itself resolves it: ``docker compose
+config --format json`` (interpolation, ``extends``, short and long syntax, every profile).
+
+The release is handed to compose as two memory files (``memfd``: nothing is
+written to disk, so a refused release leaves nothing behind, and ``plan`` writes nothing),
+``--project-directory`` the directory it will run from (relative paths resolve as ``up`` will
+resolve them). ``--no-env-resolution``: an ``env_file`` is named, not read. The output holds
+the release's secret values (interpolated): it is parsed, never logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from monky_deployd.adapters.box import runner
+from monky_deployd.adapters.box.docker.compose import docker_env
+from monky_deployd.config import DockerCfg
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render.mask import NO_SECRETS, Masker
+
+
+@contextlib.contextmanager
+def _memfiles(*texts: str) -> Iterator[tuple[int, ...]]:
+    fds: list[int] = []
+    try:
+        for i, text in enumerate(texts):
+            fd = os.memfd_create(f"release-{i}")  # close-on-exec, but for the child (pass_fds)
+            fds.append(fd)
+            os.write(fd, text.encode())
+        yield tuple(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def effective(
+    cfg: DockerCfg,
+    docker_dir: Path,
+    project: str,
+    project_dir: Path,
+    release: tuple[str, str],
+    masker: Masker = NO_SECRETS,
+) -> dict[str, object]:
+    """The effective configuration of ``release`` (its compose file and rendered .env, handed
+    over in memory) run from ``project_dir``. POLICY_UNJUDGED when compose cannot read it (the
+    bundle's compose file is at fault: ``up`` would refuse it too)."""
+    with _memfiles(*release) as fds:
+        files = ("--file", f"/dev/fd/{fds[0]}", "--env-file", f"/dev/fd/{fds[1]}")
+        argv = (
+            cfg.binary,
+            "compose",
+            "--project-name",
+            project,
+            "--project-directory",
+            str(project_dir),
+            *files,
+            "--profile",
+            "*",
+            "config",
+            "--no-env-resolution",
+            "--format",
+            "json",
+        )
+        result = runner.run(
+            argv,
+            env=docker_env(cfg, docker_dir),
+            timeout=cfg.command_timeout_s,
+            masker=masker,
+            check=False,
+            pass_fds=fds,
+        )
+    if result.returncode != 0:
+        err = runner.failure(result, Code.POLICY_UNJUDGED, masker)
+        raise DeployError(
+            f"compose cannot resolve the release of project {project}, so this box's policy "
+            f"cannot judge it: {runner.last_line(err.detail)}",
+            code=Code.POLICY_UNJUDGED,
+            hint="the bundle's compose file (`docker compose config` of it names the fault)",
+            detail=err.detail,
+        )
+    try:
+        found = json.loads(result.stdout)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise DeployError(
+            f"`docker compose config --format json` of project {project} did not print a "
+            "JSON object, so this box's policy cannot judge the release",
+            code=Code.POLICY_UNJUDGED,
+            hint=f"the compose plugin ({cfg.binary} compose version)",
+        )
+    return found

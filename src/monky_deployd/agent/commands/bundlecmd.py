@@ -1,0 +1,214 @@
+"""``monky-deployd bundle``: sign and verify bundles for the release pipeline (contract v1.3).
+
+    bundle sign --env E --revision R --key FILE|- [--release-version N (--expires T |
+                --valid-for 14d)] [BUNDLE|-]
+        the bundle JSON on stdout with this key's signature appended (one signature per key:
+        a key's earlier one is replaced); ``release`` set first when asked
+    bundle verify --env E --revision R [--public-key B64 ...] [--threshold N] [-c CONFIG]
+                [BUNDLE|-]
+        the box's own check (signatures, threshold, expiry) against the given keys, or
+        config.yaml's ``trust``: exit 0 trusted, 5 refused
+    bundle public-key --key FILE|-
+        the key's public half as ``trust.keys`` takes it, and its keyid
+
+The private key comes from a file or stdin (``-``), never from the command line; the bundle
+then comes from a file. Exit 2 for a usage fault (a key or bundle that cannot be read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from monky_deployd.core.errors import EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from monky_deployd.core.faults import ConfigError, DeployError
+
+# the parser is built on every run (a tick's too): everything else loads when ``bundle`` runs
+
+
+class Usage(Exception):
+    """A usage fault: its text is the whole message (never a key's bytes)."""
+
+
+def add_arguments(
+    sign: argparse.ArgumentParser,
+    verify: argparse.ArgumentParser,
+    public_key: argparse.ArgumentParser,
+) -> None:
+    """The ``bundle`` actions' own arguments, on the parsers ``cliargs`` makes (each with the
+    global options; ``verify`` reads the trust settings of ``-c/--config``'s config.yaml when
+    no ``--public-key`` is given)."""
+    for p in (sign, verify):
+        p.add_argument("--env", required=True, help="the environment id the bundle is for")
+        p.add_argument("--revision", required=True, help="the revision it is published as")
+        p.add_argument("bundle", nargs="?", default="-", help="the bundle JSON file (- stdin)")
+    sign.add_argument("--key", required=True, help="the Ed25519 private key file, - for stdin")
+    sign.add_argument("--release-version", type=int, help="set release.version first")
+    when = sign.add_mutually_exclusive_group()
+    when.add_argument("--expires", help="release.expires (RFC 3339)")
+    when.add_argument("--valid-for", help="release.expires this long from now (14d, 36h)")
+    verify.add_argument(
+        "--public-key", action="append", default=[], help="a trusted key (base64); repeat"
+    )
+    verify.add_argument("--threshold", type=int, default=1, help="with --public-key")
+    public_key.add_argument(
+        "--key", required=True, help="the Ed25519 private key file, - for stdin"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "public-key":
+            return _public_key(args)
+        if args.action == "sign":
+            return _sign(args)
+        return _verify(args)
+    except Usage as exc:
+        print(f"monky-deployd bundle {args.action}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as err:
+        print(str(err), file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _read(name: str, what: str) -> bytes:
+    try:
+        return sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as exc:
+        raise Usage(f"cannot read the {what} {name}: {exc.strerror or exc}") from None
+
+
+def _key(args: argparse.Namespace) -> Any:
+    from monky_deployd.adapters import signatures
+
+    if args.key == "-" and getattr(args, "bundle", None) == "-":
+        raise Usage("the key comes from stdin: give the bundle as a file")
+    try:
+        return signatures.private_key(_read(args.key, "key"))
+    except signatures.KeyUnreadable as exc:
+        raise Usage(f"the key {args.key}: {exc}") from None
+
+
+def _bundle(name: str) -> dict[str, Any]:
+    import json
+
+    try:
+        found = json.loads(_read(name, "bundle"))
+    except ValueError:
+        raise Usage(f"the bundle {name} is not JSON") from None
+    if not isinstance(found, dict):
+        raise Usage(f"the bundle {name} is not a JSON object")
+    return found
+
+
+def _public_key(args: argparse.Namespace) -> int:
+    import base64
+
+    from monky_deployd.adapters import signatures
+    from monky_deployd.core.admission.trustcfg import keyid
+
+    raw = signatures.public_raw(_key(args))
+    print(f"{base64.b64encode(raw).decode()}  keyid {keyid(raw)}")
+    return EXIT_OK
+
+
+def _sign(args: argparse.Namespace) -> int:
+    import base64
+    import json
+
+    from monky_deployd.adapters import signatures
+    from monky_deployd.core.admission import trust
+    from monky_deployd.core.admission.trustcfg import keyid
+
+    key = _key(args)
+    bundle = _bundle(args.bundle)
+    if args.release_version is not None or args.expires or args.valid_for:
+        bundle = _with_release(bundle, args)
+    if "release" not in bundle:
+        raise Usage("the bundle has no release: give --release-version and --valid-for")
+    trust.release(args.revision, bundle)  # malformed: refused here, not on every box
+    public = signatures.public_raw(key)
+    try:
+        message = signatures.canonical(trust.payload(args.env, args.revision, bundle))
+    except ValueError as exc:
+        raise Usage(f"the bundle cannot be canonicalized (RFC 8785): {exc}") from None
+    mine = keyid(public)
+    sig = base64.b64encode(signatures.sign(key, message)).decode()
+    present = bundle.get("signatures", [])
+    if not isinstance(present, list) or not all(isinstance(s, dict) for s in present):
+        raise Usage("the bundle's signatures are not a list of {keyid, sig} objects")
+    others = [s for s in present if s.get("keyid") != mine]
+    bundle["signatures"] = [*others, {"keyid": mine, "sig": sig}]
+    print(json.dumps(bundle, indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+def _with_release(bundle: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    import time
+
+    from monky_deployd.core.lifecycle import gates
+    from monky_deployd.core.records.tickrecord import rfc3339
+
+    if bundle.get("signatures"):
+        raise Usage("the bundle is signed already: its release cannot change under them")
+    if args.release_version is None or not (args.expires or args.valid_for):
+        raise Usage("--release-version needs --expires or --valid-for, and they need it")
+    try:
+        expires = args.expires or rfc3339(
+            time.time() + gates.parse_duration(args.valid_for), "seconds"
+        )
+    except ValueError as exc:
+        raise Usage(str(exc)) from None
+    return {**bundle, "release": {"version": args.release_version, "expires": expires}}
+
+
+def _verify(args: argparse.Namespace) -> int:
+    import time
+
+    from monky_deployd.agent.apply import trust as performed
+    from monky_deployd.core.admission import trust
+    from monky_deployd.core.admission.trustcfg import TrustCfg
+
+    bundle = _bundle(args.bundle)
+    if args.public_key:
+        try:
+            rule = TrustCfg(keys=args.public_key, threshold=args.threshold, accept_unsigned=False)
+        except ValueError as exc:
+            raise Usage(f"--public-key/--threshold: {exc}") from None
+    else:
+        from monky_deployd.config import load
+
+        rule = load(args.config).trust
+    valid: frozenset[str] = frozenset()
+    notes: list[str] = []
+    if rule.keys and not trust.is_unsigned(bundle):
+        valid, notes = performed.tally(args.env, args.revision, bundle, rule.trusted)
+    try:
+        verdict = trust.judge(
+            revision=args.revision,
+            rule=rule,
+            bundle=bundle,
+            valid=valid,
+            notes=notes,
+            now=time.time(),
+            floor=None,
+        )
+    except DeployError as err:
+        print(str(err))
+        for line in err.detail.splitlines():
+            print(f"  {line}")
+        return EXIT_REFUSED
+    if isinstance(verdict, trust.Verified):
+        rel = verdict.release
+        print(
+            f"OK: revision {args.revision} release {rel.version} is signed by "
+            f"{len(verdict.keyids)} trusted key(s) (threshold {rule.threshold}), valid until "
+            f"{rel.expires_text}"
+        )
+    else:
+        print(f"OK (not verified): {verdict.why}")
+    for line in notes:
+        print(f"  {line}")
+    return EXIT_OK

@@ -1,0 +1,192 @@
+"""The judged model: what the policy judged is what compose runs. Pure: no I/O.
+
+The policy judges compose's effective model of a release (``docker compose config --format
+json`` over its compose file and rendered ``.env``: interpolation done, every relative path made
+absolute). That model, with each host path the engine mounts pinned to what the judge resolved
+(its links followed, ``pinned``), is written once into the revision (``compose.judged.json``,
+``text``) and every compose call of the revision runs from it, with no ``.env`` of its own to
+read: nothing is left for compose to look up again between the judge and ``up``.
+
+A path resolved once is what the engine mounts only if nobody can swap a directory on its way
+before the engine follows it: at ``up``, and again at every start of the container (a restart
+policy mounts anew). A container can write a directory when one of its writable mounts is that
+directory or above it. ``swappable`` refuses (POLICY_SWAPPABLE_PATH) each bind whose parent
+directory a writer can write, where the bind or the writer is the release's own: the writers are
+the release's writable binds and every container's on the box (``Mount``, the engine's facts);
+``moved`` refuses a pinned path that resolves elsewhere now (judged again right before ``up``).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from monky_deployd.core.admission.rules import Violation, inside, normpath
+from monky_deployd.core.errors import Code
+
+SWAPPABLE = Code.POLICY_SWAPPABLE_PATH
+
+
+class Mount(NamedTuple):
+    """A host directory or file a container has mounted (the engine's facts: a bind's source,
+    a local volume's bind ``device``): who (a container, or a service of the release), its
+    project (compose's label; "" for none), the host path, whether it may write there, and the
+    release's service or volume key it belongs to (its own mounts only)."""
+
+    who: str
+    project: str
+    source: str
+    writable: bool
+    key: tuple[str, str] = ("", "")  # (service, key) of a Violation naming it
+
+
+class Bind(NamedTuple):
+    """A host path of the model the engine mounts: the service ("" for a top-level volume's
+    ``device``), the key and the path."""
+
+    service: str
+    key: str
+    path: str
+
+
+def _dict(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _plain_device(spec: Mapping[str, object]) -> str | None:
+    opts = _dict(spec.get("driver_opts"))
+    device = opts.get("device")
+    return device if isinstance(device, str) and device.startswith("/") else None
+
+
+def binds(model: Mapping[str, object]) -> list[Bind]:
+    """Every host path of ``model`` the engine mounts: a service's bind sources, the ``file``
+    of a secret or config it uses, a local volume's absolute ``device``."""
+    found: list[Bind] = []
+    for name, svc in _dict(model.get("services")).items():
+        svc = _dict(svc)
+        for vol in _list(svc.get("volumes")):
+            vol = _dict(vol)
+            if vol.get("type") == "bind" and isinstance(vol.get("source"), str):
+                found.append(Bind(name, "volumes", str(vol["source"])))
+        for kind in ("secrets", "configs"):
+            top = _dict(model.get(kind))
+            for ref in _list(svc.get(kind)):
+                source = ref.get("source") if isinstance(ref, dict) else ref
+                file = _dict(top.get(str(source))).get("file")
+                if isinstance(file, str):
+                    found.append(Bind(name, kind, file))
+    for name, spec in _dict(model.get("volumes")).items():
+        device = _plain_device(_dict(spec))
+        if device is not None:
+            found.append(Bind("", f"volumes.{name}.driver_opts.device", device))
+    return found
+
+
+def pinned(model: Mapping[str, object], resolved: Mapping[str, str]) -> dict[str, object]:
+    """A copy of ``model`` with each path of ``binds`` replaced by what the judge resolved
+    (``resolved``: a path -> its real path; a path it lacks is kept)."""
+    out: dict[str, object] = json.loads(json.dumps(model))
+
+    def pin(path: object) -> object:
+        return resolved.get(path, path) or path if isinstance(path, str) else path
+
+    for svc in _dict(out.get("services")).values():
+        for vol in _list(_dict(svc).get("volumes")):
+            if isinstance(vol, dict) and vol.get("type") == "bind":
+                vol["source"] = pin(vol.get("source"))
+    for kind in ("secrets", "configs"):
+        for spec in _dict(out.get(kind)).values():
+            if isinstance(spec, dict) and "file" in spec:
+                spec["file"] = pin(spec["file"])
+    for spec in _dict(out.get("volumes")).values():
+        opts = _dict(_dict(spec).get("driver_opts"))
+        if _plain_device(_dict(spec)) is not None:
+            opts["device"] = pin(opts["device"])
+    return out
+
+
+def text(model: Mapping[str, object]) -> str:
+    """The model's bytes as written into the revision (JSON, which compose reads as YAML)."""
+    return json.dumps(model, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def own_mounts(model: Mapping[str, object]) -> list[Mount]:
+    """The release's own mounts as writers: each bind and device of ``binds``, writable
+    unless ``read_only``."""
+    project = str(model.get("name", ""))
+    found: list[Mount] = []
+    for name, svc in _dict(model.get("services")).items():
+        for vol in _list(_dict(svc).get("volumes")):
+            vol = _dict(vol)
+            if vol.get("type") == "bind" and isinstance(vol.get("source"), str):
+                ro = vol.get("read_only") is True
+                who = f"service {name} of this release"
+                found.append(Mount(who, project, str(vol["source"]), not ro, (name, "volumes")))
+    for name, spec in _dict(model.get("volumes")).items():
+        device = _plain_device(_dict(spec))
+        if device is not None:
+            key = f"volumes.{name}.driver_opts.device"
+            found.append(Mount(f"volume {name} of this release", project, device, True, ("", key)))
+    return found
+
+
+def swappable(model: Mapping[str, object], engine: Iterable[Mount]) -> list[Violation]:
+    """Each bind whose parent directory a writer can write (see the module): the release's
+    binds against every writer, and the binds of the box's other projects against the
+    release's writers."""
+    project = str(model.get("name", ""))
+    own = own_mounts(model)
+    seen = list(engine)
+    found: list[Violation] = []
+    for bind in binds(model):
+        writer = _writer_above(bind.path, [*own, *seen])
+        if writer is not None:
+            asks = (
+                f"{bind.path} lies in {normpath(writer.source)}, which {writer.who} can write: "
+                "a link swapped there would change what the engine mounts (at up, and at "
+                "every start)"
+            )
+            found.append(Violation(bind.service, bind.key, asks, code=SWAPPABLE))
+    for other in (m for m in seen if m.project != project):
+        writer = _writer_above(other.source, own)
+        if writer is not None:
+            asks = (
+                f"{normpath(writer.source)} (writable) holds {normpath(other.source)}, which "
+                f"{other.who} mounts: a link swapped there would change what the engine mounts "
+                "at that container's next start"
+            )
+            found.append(Violation(*writer.key, asks, code=SWAPPABLE))
+    return found
+
+
+def _writer_above(path: str, mounts: Iterable[Mount]) -> Mount | None:
+    """The first writable mount at or above ``path``'s parent directory (None: none)."""
+    norm = normpath(path)
+    parent = posixpath.dirname(norm)
+    if not norm.startswith("/") or parent == norm:
+        return None
+    for mount in mounts:
+        root = normpath(mount.source)
+        if mount.writable and root.startswith("/") and inside(parent, root):
+            return mount
+    return None
+
+
+def moved(model: Mapping[str, object], now: Mapping[str, str]) -> list[Violation]:
+    """Each pinned path of ``model`` that resolves elsewhere ``now`` (a link appeared on its
+    way since the judge, or it cannot be followed any more)."""
+    found = []
+    for bind in binds(model):
+        real = now.get(bind.path, bind.path)
+        if normpath(real or "?") != normpath(bind.path):
+            shown = real or "a path this agent cannot follow"
+            asks = f"{bind.path} leads to {shown} now, not to what was judged"
+            found.append(Violation(bind.service, bind.key, asks, code=SWAPPABLE))
+    return found

@@ -1,0 +1,424 @@
+"""The box's local policy: what a bundle's services may ask of the box. Pure: no I/O.
+
+The default is Kubernetes Pod Security "baseline" adapted to compose: no ``privileged``, no host
+namespace (``pid``/``ipc``/``uts``/``userns_mode``/``network_mode``/``cgroup``: host), no
+capability beyond baseline's default set, no ``devices``, no unconfined or disabled
+``security_opt``, only baseline's safe ``sysctls``, no ``cgroup_parent``, no bind mount (a
+secret's or config's ``file``, a local volume's ``device`` too) outside the allowed roots (and
+no relative path anywhere: the engine resolves it from its own working directory), nothing that
+acts beyond the container's own namespaces and cgroup (a log driver other than the engine's
+local ones, a negative ``oom_score_adj``, ``ulimits.rtprio``, a block device's I/O limit). Each
+allowance (``Allow``) is opt-in and narrow, for every service or for one. Some paths are refused
+whatever the allowances say (``Rules.protected``: the engine's sockets, ``/``, ``/etc``, ...).
+
+``judge`` reads the *effective* configuration, the JSON of ``docker compose config --format
+json`` over the rendered release (``agent.policy`` runs it): every key of it against the
+allow-list (``core.admission.keys``: a key it does not know is refused), the judges here and those
+of what reaches the host beyond a container (``core.admission.host``), and every host path it
+names through the one host-path judge (``_bind``); ``sources`` reads the compose file's
+own YAML for what compose would fetch while resolving it (``include``, ``extends.file``,
+``label_file``), so it runs first. Each returns one ``Violation`` per fault; ``refusal`` makes
+them one ``DeployError`` whose first line names the first fault.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from monky_deployd.core.admission.rules import (
+    BASELINE_CAPS,
+    GPU,
+    HOST_NAMESPACE_KEYS,
+    LOCAL_LOG_DRIVERS,
+    LOG_OPTIONS,
+    RELATIVE,
+    SAFE_SYSCTLS,
+    SOURCE,
+    UNCONFINED_OPTS,
+    Allow,
+    Rules,
+    Violation,
+    capability,
+    inside,
+    normpath,
+    scope_line,
+    security_opt,
+)
+from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
+
+if TYPE_CHECKING:
+    from monky_deployd.core.admission.host import HostPath
+    from monky_deployd.core.admission.keywalk import KeyFault
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _names(value: object) -> list[str]:
+    return [str(v) for v in _list(value)]
+
+
+def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Violation | None:
+    """The one host-path judge: a protected path never; a build's path inside the release;
+    else under an allowed root."""
+    from monky_deployd.core.admission.host import within_release
+
+    service, key, path = found.service, found.key, found.path
+    forms = {normpath(path), normpath(resolved)}
+    if not path.startswith("/"):
+        return Violation(service, key, f"{path} {RELATIVE}")
+    if any(not f.startswith("/") for f in forms):
+        why = "not an absolute path, or one whose links this agent cannot follow"
+        return Violation(service, key, f"{path} ({why})")
+    if within_release(found, forms, release_dir):
+        return None
+    for form in sorted(forms):
+        for guarded in rules.protected:  # the path itself, below it, or above it
+            if (guarded != "/" and inside(form, guarded)) or inside(guarded, form):
+                shown = path if form == normpath(path) else f"{path} (-> {form})"
+                return Violation(
+                    service, key, f"{shown} reaches {guarded}", code=Code.POLICY_PROTECTED_PATH
+                )
+    roots = [normpath(r) for r in rules.allows(service).bind_roots]
+    if all(any(inside(f, r) for r in roots) for f in forms):
+        return None
+    shown = path if normpath(resolved) == normpath(path) else f"{path} (-> {normpath(resolved)})"
+    parent = posixpath.dirname(normpath(resolved)) or "/"
+    parent = normpath(resolved) if parent == "/" else parent  # "/" is no root to allow
+    line = scope_line(service, "bind_roots", parent)
+    return Violation(service, key, f"{shown} is outside the allowed roots", line)
+
+
+def judge(
+    config: Mapping[str, object],
+    rules: Rules,
+    resolved: Mapping[str, str] | None = None,
+    release_dir: str = "/",
+) -> list[Violation]:
+    """Every violation of ``rules`` in ``config`` (compose's effective configuration as JSON),
+    sorted; ``resolved`` maps a bind mount's host path to its real path (symlinks followed);
+    ``release_dir`` is the project directory (its ``.env`` is the one ``env_file`` allowed)."""
+    from monky_deployd.core.admission import host as policy_host
+    from monky_deployd.core.admission import keywalk
+    from monky_deployd.core.admission import names as policy_names
+
+    seen = resolved or {}
+    found = [
+        Violation(f.service, f.path, _key_asks(f), f"policy.keys: [{f.path}]", f.code)
+        for f in keywalk.walk(config, rules.keys)
+    ]
+    services = config.get("services")
+    for name, svc in sorted(services.items()) if isinstance(services, dict) else ():
+        if isinstance(svc, dict):
+            found.extend(_service(str(name), svc, rules))
+            found.extend(_outside_cgroup(str(name), svc, rules))
+            found.extend(policy_host.service(str(name), svc, rules))
+            found.extend(_env_files(str(name), svc, normpath(release_dir + "/.env")))
+    found.extend(policy_host.volumes(config, rules))
+    found.extend(policy_host.networks(config, rules))
+    found.extend(policy_names.namespaces(config, rules))
+    for host_path in policy_host.host_paths(config):
+        hit = _bind(rules, host_path, seen.get(host_path.path, host_path.path), release_dir)
+        if hit is not None:
+            found.append(hit)
+    return sorted(set(found))
+
+
+def _key_asks(fault: KeyFault) -> str:
+    if fault.why:
+        return f"is refused by default ({fault.why})"
+    return "is a key this agent's policy does not know (compose may act on it; nothing judged it)"
+
+
+def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
+    may = rules.allows(name)
+    if svc.get("privileged") is True and not may.privileged:
+        yield Violation(name, "privileged", "true", f"policy.services.{name}.privileged: true")
+    for key, ns in HOST_NAMESPACE_KEYS.items():
+        if str(svc.get(key, "")).lower() == "host" and ns not in may.host_namespaces:
+            yield Violation(name, key, "host", scope_line(name, "host_namespaces", ns))
+    for raw in _names(svc.get("cap_add")):
+        cap = capability(raw)
+        if cap not in BASELINE_CAPS and cap not in may.cap_add:
+            yield Violation(name, "cap_add", cap, scope_line(name, "cap_add", cap))
+    for dev in _list(svc.get("devices")):
+        src = str(dev.get("source", "")) if isinstance(dev, dict) else str(dev).split(":")[0]
+        if normpath(src) not in may.devices:
+            yield Violation(name, "devices", src, scope_line(name, "devices", normpath(src)))
+    for key, request in _device_requests(svc):
+        if GPU not in may.devices:
+            yield Violation(name, key, request, scope_line(name, "devices", GPU))
+    for rule in _names(svc.get("device_cgroup_rules")):
+        if rule not in may.devices:
+            yield Violation(name, "device_cgroup_rules", rule, scope_line(name, "devices", rule))
+    for raw in _names(svc.get("security_opt")):
+        opt = security_opt(raw)
+        if _unsafe_opt(opt) and opt not in may.security_opt:
+            yield Violation(name, "security_opt", raw, scope_line(name, "security_opt", opt))
+    for key in _sysctl_names(svc.get("sysctls")):
+        if key not in SAFE_SYSCTLS and key not in may.sysctls:
+            yield Violation(name, "sysctls", key, scope_line(name, "sysctls", key))
+    for source in _names(svc.get("volumes_from")):
+        if source.startswith("container:"):  # another container's mounts, of any project
+            yield Violation(name, "volumes_from", source.rsplit(":ro", 1)[0].rsplit(":rw", 1)[0])
+    for key in ("network_mode", "pid", "ipc"):  # another container's namespace, of any project
+        if str(svc.get(key, "")).startswith("container:"):
+            yield Violation(name, key, str(svc[key]))
+    if isinstance(build := svc.get("build"), dict):
+        yield from _build(name, build, may)
+    parent = svc.get("cgroup_parent")
+    if parent and str(parent) not in may.cgroup_parent:
+        yield Violation(
+            name, "cgroup_parent", str(parent), scope_line(name, "cgroup_parent", str(parent))
+        )
+
+
+def _scalar_line(service: str, key: str, value: object) -> str:
+    """The config.yaml line of a one-value allowance (``oom_score_adj: -500``)."""
+    scope = f"services.{service}" if service else "allow"
+    return f"policy.{scope}.{key}: {value}"
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _outside_cgroup(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
+    """What a service asks that acts beyond its own namespaces and cgroup: a log driver (the
+    engine runs it in the host's network namespace), an OOM score that makes the host's OOM
+    killer spare it, a real-time priority limit, a host block device's I/O weight or limit."""
+    may = rules.allows(name)
+    yield from _logging(name, svc.get("logging"), may)
+    score = svc.get("oom_score_adj")
+    adj = _int(score) if score is not None else 0
+    if adj is None:
+        yield Violation(name, "oom_score_adj", f"{score} (not a number)")
+    elif adj < may.oom_score_adj:
+        yield Violation(
+            name,
+            "oom_score_adj",
+            f"{adj} (the host's OOM killer spares the container over host processes)",
+            _scalar_line(name, "oom_score_adj", adj),
+        )
+    yield from _ulimits(name, "ulimits", svc.get("ulimits"), rules)
+    build = svc.get("build")
+    if isinstance(build, dict):
+        yield from _ulimits(name, "build.ulimits", build.get("ulimits"), rules)
+    yield from _blkio(name, svc.get("blkio_config"), may)
+
+
+def _logging(name: str, logging: object, may: Allow) -> Iterable[Violation]:
+    """``logging``: a local driver (or none named: the engine's default) with the options of
+    ``LOG_OPTIONS`` only, unless ``log_drivers`` names the driver."""
+    if not isinstance(logging, dict):
+        return
+    driver = logging.get("driver")
+    driver = str(driver).strip() if driver not in (None, "") else ""
+    if driver and driver in may.log_drivers:
+        return
+    if driver and driver not in LOCAL_LOG_DRIVERS:
+        yield Violation(
+            name,
+            "logging.driver",
+            f"{driver} (a log driver runs in the engine, in the host's network namespace: it "
+            "reaches the host's sockets and addresses whatever the container's network)",
+            scope_line(name, "log_drivers", driver),
+        )
+        return
+    options = logging.get("options")
+    for opt in sorted(str(k) for k in options) if isinstance(options, dict) else ():
+        if opt in LOG_OPTIONS:
+            continue
+        whose = f"the log driver {driver}" if driver else "the engine's default log driver"
+        asks = (
+            f"is not an option of the engine's local log drivers (for {whose}; it may name a "
+            "host address, path or socket)"
+        )
+        if driver:
+            yield Violation(
+                name, f"logging.options.{opt}", asks, scope_line(name, "log_drivers", driver)
+            )
+        else:
+            yield Violation(
+                name,
+                f"logging.options.{opt}",
+                asks + ": name its driver in logging.driver, then allow it with log_drivers",
+            )
+
+
+# rlimits whose effect leaves the container's cgroup: a real-time priority (RLIMIT_RTPRIO
+# lets an unprivileged process take SCHED_FIFO/SCHED_RR, which preempts every host process)
+ULIMITS_BEYOND_CGROUP = frozenset({"rtprio"})
+
+
+def _ulimits(name: str, key: str, value: object, rules: Rules) -> Iterable[Violation]:
+    """``ulimits`` (a service's or its build's): ``rtprio`` above 0 unless ``policy.keys``
+    names ``services.<name>.<key>.rtprio``."""
+    from monky_deployd.core.admission.keywalk import allowed_by
+
+    for limit, spec in sorted(value.items()) if isinstance(value, dict) else ():
+        if str(limit) not in ULIMITS_BEYOND_CGROUP:
+            continue
+        parts = [spec] if not isinstance(spec, dict) else [spec.get("soft"), spec.get("hard")]
+        if all(p is None or _int(p) == 0 for p in parts):
+            continue
+        path = f"services.{name}.{key}.{limit}"
+        if not allowed_by(path, rules.keys):
+            yield Violation(
+                name,
+                path,
+                f"{spec} (a real-time priority: its processes preempt every host process, "
+                "beyond the container's CPU limits)",
+                f"policy.keys: [{path}]",
+            )
+
+
+_BLKIO_DEVICES = (
+    *("weight_device", "device_read_bps", "device_write_bps"),
+    *("device_read_iops", "device_write_iops"),
+)
+
+
+def _blkio(name: str, value: object, may: Allow) -> Iterable[Violation]:
+    """``blkio_config``: ``weight`` is the container's own cgroup; a per-device entry names a
+    host block device (the engine looks it up by path on the host): it needs ``devices``."""
+    if not isinstance(value, dict):
+        return
+    for key in _BLKIO_DEVICES:
+        for entry in _list(value.get(key)):
+            path = str(entry.get("path", "")) if isinstance(entry, dict) else str(entry)
+            if not path.startswith("/"):
+                yield Violation(name, f"blkio_config.{key}", f"{path} {RELATIVE}")
+            elif normpath(path) not in may.devices:
+                yield Violation(
+                    name,
+                    f"blkio_config.{key}",
+                    f"{path} (a host block device)",
+                    scope_line(name, "devices", normpath(path)),
+                )
+
+
+def _device_requests(svc: Mapping[str, object]) -> Iterable[tuple[str, str]]:
+    """``(key, request)`` for each device request (the engine's GPUs and the like: ``gpus``,
+    ``deploy.resources.reservations.devices``), as ``driver=.. count=.. capabilities=..``."""
+    deploy = svc.get("deploy")
+    resources = deploy.get("resources") if isinstance(deploy, dict) else None
+    reserved = resources.get("reservations") if isinstance(resources, dict) else None
+    found = [("gpus", r) for r in _list(svc.get("gpus"))]
+    if isinstance(reserved, dict):
+        found += [
+            ("deploy.resources.reservations.devices", r) for r in _list(reserved.get("devices"))
+        ]
+    for key, request in found:
+        words = request.items() if isinstance(request, dict) else [("request", request)]
+        text = " ".join(
+            f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sorted(words)
+        )
+        yield key, text or "(any)"
+
+
+def _build(name: str, build: Mapping[str, object], may: Allow) -> Iterable[Violation]:
+    """A ``build`` (``up`` builds on the box when the image is missing): a privileged build
+    container or the host's network as ``privileged`` and ``host_namespaces: [network]``
+    allow them; a BuildKit entitlement or the agent's SSH agent or keys forwarded
+    (``ssh``) with no allowance."""
+    if build.get("privileged") is True and not may.privileged:
+        yield Violation(
+            name, "build.privileged", "true", f"policy.services.{name}.privileged: true"
+        )
+    if str(build.get("network", "")).lower() == "host" and "network" not in may.host_namespaces:
+        yield Violation(
+            name, "build.network", "host", scope_line(name, "host_namespaces", "network")
+        )
+    for entitlement in _names(build.get("entitlements")):
+        yield Violation(name, "build.entitlements", entitlement)
+    for ssh in _names(build.get("ssh")):
+        yield Violation(name, "build.ssh", ssh)
+
+
+def _env_files(name: str, svc: Mapping[str, object], dotenv: str) -> Iterable[Violation]:
+    """``env_file`` (compose reads it into the container's environment): the release's .env
+    only."""
+    for env_file in _list(svc.get("env_file")):
+        path = str(env_file.get("path") if isinstance(env_file, dict) else env_file)
+        if normpath(path) != dotenv:
+            yield Violation(name, "env_file", f"{path} is not the release's .env", code=SOURCE)
+
+
+def _unsafe_opt(opt: str) -> bool:
+    """An option baseline refuses: a confinement turned off, a profile from a host file
+    (seccomp=<path>), an SELinux user or role. ``no-new-privileges``, an AppArmor profile by
+    name and an SELinux level or type are allowed."""
+    key, _, value = opt.partition("=")
+    if opt in UNCONFINED_OPTS:
+        return True
+    if key == "no-new-privileges":
+        return False
+    if key == "apparmor":
+        return not value
+    if key == "label":
+        return not value.startswith(("level:", "type:"))
+    return True
+
+
+def _sysctl_names(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return sorted(str(k) for k in value)
+    return sorted(str(v).partition("=")[0].strip() for v in _names(value))
+
+
+def sources(doc: object) -> list[Violation]:
+    """What compose would read from outside the release while resolving the compose file (its
+    own YAML, before compose runs): ``include``, ``extends`` of another file, ``label_file``.
+    The release is one compose file and its ``.env``: any other file, local or remote, is
+    outside it."""
+    if not isinstance(doc, dict):
+        return []
+    found: list[Violation] = []
+    if doc.get("include"):
+        found.append(Violation("", "include", "names files outside the release", code=SOURCE))
+    services = doc.get("services")
+    for name, svc in sorted(services.items()) if isinstance(services, dict) else ():
+        if not isinstance(svc, dict):
+            continue
+        ext = svc.get("extends")
+        if isinstance(ext, dict) and ext.get("file"):
+            found.append(Violation(str(name), "extends.file", str(ext["file"]), code=SOURCE))
+        if svc.get("label_file"):
+            found.append(Violation(str(name), "label_file", "reads a host file", code=SOURCE))
+    return found
+
+
+# the order a refusal's code is chosen in: what nothing may allow first
+_GRAVITY = (
+    Code.POLICY_PROTECTED_PATH,
+    Code.POLICY_SWAPPABLE_PATH,
+    Code.POLICY_SOURCE,
+    Code.POLICY_FOREIGN_RESOURCE,
+    Code.POLICY_UNKNOWN_KEY,
+    Code.POLICY_REFUSED,
+)
+
+
+def refusal(revision: str, violations: list[Violation]) -> DeployError:
+    """The one error for ``violations`` (not empty): the gravest code, its faults first, one
+    line per violation."""
+    ordered = sorted(violations, key=lambda v: (_GRAVITY.index(v.code), v))
+    code = ordered[0].code
+    first = ordered[0].line()
+    more = f" (and {len(ordered) - 1} more)" if len(ordered) > 1 else ""
+    return DeployError(
+        f"revision {revision} is refused by this box's policy: {first}{more}; nothing was "
+        "changed, the running revision keeps running",
+        code=code,
+        hint="each line below names the service, the key and the config.yaml line that would "
+        'allow it (OPERATIONS.md, "Local policy"); or change the bundle',
+        detail="\n".join(v.line() for v in ordered),
+    )

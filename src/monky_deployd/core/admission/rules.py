@@ -1,0 +1,167 @@
+"""The local policy's terms: the allowances (``Allow``: opt-in, narrow; ``Rules``: config.yaml's
+``policy:`` as the judges read it, with the paths refused whatever it says), one fault
+(``Violation``: its line names the config line that would allow it), Pod Security baseline's
+sets (capabilities, sysctls, host namespaces, local log drivers) and the path and name helpers
+every judge shares. Pure. The judges are ``core.admission.policy``, ``.host``, ``.names`` and
+``.artifact``'s.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monky_deployd.core.errors import Code
+
+SOURCE = Code.POLICY_SOURCE
+# Pod Security baseline: the capabilities a container may add (the runtime's default set).
+BASELINE_CAPS = frozenset(
+    {
+        *("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD"),
+        *("NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"),
+    }
+)
+# Pod Security baseline: the "safe" sysctls (namespaced, isolated from the host and other pods).
+SAFE_SYSCTLS = frozenset(
+    {
+        *("kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range"),
+        *("net.ipv4.ip_unprivileged_port_start", "net.ipv4.tcp_syncookies"),
+        *("net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports"),
+        *("net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout"),
+        *("net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"),
+    }
+)
+GPU = "gpu"  # the ``devices`` allowance of device requests (``gpus``, reserved devices)
+# a service's key whose value "host" shares that host namespace -> the namespace's name
+HOST_NAMESPACE_KEYS = {
+    "pid": "pid",
+    "ipc": "ipc",
+    "uts": "uts",
+    "userns_mode": "userns",
+    "network_mode": "network",
+    "cgroup": "cgroup",
+}
+HOST_NAMESPACES = tuple(HOST_NAMESPACE_KEYS.values())
+# security_opt values that turn a confinement off (after ``:`` became ``=``)
+UNCONFINED_OPTS = frozenset(
+    {"apparmor=unconfined", "seccomp=unconfined", "label=disable", "systempaths=unconfined"}
+)
+# The engine's log drivers that write where the engine keeps its own files or the host's
+# journal, and ``none``. Every other driver (syslog, gelf, fluentd, splunk, awslogs, a plugin)
+# runs in the engine, in the host's network namespace: it reaches the host's sockets and
+# 127.0.0.1 even for a container with ``network_mode: none``.
+LOCAL_LOG_DRIVERS = frozenset({"json-file", "local", "journald", "none"})
+# The options of the local drivers (and the engine's own: ``mode``, ``max-buffer-size``), none
+# of which names a host address, path or socket; any other option is refused (fail closed).
+LOG_OPTIONS = frozenset(
+    {
+        *("max-size", "max-file", "compress", "labels", "labels-regex", "env", "env-regex"),
+        *("tag", "mode", "max-buffer-size"),
+    }
+)
+RELATIVE = "is a relative path, resolved by the engine from its own working directory"
+
+
+@dataclass(frozen=True)
+class Allow:
+    """The allowances of one scope (every service, or one service): each opt-in and narrow."""
+
+    privileged: bool = False
+    host_namespaces: frozenset[str] = frozenset()  # pid ipc uts userns network cgroup
+    cap_add: frozenset[str] = frozenset()  # capability names, upper case, no CAP_
+    devices: frozenset[str] = frozenset()  # host device paths (or a device_cgroup_rule)
+    security_opt: frozenset[str] = frozenset()  # an option as written, ':' read as '='
+    sysctls: frozenset[str] = frozenset()  # sysctl names beyond SAFE_SYSCTLS
+    cgroup_parent: frozenset[str] = frozenset()
+    bind_roots: tuple[str, ...] = ()  # absolute host directories (and what is below them)
+    providers: frozenset[str] = frozenset()  # programs a ``provider`` service may run
+    volumes: frozenset[str] = frozenset()  # engine names: another project's or made by hand
+    networks: frozenset[str] = frozenset()  # engine names (also network_mode, build.network)
+    log_drivers: frozenset[str] = frozenset()  # log drivers beyond LOCAL_LOG_DRIVERS
+    oom_score_adj: int = 0  # the lowest oom_score_adj a service may ask (-1000..0)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The policy: ``allow`` for every service, ``services`` for one by name, the paths no
+    bind mount may reach (``protected``: normalized absolute paths, symlinks resolved too), and
+    the key paths allowed beyond the key table's defaults (``keys``: ``policy.keys``)."""
+
+    allow: Allow = Allow()
+    services: Mapping[str, Allow] = field(default_factory=dict)
+    protected: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+
+    def allows(self, service: str) -> Allow:
+        """What ``service`` may ask: ``allow`` with its own allowances added."""
+        own = self.services.get(service)
+        if own is None:
+            return self.allow
+        every = self.allow
+        return Allow(
+            every.privileged or own.privileged,
+            every.host_namespaces | own.host_namespaces,
+            every.cap_add | own.cap_add,
+            every.devices | own.devices,
+            every.security_opt | own.security_opt,
+            every.sysctls | own.sysctls,
+            every.cgroup_parent | own.cgroup_parent,
+            every.bind_roots + own.bind_roots,
+            every.providers | own.providers,
+            every.volumes | own.volumes,
+            every.networks | own.networks,
+            every.log_drivers | own.log_drivers,
+            min(every.oom_score_adj, own.oom_score_adj),
+        )
+
+
+@dataclass(frozen=True, order=True)
+class Violation:
+    """One fault: the service (or ``compose``), the key, what it asks and the config line that
+    would allow it (empty when nothing may)."""
+
+    service: str
+    key: str
+    asks: str
+    allow_with: str = ""
+    code: Code = Code.POLICY_REFUSED
+
+    def line(self) -> str:
+        fix = f"allow with {self.allow_with}" if self.allow_with else "no allowance permits it"
+        if self.key.startswith(f"services.{self.service}."):  # a key path names its service
+            return f"{self.key} {self.asks} ({fix})"
+        where = f"service {self.service}" if self.service else "the compose file"
+        return f"{where}: {self.key} {self.asks} ({fix})"
+
+
+def normpath(path: str) -> str:
+    """``path`` lexically normalized: ``..``, ``.``, doubled and trailing slashes."""
+    norm = posixpath.normpath(path)
+    return "/" if norm == "//" else norm
+
+
+def inside(path: str, root: str) -> bool:
+    """``path`` is ``root`` or below it (both normalized absolute paths)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def scope_line(service: str, key: str, value: str) -> str:
+    """The config.yaml line that allows ``value`` of ``key`` for ``service`` (every service:
+    ``policy.allow``, when the ask belongs to none, "")."""
+    scope = f"services.{service}" if service else "allow"
+    return f"policy.{scope}.{key}: [{value}]"
+
+
+def capability(name: str) -> str:
+    """A capability as compose passes it to the engine: upper case, no ``CAP_`` prefix."""
+    upper = name.strip().upper()
+    return upper[4:] if upper.startswith("CAP_") else upper
+
+
+def security_opt(text: str) -> str:
+    """A ``security_opt`` as the engine reads it: ``apparmor:x`` is ``apparmor=x``."""
+    key, sep, value = text.strip().partition("=")
+    if not sep:
+        key, sep, value = text.strip().partition(":")
+    return f"{key.lower()}={value}" if sep else key.lower()

@@ -1,0 +1,110 @@
+"""core.admission.artifact: the judged model (pinned host paths, its bytes) and the paths a
+container could swap a link on (POLICY_SWAPPABLE_PATH)."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monky_deployd.core.admission import artifact
+from monky_deployd.core.admission.artifact import Mount
+from monky_deployd.core.errors import Code
+
+
+def model(*binds: tuple[str, str, bool], project: str = "shop") -> dict[str, object]:
+    """A model whose services bind ``(service, source, read_only)``."""
+    services: dict[str, object] = {}
+    for service, source, ro in binds:
+        svc = services.setdefault(service, {"image": "x", "volumes": []})
+        assert isinstance(svc, dict)
+        svc["volumes"].append(
+            {"type": "bind", "source": source, "target": f"/m{len(svc['volumes'])}"}
+            | ({"read_only": True} if ro else {})
+        )
+    return {"name": project, "services": services}
+
+
+def test_pinned_replaces_every_path_the_engine_mounts_and_nothing_else() -> None:
+    given_model = {
+        "name": "shop",
+        "services": {
+            "web": {
+                "image": "x",
+                "volumes": [
+                    {"type": "bind", "source": "/srv/link", "target": "/a"},
+                    {"type": "volume", "source": "data", "target": "/b"},
+                ],
+                "secrets": ["s"],
+                "environment": {"P": "/srv/link"},
+            }
+        },
+        "secrets": {"s": {"file": "/srv/link/s"}},
+        "volumes": {"data": {"driver_opts": {"type": "none", "o": "bind", "device": "/srv/link"}}},
+    }
+    before = json.dumps(given_model, sort_keys=True)
+    resolved = {"/srv/link": "/srv/real", "/srv/link/s": "/srv/real/s"}
+    out = artifact.pinned(given_model, resolved)
+    assert json.dumps(given_model, sort_keys=True) == before  # a copy
+    web = out["services"]["web"]  # type: ignore[index]
+    assert web["volumes"][0]["source"] == "/srv/real"
+    assert web["volumes"][1]["source"] == "data"
+    assert web["environment"] == {"P": "/srv/link"}  # a value is no path the engine follows
+    assert out["secrets"]["s"]["file"] == "/srv/real/s"  # type: ignore[index]
+    assert out["volumes"]["data"]["driver_opts"]["device"] == "/srv/real"  # type: ignore[index]
+    assert [b.path for b in artifact.binds(out)] == ["/srv/real", "/srv/real/s", "/srv/real"]
+
+
+def test_text_is_json_compose_reads_and_the_same_for_the_same_model() -> None:
+    m = model(("web", "/srv/a", False))
+    assert json.loads(artifact.text(m)) == m
+    assert artifact.text(m) == artifact.text(json.loads(artifact.text(m)))
+
+
+segment = st.sampled_from(["a", "b", "c", "data", "x"])
+paths = st.lists(segment, min_size=1, max_size=4).map(lambda p: "/srv/" + "/".join(p))
+
+
+@given(bind=paths, writer=paths, writable=st.booleans(), engine=st.booleans())
+def test_a_bind_is_refused_exactly_when_a_writer_can_write_its_parent(
+    bind: str, writer: str, writable: bool, engine: bool
+) -> None:
+    if engine:  # a container of the box
+        m = model(("web", bind, True))
+        found = artifact.swappable(m, [Mount("container other", "other", writer, writable)])
+    else:  # a service of the release itself
+        m = model(("web", bind, True), ("cache", writer, not writable))
+        found = artifact.swappable(m, [])
+    parent = posixpath.dirname(bind)
+    expected = writable and (parent == writer or parent.startswith(writer + "/"))
+    assert bool(found) == expected, found
+    assert all(v.code is Code.POLICY_SWAPPABLE_PATH for v in found)
+
+
+def test_the_line_names_the_bind_the_directory_and_who_writes_it() -> None:
+    m = model(("web", "/srv/app/data/db", True))
+    [v] = artifact.swappable(m, [Mount("container old-1", "old", "/srv/app", True)])
+    assert v.line().startswith("service web: volumes /srv/app/data/db lies in /srv/app, which ")
+    assert "container old-1 can write" in v.line()
+
+
+def test_another_projects_bind_below_a_writable_bind_of_the_release_is_refused() -> None:
+    m = model(("cache", "/srv/shared", False))
+    engine = [Mount("container bank-db-1", "bank", "/srv/shared/db", True)]
+    [v] = artifact.swappable(m, engine)
+    assert (v.service, v.key) == ("cache", "volumes")
+    assert "container bank-db-1 mounts" in v.asks
+    # the release's own previous containers are replaced by the up: not held against it
+    own = [Mount("container shop-db-1", "shop", "/srv/shared/db", True)]
+    assert artifact.swappable(m, own) == []
+
+
+def test_moved_names_a_pinned_path_that_leads_elsewhere_now() -> None:
+    m = model(("web", "/srv/app", True))
+    assert artifact.moved(m, {"/srv/app": "/srv/app"}) == []
+    [v] = artifact.moved(m, {"/srv/app": "/etc"})
+    assert "leads to /etc now" in v.asks
+    [v] = artifact.moved(m, {"/srv/app": ""})
+    assert "cannot follow" in v.asks
