@@ -81,6 +81,10 @@ LOG_OPTIONS = frozenset(
     }
 )
 RELATIVE = "is a relative path, resolved by the engine from its own working directory"
+HOME = (
+    "starts with ~: the agent runs compose without HOME, so compose reads ~ as a directory of "
+    "the release (the revision directory, replaced on every apply), not a home directory"
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,9 @@ class Allow:
     providers: frozenset[str] = frozenset()  # programs a ``provider`` service may run
     log_drivers: frozenset[str] = frozenset()  # log drivers beyond LOCAL_LOG_DRIVERS
     oom_score_adj: int = 0  # the lowest oom_score_adj a service may ask (-1000..0)
+    # protected files a read-only bind may name exactly (/etc/localtime): regular files only,
+    # each as written and with its links resolved (``agent.policy`` drops any other entry)
+    read_only_files: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -129,26 +136,75 @@ class Rules:
             every.providers | own.providers,
             every.log_drivers | own.log_drivers,
             min(every.oom_score_adj, own.oom_score_adj),
+            every.read_only_files | own.read_only_files,
         )
 
 
 @dataclass(frozen=True, order=True)
 class Violation:
-    """One fault: the service (or ``compose``), the key, what it asks and the config line that
-    would allow it (empty when nothing may)."""
+    """One fault: the service (or ``compose``), the key, what it asks, the config line that
+    would allow it (empty when nothing may) and, for a rule of the bundle contract, how the
+    bundle writes it instead (``rewrite``: OPERATIONS.md, "Writing a bundle")."""
 
     service: str
     key: str
     asks: str
     allow_with: str = ""
     code: Code = Code.POLICY_REFUSED
+    rewrite: str = ""
 
     def line(self) -> str:
         fix = f"allow with {self.allow_with}" if self.allow_with else "no allowance permits it"
+        if self.rewrite:
+            fix += f"; write instead: {self.rewrite}"
         if self.key.startswith(f"services.{self.service}."):  # a key path names its service
             return f"{self.key} {self.asks} ({fix})"
         where = f"service {self.service}" if self.service else "the compose file"
         return f"{where}: {self.key} {self.asks} ({fix})"
+
+
+class Refusal(DeployError):
+    """A refusal made of ``Violation``s (the policy's, the bundle contract's): its detail is
+    their lines, and ``violations`` keeps them whole (``bundle check --format json``)."""
+
+    def __init__(
+        self, message: str, *, code: Code, hint: str, violations: Iterable[Violation]
+    ) -> None:
+        self.violations = tuple(violations)
+        super().__init__(
+            message, code=code, hint=hint, detail="\n".join(v.line() for v in self.violations)
+        )
+
+
+# The bundle contract's rewrites (OPERATIONS.md, "Writing a bundle": your compose file has X,
+# write Y): what a refusal for one of its rules suggests.
+REWRITE_BIND = (
+    "a named volume (`data:/data` with `volumes: {data: {}}`), or for a file the app reads a "
+    "config with `content:` (`configs: {app.conf: {content: ...}}`)"
+)
+REWRITE_FROM_ENV = (
+    "`secrets.<name>.environment: VAR`, VAR from the release's .env (a manifest entry fills it "
+    "from OpenBao)"
+)
+REWRITE_CONFIG = "`configs.<name>.content: ...` (the file's text in the compose file)"
+REWRITE_ENV_FILE = (
+    "`env_file: [.env]` (the release's .env, rendered from env_template), or the variables "
+    "in `environment:`"
+)
+REWRITE_FLATTEN = (
+    "one flattened compose file (`docker compose -f compose.yaml config --no-interpolate` "
+    "prints it)"
+)
+REWRITE_NAMES = (
+    "drop `external:` and `name:` (compose names it <project>_<name>, the release's own)"
+)
+REWRITE_BUILD = (
+    "build the image in the release pipeline, push it to the bundle's registry and name it in "
+    "`image:` (a box has no build context)"
+)
+# Protected trees a read-only bind of one file (read_only_files) may reach; never the agent's
+# own directories, the engine's sockets or its data, which are protected paths of their own.
+FILE_TREES = ("/etc",)
 
 
 def normpath(path: str) -> str:
@@ -191,35 +247,69 @@ def security_opt(text: str) -> str:
     return f"{key.lower()}={value}" if sep else key.lower()
 
 
+_REWRITES = {
+    "secrets": REWRITE_FROM_ENV,
+    "build.secrets": REWRITE_FROM_ENV,
+    "configs": REWRITE_CONFIG,
+}
+
+
+def _guards(rules: Rules, forms: set[str]) -> list[tuple[str, str]]:
+    """``(form, protected path)`` for each form reaching a protected path (itself, below it or
+    above it)."""
+    return [
+        (form, guarded)
+        for form in sorted(forms)
+        for guarded in rules.protected
+        if (guarded != "/" and inside(form, guarded)) or inside(guarded, form)
+    ]
+
+
+def _one_file(found: HostPath, forms: set[str], hits: list[tuple[str, str]]) -> bool:
+    """A read-only bind of one path whose every protected hit lies in ``FILE_TREES`` (not the
+    agent's own files, the engine's sockets or data): what ``read_only_files`` may allow."""
+    return (
+        found.read_only
+        and not found.path.endswith("/")
+        and all(guarded in FILE_TREES and form != guarded for form, guarded in hits)
+    )
+
+
 def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Violation | None:
-    """The one host-path judge: a protected path never; a build's path inside the release;
-    else under an allowed root."""
+    """The one host-path judge: a protected path never (but one protected file, read-only,
+    that ``read_only_files`` names exactly); a build's path inside the release; else under an
+    allowed root."""
     from monky_deployd.core.policy_host import within_release
 
     service, key, path = found.service, found.key, found.path
+    rewrite = _REWRITES.get(key, "")
     forms = {normpath(path), normpath(resolved)}
     if not path.startswith("/"):
-        return Violation(service, key, f"{path} {RELATIVE}")
+        return Violation(service, key, f"{path} {RELATIVE}", rewrite=rewrite)
     if any(not f.startswith("/") for f in forms):
         why = "not an absolute path, or one whose links this agent cannot follow"
         return Violation(service, key, f"{path} ({why})")
     if within_release(found, forms, release_dir):
         return None
-    for form in sorted(forms):
-        for guarded in rules.protected:  # the path itself, below it, or above it
-            if (guarded != "/" and inside(form, guarded)) or inside(guarded, form):
-                shown = path if form == normpath(path) else f"{path} (-> {form})"
-                return Violation(
-                    service, key, f"{shown} reaches {guarded}", code=Code.POLICY_PROTECTED_PATH
-                )
-    roots = [normpath(r) for r in rules.allows(service).bind_roots]
+    may = rules.allows(service)
+    hits = _guards(rules, forms)
+    single = _one_file(found, forms, hits)
+    if single and forms <= may.read_only_files:
+        return None
+    if hits:
+        form, guarded = hits[0]
+        shown = path if form == normpath(path) else f"{path} (-> {form})"
+        line = scope_line(service, "read_only_files", normpath(path)) if single else ""
+        asks = f"{shown} reaches {guarded}" + (" (read-only, one file)" if single else "")
+        return Violation(service, key, asks, line, code=Code.POLICY_PROTECTED_PATH, rewrite=rewrite)
+    roots = [normpath(r) for r in may.bind_roots]
     if all(any(inside(f, r) for r in roots) for f in forms):
         return None
     shown = path if normpath(resolved) == normpath(path) else f"{path} (-> {normpath(resolved)})"
     parent = posixpath.dirname(normpath(resolved)) or "/"
     parent = normpath(resolved) if parent == "/" else parent  # "/" is no root to allow
     line = scope_line(service, "bind_roots", parent)
-    return Violation(service, key, f"{shown} is outside the allowed roots", line)
+    return Violation(service, key, f"{shown} is outside the allowed roots", line, rewrite=rewrite)
 
 
 def judge(
@@ -245,6 +335,7 @@ def judge(
             found.extend(_outside_cgroup(str(name), svc, rules))
             found.extend(policy_host.service(str(name), svc, rules))
             found.extend(_env_files(str(name), svc, normpath(release_dir + "/.env")))
+            found.extend(_build_only(str(name), svc))
     found.extend(policy_host.volumes(config, rules))
     found.extend(policy_host.networks(config, rules))
     for host_path in policy_host.host_paths(config):
@@ -475,7 +566,26 @@ def _env_files(name: str, svc: Mapping[str, object], dotenv: str) -> Iterable[Vi
     for env_file in _list(svc.get("env_file")):
         path = str(env_file.get("path") if isinstance(env_file, dict) else env_file)
         if normpath(path) != dotenv:
-            yield Violation(name, "env_file", f"{path} is not the release's .env", code=SOURCE)
+            yield Violation(
+                name,
+                "env_file",
+                f"{path} is not the release's .env",
+                code=SOURCE,
+                rewrite=REWRITE_ENV_FILE,
+            )
+
+
+def _build_only(name: str, svc: Mapping[str, object]) -> Iterable[Violation]:
+    """A service with ``build`` and no ``image`` (BUNDLE_BUILD_ONLY): a bundle ships no build
+    context, so no box can build it and ``up`` would fail after the pull."""
+    if svc.get("build") is not None and not svc.get("image"):
+        yield Violation(
+            name,
+            "build",
+            "has no image: a bundle ships no build context, so no box can build it",
+            code=Code.BUNDLE_BUILD_ONLY,
+            rewrite=REWRITE_BUILD,
+        )
 
 
 def _unsafe_opt(opt: str) -> bool:
@@ -509,14 +619,30 @@ def sources(doc: object) -> list[Violation]:
         return []
     found: list[Violation] = []
     if doc.get("include"):
-        found.append(Violation("", "include", "names files outside the release", code=SOURCE))
+        found.append(
+            Violation(
+                "",
+                "include",
+                "names files outside the release",
+                code=SOURCE,
+                rewrite=REWRITE_FLATTEN,
+            )
+        )
     services = doc.get("services")
     for name, svc in sorted(services.items()) if isinstance(services, dict) else ():
         if not isinstance(svc, dict):
             continue
         ext = svc.get("extends")
         if isinstance(ext, dict) and ext.get("file"):
-            found.append(Violation(str(name), "extends.file", str(ext["file"]), code=SOURCE))
+            found.append(
+                Violation(
+                    str(name),
+                    "extends.file",
+                    f"{ext['file']} (a file outside the release)",
+                    code=SOURCE,
+                    rewrite=REWRITE_FLATTEN,
+                )
+            )
         if svc.get("label_file"):
             found.append(Violation(str(name), "label_file", "reads a host file", code=SOURCE))
     return found
@@ -527,23 +653,30 @@ _GRAVITY = (
     Code.POLICY_PROTECTED_PATH,
     Code.POLICY_SWAPPABLE_PATH,
     Code.POLICY_SOURCE,
+    Code.BUNDLE_BUILD_ONLY,
     Code.POLICY_UNKNOWN_KEY,
     Code.POLICY_REFUSED,
 )
 
 
-def refusal(revision: str, violations: list[Violation]) -> DeployError:
+def ordered(violations: Iterable[Violation]) -> list[Violation]:
+    """``violations`` in a refusal's order: the gravest code's first."""
+    return sorted(violations, key=lambda v: (_GRAVITY.index(v.code), v))
+
+
+def refusal(revision: str, violations: list[Violation]) -> Refusal:
     """The one error for ``violations`` (not empty): the gravest code, its faults first, one
     line per violation."""
-    ordered = sorted(violations, key=lambda v: (_GRAVITY.index(v.code), v))
-    code = ordered[0].code
-    first = ordered[0].line()
-    more = f" (and {len(ordered) - 1} more)" if len(ordered) > 1 else ""
-    return DeployError(
+    found = ordered(violations)
+    code = found[0].code
+    first = found[0].line()
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return Refusal(
         f"revision {revision} is refused by this box's policy: {first}{more}; nothing was "
         "changed, the running revision keeps running",
         code=code,
         hint="each line below names the service, the key and the config.yaml line that would "
-        'allow it (OPERATIONS.md, "Local policy"); or change the bundle',
-        detail="\n".join(v.line() for v in ordered),
+        'allow it (OPERATIONS.md, "Local policy"), or how to write it in the bundle '
+        '("Writing a bundle"); `monky-deployd bundle check` shows them before publishing',
+        violations=found,
     )
