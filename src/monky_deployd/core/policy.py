@@ -319,7 +319,8 @@ def judge(
     release_dir: str = "/",
 ) -> list[Violation]:
     """Every violation of ``rules`` in ``config`` (compose's effective configuration as JSON),
-    sorted; ``resolved`` maps a bind mount's host path to its real path (symlinks followed);
+    sorted; ``resolved`` maps a bind mount's host path to its real path (symlinks followed; a
+    ``config`` pinned to those real paths is judged with the paths as written too);
     ``release_dir`` is the project directory (its ``.env`` is the one ``env_file`` allowed)."""
     from monky_deployd.core import policy_host, policy_keys
 
@@ -338,8 +339,16 @@ def judge(
             found.extend(_build_only(str(name), svc))
     found.extend(policy_host.volumes(config, rules))
     found.extend(policy_host.networks(config, rules))
+    # a model pinned to what was resolved (core.artifact.pinned) names the real path: the path
+    # as the bundle wrote it is judged with it, and named first
+    written = {real: path for path, real in seen.items() if real and real != path}
     for host_path in policy_host.host_paths(config):
-        hit = _bind(rules, host_path, seen.get(host_path.path, host_path.path), release_dir)
+        path = host_path.path
+        if path not in seen and path in written:
+            host_path, real = host_path._replace(path=written[path]), path
+        else:
+            real = seen.get(path, path)
+        hit = _bind(rules, host_path, real, release_dir)
         if hit is not None:
             found.append(hit)
     return sorted(set(found))

@@ -219,3 +219,31 @@ def test_a_home_path_is_refused_up_front_with_its_own_sentence(
     assert line.startswith(where) or f": {where} " in line, line
     assert policy.HOME in line and "write instead:" in line
     assert "HOME" in err.hint
+
+
+# -- a pinned model is judged with the paths as written ----------------------------------------
+
+ZONE = "/usr/share/zoneinfo/Etc/UTC"
+
+
+def test_a_pinned_model_is_judged_with_the_path_as_written() -> None:
+    """compose.judged.json names where a link led (core.artifact.pinned); the judge names the
+    path the bundle wrote and judges both forms, so a linked /etc/localtime is the protected
+    file its allowance names, not a path outside the roots."""
+    model = {"services": {"web": {"image": "x", "volumes": [bind(ZONE, True)]}}}
+    resolved = {LOCALTIME: ZONE}
+    (found,) = policy.judge(model, Rules(protected=PROTECTED), resolved)
+    assert (found.code, found.allow_with) == (
+        Code.POLICY_PROTECTED_PATH,
+        "policy.services.web.read_only_files: [/etc/localtime]",
+    )
+    assert found.asks == f"{LOCALTIME} reaches /etc (read-only, one file)"
+    both = frozenset({LOCALTIME, ZONE})  # agent.policy keeps an entry as written and resolved
+    allowed = Rules(protected=PROTECTED, allow=Allow(read_only_files=both))
+    assert policy.judge(model, allowed, resolved) == []
+    # a link outside the roots that leads inside them: both forms must pass
+    linked = {"services": {"web": {"image": "x", "volumes": [bind("/srv/app/d", False)]}}}
+    rules = Rules(allow=Allow(bind_roots=("/srv/app",)))
+    (outside,) = policy.judge(linked, rules, {"/opt/link/d": "/srv/app/d"})
+    assert outside.asks.startswith("/opt/link/d (-> /srv/app/d) is outside the allowed roots")
+    assert policy.judge(linked, rules, {"/srv/app/d": "/srv/app/d"}) == []
