@@ -70,9 +70,9 @@ def check(path: Path, *, now: dt.datetime | None = None, user: str = AGENT_USER)
             hint=_REENROL_HINT,
         ) from exc
     controllers, pems = _fields(path, data)
-    cert_text = _pem_text(path, "cert", pems["cert"])
-    key_text = _pem_text(path, "key", pems["key"])
-    ca_text = _pem_text(path, "ca", pems["ca"])
+    cert_text = _pem_text(path, "cert", pems["cert"], user)
+    key_text = _pem_text(path, "key", pems["key"], user)
+    ca_text = _pem_text(path, "ca", pems["ca"], user)
     leaf = _certificates(path, "cert", cert_text)[0]
     _certificates(path, "ca", ca_text)
     _key_matches(path, key_text, leaf)
@@ -240,14 +240,14 @@ def _fields(path: Path, data: object) -> tuple[tuple[str, ...], dict[str, str]]:
     return tuple(controllers), pems
 
 
-def _pem_text(path: Path, field: str, value: str) -> bytes:
+def _pem_text(path: Path, field: str, value: str, user: str = AGENT_USER) -> bytes:
     """Resolve ``pem:``, ``file://`` or bare PEM into PEM bytes."""
     value = value.strip()
     if value.startswith("pem:"):
         return value[len("pem:") :].encode("utf-8")
     if value.startswith("file://"):
         target = Path(value[len("file://") :])
-        return _read(target, what=f"{target} (id.{field} of the Ziti identity {path})")
+        return _read(target, what=f"{target} (id.{field} of the Ziti identity {path})", user=user)
     if value.startswith("-----BEGIN"):
         return value.encode("utf-8")
     raise DeployError(
