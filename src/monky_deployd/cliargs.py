@@ -116,6 +116,12 @@ EXITS: dict[str, str] = {
     "bundle public-key": f"""\
   0  the public key (as trust.keys takes it) and its keyid are printed
 {_USAGE_EXIT}: the key cannot be read""",
+    "bundle check": f"""\
+  0  admitted: a box with this policy would apply it (its own facts aside)
+  1  the check cannot run here (the docker CLI is missing: COMMAND_NOT_FOUND)
+{_USAGE_EXIT}: the bundle, the config.yaml, the --policy or --trust file cannot be read
+  5  refused, as a box would refuse it (one line per violation: code, key, why, the
+     allowance that would permit it, how to write the bundle instead)""",
 }
 
 ABOUT: dict[str, str] = {
@@ -138,13 +144,17 @@ ABOUT: dict[str, str] = {
     "lock take": "Take (or renew) the update lock NAME: no container is recreated while it is "
     "held.",
     "lock release": "Release the update lock NAME.",
-    "bundle": "Signed bundles for the release pipeline (contract v1.3): sign, verify, "
-    "public-key. A private key comes from a file or stdin (-), never the command line.",
+    "bundle": "Bundles for the release pipeline (contract v1.3): sign, verify, "
+    "public-key, check. A private key comes from a file or stdin (-), never the command line.",
     "bundle sign": "Append this key's signature to a bundle (a key's earlier one is "
     "replaced), setting release.version/expires first when asked; the bundle on stdout.",
     "bundle verify": "Check a bundle's signatures, threshold and expiry as a box would, "
     "against --public-key keys or config.yaml's trust settings.",
     "bundle public-key": "Print a private key's public half as trust.keys takes it, and its keyid.",
+    "bundle check": "A box's whole admission of a bundle, run offline before publishing: "
+    "signatures (--trust), bundle validation, the image registry, relative binds, the policy "
+    "on compose's model (config.yaml's, or --policy's). No secret is read: each .env value is "
+    "a placeholder. The box's own facts (the engine's, its links) are judged when it applies.",
 }
 
 SHORT: dict[str, str] = {
@@ -158,10 +168,11 @@ SHORT: dict[str, str] = {
     "lock list": "list the update locks (JSON)",
     "lock take": "take the update lock NAME",
     "lock release": "release the update lock NAME",
-    "bundle": "sign or verify a bundle (release pipeline, v1.3)",
+    "bundle": "sign, verify or check a bundle (release pipeline, v1.3)",
     "bundle sign": "append this key's signature to a bundle",
     "bundle verify": "check a bundle's signatures as a box would",
     "bundle public-key": "the public key and keyid of a private key",
+    "bundle check": "a box's admission of a bundle, offline (exit 0 admitted, 5 refused)",
 }
 
 EPILOG = f"""\
@@ -283,6 +294,7 @@ def parser() -> argparse.ArgumentParser:
         _add(acts, "sign", "bundle sign"),
         _add(acts, "verify", "bundle verify"),
         _add(acts, "public-key", "bundle public-key"),
+        _add(acts, "check", "bundle check"),
     )
     return top
 

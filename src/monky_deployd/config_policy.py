@@ -58,6 +58,19 @@ def hidden_by_unit(path: str) -> str | None:
     return None
 
 
+def _file(path: Path) -> Path:
+    """A ``read_only_files`` entry: one file by its absolute path, written normalized (the
+    judge compares it exactly)."""
+    import posixpath
+
+    text = str(path)
+    if not path.is_absolute() or "\0" in text:
+        raise ValueError(f"{text!r} is not an absolute path")
+    if posixpath.normpath(text) != text or text == "/":
+        raise ValueError(f"{text!r} must name one file exactly (normalized, no trailing /)")
+    return path
+
+
 def _root(path: Path) -> Path:
     hidden = hidden_by_unit(str(path))
     if hidden is not None:
@@ -111,6 +124,11 @@ class AllowCfg(BaseModel):
     log_drivers: Items = []  # log drivers beyond json-file, local, journald, none (syslog)
     # the lowest oom_score_adj a service may ask (below 0: the host's OOM killer spares it)
     oom_score_adj: Annotated[int, Field(ge=-1000, le=0)] = 0
+    # protected files a read-only bind may name exactly (/etc/localtime): regular files under
+    # /etc only, never a directory, never read-write, never the agent's or the engine's own
+    read_only_files: Annotated[
+        list[Annotated[Path, AfterValidator(_file)]], Field(max_length=64)
+    ] = []
 
 
 class PolicyCfg(BaseModel):

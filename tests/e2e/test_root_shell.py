@@ -156,3 +156,50 @@ def test_a_poisoned_state_dir_is_named_by_the_tick_and_doctor(
     fixed = cli(config, "doctor")
     assert f"OK state-dir: {state}: every entry belongs to {user}" in fixed.stdout, fixed.stdout
     assert sys.executable  # the suite's interpreter is not the one the CLI ran under
+
+
+@pytest.fixture
+def another_user() -> Iterator[pwd.struct_passwd]:
+    """An account that is not the unit's (the package's default one, on a box whose unit runs
+    as another)."""
+    name = f"mdot{uuid.uuid4().hex[:8]}"
+    subprocess.run(
+        ("useradd", "--system", "--user-group", "--no-create-home", "--shell", "/bin/false", name),
+        check=True,
+    )
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(("userdel", name), check=False)
+        subprocess.run(("groupdel", name), check=False, capture_output=True)
+
+
+def test_status_and_doctor_as_root_hold_the_state_dir_to_service_user(
+    service_user: pwd.struct_passwd,
+    another_user: pwd.struct_passwd,
+    box: tuple[Path, Path, Estate[Any]],
+) -> None:
+    """config.yaml's ``service_user`` is one fact (issue 42): a state dir owned by another
+    account (not root) is named by root's status and doctor with the chown to the unit's
+    account, where they once took its owner for the unit's account and said OK."""
+    config, state, _ = box
+    assert cli(config, "apply", "--once").returncode in (0, 1)  # a ledger, as the unit's user
+    subprocess.run(
+        ("chown", "-R", f"{another_user.pw_name}:{another_user.pw_name}", str(state)), check=True
+    )
+    user = service_user.pw_name
+    chown = f"`chown -R {user}:{user} {state}`"
+    status = cli(config, "status")
+    assert status.returncode == 15, status.stdout + status.stderr
+    assert "STATE_UNWRITABLE" in status.stdout + status.stderr
+    assert f"not {user} (the unit's user)" in status.stdout, status.stdout
+    assert chown in status.stdout, status.stdout
+    doctor = cli(config, "doctor")
+    line = next(ln for ln in doctor.stdout.splitlines() if " state-dir:" in ln)
+    assert line.startswith(f"FAIL state-dir: {state} holds "), line
+    assert f"owned by {another_user.pw_name}, not {user} (the unit's user)" in line, line
+    assert chown in line, line
+    subprocess.run(("chown", "-R", f"{user}:{user}", str(state)), check=True)  # the hint, done
+    fixed = cli(config, "doctor")
+    assert f"OK state-dir: {state}: every entry belongs to {user}" in fixed.stdout, fixed.stdout
+    assert cli(config, "status").returncode != 15

@@ -60,13 +60,30 @@ def _allow(cfg: AllowCfg) -> terms.Allow:
         networks=frozenset(cfg.networks),
         log_drivers=frozenset(cfg.log_drivers),
         oom_score_adj=cfg.oom_score_adj,
+        read_only_files=_files(cfg.read_only_files),
     )
 
 
-def protected(cfg: Config) -> tuple[str, ...]:
+def _files(paths: list[Path]) -> frozenset[str]:
+    """``read_only_files`` that are regular files now (links followed; a directory, a socket
+    or a missing path is dropped: it allows nothing), each as written and resolved."""
+    import stat
+
+    found: set[str] = set()
+    for path in paths:
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)
+        except OSError:
+            continue
+        if regular:
+            found |= {terms.normpath(str(path)), os.path.realpath(path)}
+    return frozenset(found)
+
+
+def protected(cfg: Config, engine: bool = True) -> tuple[str, ...]:
     """The paths no bind mount may reach, as written and with their symlinks resolved: the
     fixed ones, the docker socket configured, the engine's own data root (``DockerRootDir`` of
-    ``GET /info``, when it answers: a moved ``data-root``), the agent's config dir
+    ``GET /info``, when it answers and ``engine``: a moved ``data-root``), the agent's config dir
     (/etc/monky-deployd: a config.yaml elsewhere is under /etc in practice), state dir, grant,
     the Ziti identity's directory."""
     paths = [
@@ -82,7 +99,7 @@ def protected(cfg: Config) -> tuple[str, ...]:
     if cfg.docker.containerd_root is not None:
         paths.append(str(cfg.docker.containerd_root))
     with contextlib.suppress(DeployError):  # an engine that does not answer runs nothing
-        root = docker_api.engine_info(cfg.docker)[0].get("DockerRootDir")
+        root = docker_api.engine_info(cfg.docker)[0].get("DockerRootDir") if engine else None
         if isinstance(root, str) and root.startswith("/"):
             paths.append(root)
     found = {terms.normpath(p) for p in paths} | {os.path.realpath(p) for p in paths}
@@ -105,9 +122,9 @@ def resolve(path: str) -> str:
         return ""
 
 
-def rules(cfg: Config) -> terms.Rules:
+def rules(cfg: Config, engine: bool = True) -> terms.Rules:
     """config.yaml's ``policy`` as ``core.admission.rules.Rules``; ``locks.dir`` is always a
-    root."""
+    root; ``engine``: the engine's own facts among the protected paths (``protected``)."""
     every = _allow(cfg.policy.allow)
     # the update-lock directory is the agent's own interface for apps: always an allowed root
     lock_root = os.path.realpath(cfg.locks.dir)
@@ -115,7 +132,7 @@ def rules(cfg: Config) -> terms.Rules:
     return terms.Rules(
         allow=every,
         services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
-        protected=protected(cfg),
+        protected=protected(cfg, engine),
         keys=tuple(cfg.policy.keys),
     )
 
@@ -141,6 +158,30 @@ def judge(
 
     resolved = {found.path: resolve(found.path) for found in host_paths(config)}
     return _judged(cfg, config, resolved, project_dir), artifact.pinned(config, resolved)
+
+
+OFFLINE = (
+    "offline: the engine's facts were not judged (its data root, its containers' mounts: "
+    "POLICY_SWAPPABLE_PATH), and host paths' links were followed on this machine; each box "
+    "judges its own when it applies"
+)
+
+
+def judge_offline(
+    cfg: Config, docker_dir: Path, project: str, project_dir: Path, release: tuple[str, str]
+) -> list[terms.Violation]:
+    """``judge`` without the engine (``bundle check``: a verdict on the bundle, on a CI runner
+    with no engine): the same sources, compose's model, host paths resolved and pinned, and
+    ``core.admission.policy.judge``, without the engine's facts (``OFFLINE`` says so)."""
+    outside = policy.sources(composefile.load(release[0]))
+    if outside:
+        return outside
+    config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release)
+    from monky_deployd.core.admission.host import host_paths
+
+    resolved = {found.path: resolve(found.path) for found in host_paths(config)}
+    model = artifact.pinned(config, resolved)
+    return policy.judge(model, rules(cfg, engine=False), resolved, str(project_dir))
 
 
 def _judged(

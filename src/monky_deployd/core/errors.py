@@ -107,6 +107,7 @@ class Code(StrEnum):
     BUNDLE_EXPIRED = "BUNDLE_EXPIRED"
     BUNDLE_INVALID = "BUNDLE_INVALID"
     BUNDLE_RELATIVE_BIND = "BUNDLE_RELATIVE_BIND"
+    BUNDLE_BUILD_ONLY = "BUNDLE_BUILD_ONLY"
     BUNDLE_REPLAYED = "BUNDLE_REPLAYED"
     BUNDLE_UNTRUSTED = "BUNDLE_UNTRUSTED"
     # policy
@@ -258,6 +259,7 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.BUNDLE_EXPIRED: ("bundle", "refused"),
     Code.BUNDLE_INVALID: ("bundle", "refused"),
     Code.BUNDLE_RELATIVE_BIND: ("bundle", "refused"),
+    Code.BUNDLE_BUILD_ONLY: ("policy", "refused"),
     Code.BUNDLE_REPLAYED: ("bundle", "refused"),
     Code.BUNDLE_UNTRUSTED: ("bundle", "refused"),
     # policy

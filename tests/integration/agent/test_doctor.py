@@ -31,7 +31,7 @@ import yaml
 from monky_deployd import cli
 from monky_deployd import config as config_mod
 from monky_deployd.adapters.box.state.state import StateDir
-from monky_deployd.agent.commands import doctor, doctor_box
+from monky_deployd.agent.commands import doctor
 from monky_deployd.agent.tick.tick import run_tick
 from monky_deployd.core.commands import checks
 from monky_deployd.core.commands.checks import Check
@@ -526,12 +526,11 @@ def test_root_running_doctor_speaks_for_the_units_user(
     tmp_path: Path,
     systemd: Path,
     users: None,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Root reads every file; the unit's user does not. A grant.jwt left root:root 0600 (the
-    kit copied as root) is the grant's FAIL although root could read it."""
-    monkeypatch.setattr(doctor_box, "AGENT_USER", AGENT)  # the unit's user on this box
-    path = box(estate, tmp_path)
+    """Root reads every file; the unit's user (config.yaml's ``service_user``) does not. A
+    grant.jwt left root:root 0600 (the kit copied as root) is the grant's FAIL although root
+    could read it."""
+    path = box(estate, tmp_path, service_user=AGENT)  # the unit's user on this box
     grant = tmp_path / "grant.jwt"
     assert grant.stat().st_uid == 0 and grant.stat().st_mode & 0o777 == 0o600
     path.chmod(0o644)

@@ -51,9 +51,10 @@ class Identity:
     not_after: dt.datetime  # UTC
 
 
-def check(path: Path, *, now: dt.datetime | None = None) -> Identity:
-    """Read and parse ``path`` as a Ziti identity, or raise ``DeployError`` naming the fault."""
-    raw = _read(path, what=f"the Ziti identity file {path}")
+def check(path: Path, *, now: dt.datetime | None = None, user: str = AGENT_USER) -> Identity:
+    """Read and parse ``path`` as a Ziti identity, or raise ``DeployError`` naming the fault;
+    ``user``: the unit's account (config.yaml's ``service_user``) a hint speaks for."""
+    raw = _read(path, what=f"the Ziti identity file {path}", user=user)
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -70,9 +71,9 @@ def check(path: Path, *, now: dt.datetime | None = None) -> Identity:
             hint=_REENROL_HINT,
         ) from exc
     controllers, pems = _fields(path, data)
-    cert_text = _pem_text(path, "cert", pems["cert"])
-    key_text = _pem_text(path, "key", pems["key"])
-    ca_text = _pem_text(path, "ca", pems["ca"])
+    cert_text = _pem_text(path, "cert", pems["cert"], user)
+    key_text = _pem_text(path, "key", pems["key"], user)
+    ca_text = _pem_text(path, "ca", pems["ca"], user)
     leaf = _certificates(path, "cert", cert_text)[0]
     _certificates(path, "ca", ca_text)
     _key_matches(path, key_text, leaf)
@@ -85,7 +86,7 @@ _REENROL_HINT = (
 )
 
 
-def _read(path: Path, *, what: str) -> bytes:
+def _read(path: Path, *, what: str, user: str = AGENT_USER) -> bytes:
     try:
         with open(path, "rb") as handle:
             return handle.read()
@@ -106,13 +107,13 @@ def _read(path: Path, *, what: str) -> bytes:
         raise DeployError(
             f"{what} is not readable by {unreadable_reason(path)}",
             code=Code.IDENTITY_UNREADABLE,
-            hint=_group_hint(path),
+            hint=_group_hint(path, user),
         ) from exc
     except OSError as exc:
         raise DeployError(
             f"cannot read {what}: {exc.strerror or exc}",
             code=Code.IDENTITY_UNREADABLE,
-            hint=_group_hint(path),
+            hint=_group_hint(path, user),
         ) from exc
 
 
@@ -171,12 +172,13 @@ def unreadable_reason(path: Path) -> str:
     return text
 
 
-def group_hint(path: Path) -> str:
-    """What to do when the agent's user reads ``path`` badly: the group, the default ACL."""
-    return _group_hint(path)
+def group_hint(path: Path, user: str = AGENT_USER) -> str:
+    """What to do when the agent's user (``user``, the unit's account when root asks) reads
+    ``path`` badly: the group, the default ACL."""
+    return _group_hint(path, user)
 
 
-def _group_hint(path: Path) -> str:
+def _group_hint(path: Path, service_user: str = AGENT_USER) -> str:
     """The package's helper where it is installed (``core.commands.fixes``: ACLs, the tunneler's
     owner, group and mode kept; a ``usermod`` did nothing for a user already in the group, a
     ``chgrp`` moved the file off ziti:ziti); else the ``usermod``/``chmod`` that lets the user read
@@ -187,7 +189,7 @@ def _group_hint(path: Path) -> str:
     if Path(fixes.IDENTITY_ACCESS).is_file():
         return fixes.identity_access(str(path.absolute().parent))
     user = user_name(os.geteuid())
-    user = AGENT_USER if user in ("root", f"uid {os.geteuid()}") else user
+    user = service_user if user in ("root", f"uid {os.geteuid()}") else user
     fix = accounts.fix_for(user, path)
     if fix is None:  # the file cannot be looked at: a directory on the way is closed
         return f"that {user} can search every directory on the way to {path}"
@@ -240,14 +242,14 @@ def _fields(path: Path, data: object) -> tuple[tuple[str, ...], dict[str, str]]:
     return tuple(controllers), pems
 
 
-def _pem_text(path: Path, field: str, value: str) -> bytes:
+def _pem_text(path: Path, field: str, value: str, user: str = AGENT_USER) -> bytes:
     """Resolve ``pem:``, ``file://`` or bare PEM into PEM bytes."""
     value = value.strip()
     if value.startswith("pem:"):
         return value[len("pem:") :].encode("utf-8")
     if value.startswith("file://"):
         target = Path(value[len("file://") :])
-        return _read(target, what=f"{target} (id.{field} of the Ziti identity {path})")
+        return _read(target, what=f"{target} (id.{field} of the Ziti identity {path})", user=user)
     if value.startswith("-----BEGIN"):
         return value.encode("utf-8")
     raise DeployError(

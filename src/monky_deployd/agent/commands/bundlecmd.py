@@ -1,4 +1,5 @@
-"""``monky-deployd bundle``: sign and verify bundles for the release pipeline (contract v1.3).
+"""``monky-deployd bundle``: sign, verify and check bundles for the release pipeline (contract
+v1.3; ``check``: a box's whole admission, offline, in ``agent.commands.bundlecheck``).
 
     bundle sign --env E --revision R --key FILE|- [--release-version N (--expires T |
                 --valid-for 14d)] [BUNDLE|-]
@@ -10,6 +11,9 @@
         config.yaml's ``trust``: exit 0 trusted, 5 refused
     bundle public-key --key FILE|-
         the key's public half as ``trust.keys`` takes it, and its keyid
+    bundle check [-c CONFIG | --policy FILE] [--trust FILE] [--env E] [--revision R]
+                 [--format text|json] BUNDLE|-
+        the box's admission run offline: exit 0 admitted, 5 refused
 
 The private key comes from a file or stdin (``-``), never from the command line; the bundle
 then comes from a file. Exit 2 for a usage fault (a key or bundle that cannot be read).
@@ -36,6 +40,7 @@ def add_arguments(
     sign: argparse.ArgumentParser,
     verify: argparse.ArgumentParser,
     public_key: argparse.ArgumentParser,
+    check: argparse.ArgumentParser | None = None,
 ) -> None:
     """The ``bundle`` actions' own arguments, on the parsers ``cliargs`` makes (each with the
     global options; ``verify`` reads the trust settings of ``-c/--config``'s config.yaml when
@@ -56,12 +61,20 @@ def add_arguments(
     public_key.add_argument(
         "--key", required=True, help="the Ed25519 private key file, - for stdin"
     )
+    if check is not None:
+        from monky_deployd.agent.commands import bundlecheck
+
+        bundlecheck.add_arguments(check)
 
 
 def main(args: argparse.Namespace) -> int:
     try:
         if args.action == "public-key":
             return _public_key(args)
+        if args.action == "check":
+            from monky_deployd.agent.commands import bundlecheck
+
+            return bundlecheck.main(args)
         if args.action == "sign":
             return _sign(args)
         return _verify(args)

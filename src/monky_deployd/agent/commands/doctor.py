@@ -71,6 +71,7 @@ def check_config(run: Run) -> Check:
         run.config_path,
         str(Code.CONFIG_UNREADABLE),
         "owner root, group monky-deployd, mode 0640",
+        c.service_user,
     )
     if closed is not None:
         return closed
@@ -88,7 +89,11 @@ def check_grant(run: Run) -> Check:
     jwt = read_grant(cfg.grant_file)
     run.secrets.append(jwt)
     closed = doctor_box.closed_to_agent(
-        "grant", cfg.grant_file, str(Code.GRANT_UNREADABLE), "owner monky-deployd, mode 0600"
+        "grant",
+        cfg.grant_file,
+        str(Code.GRANT_UNREADABLE),
+        f"owner {cfg.service_user}, mode 0600",
+        cfg.service_user,
     )
     return closed or checks.grant_check("grant", str(cfg.grant_file), jwt, cfg.env, run.clock())
 

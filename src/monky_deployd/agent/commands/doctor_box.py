@@ -35,14 +35,14 @@ TIMER_UNIT = "monky-deployd.timer"
 DROPIN = Path(fixes.RUN_HOST_DROPIN)
 
 
-def agent_user() -> str:
-    """The user the checks speak for: this process's, or monky-deployd when root runs doctor
-    and that account exists (the unit runs as monky-deployd)."""
+def agent_user(service_user: str = AGENT_USER) -> str:
+    """The user the checks speak for: this process's, or the unit's account (config.yaml's
+    ``service_user``) when root runs doctor and that account exists."""
     me = user_name(os.geteuid())
     if os.geteuid() == 0:
         try:
-            pwd.getpwnam(AGENT_USER)
-            return AGENT_USER
+            pwd.getpwnam(service_user)
+            return service_user
         except KeyError:
             return me
     return me
@@ -57,9 +57,11 @@ def _ids(user: str) -> tuple[int, set[int]]:
     return pw.pw_uid, {pw.pw_gid} | {g.gr_gid for g in grp.getgrall() if user in g.gr_mem}
 
 
-def reader_of(path: Path, want: int = 4) -> Literal["owner", "group", "other", "root"] | None:
+def reader_of(
+    path: Path, want: int = 4, service_user: str = AGENT_USER
+) -> Literal["owner", "group", "other", "root"] | None:
     """How the agent's user reaches ``path`` by its mode bits (None: only through an ACL)."""
-    uid, gids = _ids(agent_user())
+    uid, gids = _ids(agent_user(service_user))
     st = path.stat()
     return checks.access_via(uid, gids, st.st_uid, st.st_gid, st.st_mode, want)
 
@@ -83,11 +85,14 @@ def has_acl(path: Path, kind: Literal["access", "default"] = "access") -> bool:
     return True
 
 
-def closed_to_agent(name: str, path: Path, code: str, what: str) -> Check | None:
+def closed_to_agent(
+    name: str, path: Path, code: str, what: str, service_user: str = AGENT_USER
+) -> Check | None:
     """A FAIL when root runs doctor and the agent's user could not read ``path`` (mode bits,
     no ACL): root reads anything, the unit's user does not. None when it can."""
-    user = agent_user()
-    if user == user_name(os.geteuid()) or reader_of(path) is not None or has_acl(path):
+    user = agent_user(service_user)
+    readable = reader_of(path, service_user=service_user) is not None
+    if user == user_name(os.geteuid()) or readable or has_acl(path):
         return None
     return Check(
         name,
@@ -146,9 +151,9 @@ def check_socket(run: Run) -> Check:
     cfg = run.config
     version, api, where = docker_api.engine_version(cfg.docker)
     fact = f"Docker Engine {version} (API {api}) answers at {where}"
-    user = agent_user()
+    user = agent_user(cfg.service_user)
     if where.startswith("/") and user != user_name(os.geteuid()):
-        via = reader_of(Path(where), want=6)
+        via = reader_of(Path(where), want=6, service_user=cfg.service_user)
         if via is None:
             sock = Path(where)
             return Check(
@@ -221,12 +226,14 @@ def check_last_tick(run: Run) -> Check:
 
 def check_state_dir(run: Run) -> Check:
     """Entries in the state dir the service user does not own (a command run as root)."""
-    state_dir = run.config.state_dir
-    poisoned = owner.poisoned_error(state_dir)
+    state_dir, user = run.config.state_dir, run.config.service_user
+    poisoned = owner.poisoned_error(state_dir, user)
     if poisoned is not None:
         return checks.from_error("state-dir", poisoned)
     return Check(
-        "state-dir", "OK", f"{state_dir}: every entry belongs to {owner.owner_name(state_dir)}"
+        "state-dir",
+        "OK",
+        f"{state_dir}: every entry belongs to {owner.owner_name(state_dir, user)}",
     )
 
 

@@ -25,22 +25,23 @@ def check_identity(run: Run) -> Check:
     cfg = run.config
     if cfg.transport == "plain":
         return Check("identity", "OK", "transport plain: no Ziti identity is used")
-    run.ident = identity.check(cfg.identity_path)
+    run.ident = identity.check(cfg.identity_path, user=cfg.service_user)
     ident = run.ident
     left = ident.not_after.timestamp() - run.clock()
     fact = (
         f"{ident.path} is a well-formed identity ({ident.subject}), certificate valid for "
         f"{checks.duration(left)}"
     )
-    if doctor_box.reader_of(ident.path) is None:  # not through owner, group or other
-        user = doctor_box.agent_user()
+    via = doctor_box.reader_of(ident.path, service_user=cfg.service_user)
+    if via is None:  # not through owner, group or other
+        user = doctor_box.agent_user(cfg.service_user)
         if not doctor_box.has_acl(ident.path, "access"):
             return Check(
                 "identity",
                 "FAIL",
                 f"{fact}, but {user} cannot read it ({doctor_box.describe(ident.path)}: "
                 f"{accounts.why_not(user, ident.path) or 'closed to it'})",
-                identity.group_hint(ident.path),
+                identity.group_hint(ident.path, cfg.service_user),
                 str(Code.IDENTITY_UNREADABLE),
             )
         if not doctor_box.has_acl(ident.path.parent, "default"):
@@ -49,7 +50,7 @@ def check_identity(run: Run) -> Check:
                 "WARN",
                 f"{fact}; {user} reads it only through a per-file ACL, which ziti-edge-tunnel's "
                 "rewrite of the file drops (no default ACL on its directory renews it)",
-                identity.group_hint(ident.path),
+                identity.group_hint(ident.path, cfg.service_user),
                 str(Code.IDENTITY_UNREADABLE),
             )
         fact += f"; {user} reads it through an ACL the directory's default ACL renews"

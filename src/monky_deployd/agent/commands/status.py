@@ -179,7 +179,7 @@ def unreadable(cfg: Config, problem: str | None) -> DeployError | None:
     the agent's user reads and replaces everything."""
     from monky_deployd.adapters.box.state import owner
 
-    poisoned = owner.poisoned_error(cfg.state_dir)
+    poisoned = owner.poisoned_error(cfg.state_dir, cfg.service_user)
     if poisoned is not None:
         return poisoned
     if problem is None or problem == "absent" or "unreadable (" not in problem:
@@ -187,7 +187,7 @@ def unreadable(cfg: Config, problem: str | None) -> DeployError | None:
     return DeployError(
         f"the tick ledger {problem}",
         code=Code.STATE_UNWRITABLE,
-        hint=owner.chown_hint(cfg.state_dir),
+        hint=owner.chown_hint(cfg.state_dir, cfg.service_user),
     )
 
 

@@ -93,7 +93,7 @@ def run_tick(
         except (DeployError, TickDeadline) as exc:
             from monky_deployd.adapters.box.state import owner  # names a poisoned state dir
 
-            recovery.fail(rec, owner.explain(cfg.state_dir, fault_of(exc)))
+            recovery.fail(rec, owner.explain(cfg.state_dir, fault_of(exc), cfg.service_user))
         except Exception as exc:  # a bug: still one named first line and an exit code, not a crash
             log.debug("unexpected exception", exc_info=True, extra={"event": "tick.bug"})
             recovery.fail(

@@ -135,17 +135,7 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
 
     if problems:
         raise _invalid(revision, problems)
-    binds = composefile.relative_binds(doc)
-    if binds:
-        raise DeployError(
-            f"the compose file of revision {revision!r} bind-mounts a host path that is not "
-            "absolute, nothing was changed: "
-            + "; ".join(f"at '{where}': {source!r}" for where, source in binds),
-            code=Code.BUNDLE_RELATIVE_BIND,
-            hint="a relative bind (./data) would live in the agent's revision directory, which "
-            "is replaced on every apply and pruned: use a named volume or an absolute host path "
-            "written out (/srv/app/data, not ${DATA})",
-        )
+    _check_binds(revision, doc)
     assert isinstance(project, str) and isinstance(compose, str) and isinstance(template, str)
     return Bundle(
         revision=revision,
@@ -158,6 +148,58 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
         services=services,
         on_failure=str(on_failure),
         env_file_services=composefile.env_file_services(doc),
+    )
+
+
+def _where(where: str) -> tuple[str, str]:
+    """``compose.services.web.volumes[0]`` as a violation's (service, key path)."""
+    path = where.removeprefix("compose.")
+    parts = path.split(".")
+    return (parts[1] if parts[0] == "services" and len(parts) > 2 else ""), path
+
+
+def _check_binds(revision: str, doc: dict[Any, Any]) -> None:
+    """BUNDLE_RELATIVE_BIND: a bind whose host path is relative or starts with a variable
+    (``composefile.relative_binds``), or one that starts with ``~`` (``home_paths``), each a
+    line with how the bundle writes it instead."""
+    from monky_deployd.core.admission.rules import HOME, REWRITE_BIND, Refusal, Violation
+
+    binds = composefile.relative_binds(doc)
+    homes = composefile.home_paths(doc)
+    if not binds and not homes:
+        return
+    found = [
+        Violation(
+            *_where(where),
+            f"{source} is not an absolute host path: it would live in the agent's revision "
+            "directory, replaced on every apply and pruned",
+            code=Code.BUNDLE_RELATIVE_BIND,
+            rewrite=REWRITE_BIND + ", or an absolute host path written out (/srv/app/data)",
+        )
+        for where, source in binds
+    ]
+    found += [
+        Violation(
+            *_where(where),
+            f"{source} {HOME}",
+            code=Code.BUNDLE_RELATIVE_BIND,
+            rewrite="the absolute host path written out (/srv/app/data), or a named volume",
+        )
+        for where, source in homes
+    ]
+    said = [f"at '{where}': {source!r}" for where, source in binds]
+    said += [f"at '{where}': {source!r} (~ is no home directory here)" for where, source in homes]
+    what = "is not absolute" if binds else "starts with ~"
+    raise Refusal(
+        f"the compose file of revision {revision!r} bind-mounts a host path that {what}, "
+        "nothing was changed: " + "; ".join(said),
+        code=Code.BUNDLE_RELATIVE_BIND,
+        hint="a relative bind (./data) would live in the agent's revision directory, which "
+        "is replaced on every apply and pruned: use a named volume or an absolute host path "
+        "written out (/srv/app/data, not ${DATA})"
+        + ("; compose runs without HOME, so ~ is a directory of the release" if homes else "")
+        + ' (each line below says how to write it; OPERATIONS.md, "Writing a bundle")',
+        violations=found,
     )
 
 

@@ -138,6 +138,33 @@ def relative_binds(doc: dict[Any, Any]) -> list[tuple[str, str]]:
     return found
 
 
+def home_paths(doc: dict[Any, Any]) -> list[tuple[str, str]]:
+    """``(where, path)`` of every host path that starts with ``~`` (a bind's source, a secret's
+    or config's ``file``, a local volume's ``device``): the agent runs compose without
+    ``HOME``, and compose then reads ``~`` as a directory of the release."""
+    found: list[tuple[str, str]] = []
+    services = doc.get("services")
+    for name, svc in services.items() if isinstance(services, dict) else ():
+        volumes = svc.get("volumes") if isinstance(svc, dict) else None
+        for i, vol in enumerate(volumes if isinstance(volumes, list) else ()):
+            source = _bind_source(vol)
+            if source is not None and source.startswith("~"):
+                found.append((f"compose.services.{name}.volumes[{i}]", source))
+    for kind in ("secrets", "configs"):
+        top = doc.get(kind)
+        for name, spec in top.items() if isinstance(top, dict) else ():
+            file = spec.get("file") if isinstance(spec, dict) else None
+            if isinstance(file, str) and file.startswith("~"):
+                found.append((f"compose.{kind}.{name}.file", file))
+    volumes = doc.get("volumes")
+    for name, spec in volumes.items() if isinstance(volumes, dict) else ():
+        opts = spec.get("driver_opts") if isinstance(spec, dict) else None
+        device = opts.get("device") if isinstance(opts, dict) else None
+        if isinstance(device, str) and device.startswith("~"):
+            found.append((f"compose.volumes.{name}.driver_opts.device", device))
+    return found
+
+
 BIND_OPTIONS = frozenset({"bind", "rbind"})  # a local volume's `o` that makes it a bind
 
 

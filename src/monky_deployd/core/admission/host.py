@@ -24,7 +24,13 @@ from typing import NamedTuple
 
 from monky_deployd.core.admission.composefile import BIND_OPTIONS, mount_options
 from monky_deployd.core.admission.keywalk import allowed_by
-from monky_deployd.core.admission.rules import Rules, Violation, normpath, scope_line
+from monky_deployd.core.admission.rules import (
+    REWRITE_NAMES,
+    Rules,
+    Violation,
+    normpath,
+    scope_line,
+)
 from monky_deployd.core.errors import Code
 
 MOUNT_TYPES = frozenset({"bind", "volume", "tmpfs", "image"})
@@ -35,12 +41,14 @@ _BIND_OPTS = frozenset({"bind", "rbind", "ro", "rw", "private", "rprivate"})
 
 class HostPath(NamedTuple):
     """A host path of the effective model: who asks (a service, or "" at the top level), the
-    key, the path; ``build``: a build's, which may also lie inside the release."""
+    key, the path; ``build``: a build's, which may also lie inside the release; ``read_only``:
+    a bind the container cannot write."""
 
     service: str
     key: str
     path: str
     build: bool = False
+    read_only: bool = False
 
 
 def _dict(value: object) -> Mapping[str, object]:
@@ -63,7 +71,8 @@ def host_paths(config: Mapping[str, object]) -> list[HostPath]:
         for vol in _list(svc.get("volumes")):
             vol = _dict(vol)
             if vol.get("type") == "bind":
-                found.append(HostPath(name, "volumes", str(vol.get("source", ""))))
+                source, ro = str(vol.get("source", "")), vol.get("read_only") is True
+                found.append(HostPath(name, "volumes", source, read_only=ro))
         for kind in ("secrets", "configs"):
             found += _file_refs(config, kind, name, kind, svc.get(kind))
         build = _dict(svc.get("build"))
@@ -79,10 +88,56 @@ def host_paths(config: Mapping[str, object]) -> list[HostPath]:
             if not text.startswith(_NOT_PATHS) and not _is_url(text):
                 found.append(HostPath(name, f"build.additional_contexts.{label}", text, True))
         found += _file_refs(config, "secrets", name, "build.secrets", build.get("secrets"))
+        for key in ("cache_from", "cache_to"):
+            for entry in _list(build.get(key)):
+                cache = cache_path(str(entry))
+                if cache is not None:
+                    found.append(HostPath(name, f"build.{key}", cache))
     for name, spec in _dict(config.get("volumes")).items():
         for key, path in _opt_paths(_dict(_dict(spec).get("driver_opts"))):
             found.append(HostPath("", f"volumes.{name}.driver_opts.{key}", path))
     return found
+
+
+# BuildKit cache backends that name no host path: a registry's image, the image itself
+CACHE_TYPES = frozenset({"registry", "inline"})
+
+
+def _cache_fields(entry: str) -> dict[str, str] | None:
+    """A ``cache_from``/``cache_to`` entry's ``key=value`` fields (``type=local,src=dir``); None
+    for an image reference (no ``=`` before its first ``/`` or ``:``)."""
+    head = entry.split("/", 1)[0].split(":", 1)[0]
+    if "=" not in head:
+        return None
+    fields = {}
+    for part in entry.split(","):
+        key, _, value = part.partition("=")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def cache_path(entry: str) -> str | None:
+    """The host path a BuildKit cache entry reads or writes: a ``type=local`` entry's ``src``
+    or ``dest`` (a missing one: ``""``, refused), an entry written as a path (``./cache``,
+    ``/x``, ``~/x``); None for an image reference (``user/app:cache``, ``type=registry,
+    ref=...``, ``type=inline``), which reads no host path."""
+    fields = _cache_fields(entry)
+    if fields is None:
+        return entry if entry.startswith(("/", ".", "~")) else None
+    if fields.get("type", "") == "local":
+        return fields.get("src") or fields.get("dest") or ""
+    return None
+
+
+def _cache_types(build: Mapping[str, object]) -> Iterable[tuple[str, str]]:
+    """``(key, type)`` of each cache entry of a backend other than the registry, the image or
+    a local directory (gha, s3, azblob: a service outside the box, with credentials)."""
+    for key in ("cache_from", "cache_to"):
+        for entry in _list(build.get(key)):
+            fields = _cache_fields(str(entry))
+            kind = fields.get("type", "") if fields is not None else "registry"
+            if kind not in CACHE_TYPES and kind != "local":
+                yield key, kind or "(none)"
 
 
 def _file_refs(
@@ -217,7 +272,8 @@ def _unless_keyed(
     for key, refused, asks in checks:
         path = f"{here}.{key}"
         if refused and not allowed_by(path, rules.keys):
-            yield Violation("", path, asks, _keys_line(path))
+            rewrite = REWRITE_NAMES if key in ("external", "name") else ""
+            yield Violation("", path, asks, _keys_line(path), rewrite=rewrite)
 
 
 def service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
@@ -258,6 +314,13 @@ def service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Viol
         (f"build.additional_contexts.{k}", v)
         for k, v in _dict(build.get("additional_contexts")).items()
     ]
+    for key, kind in _cache_types(build):
+        path = f"services.{name}.build.{key}"
+        if not allowed_by(path, rules.keys):
+            yield Violation(
+                name, path, f"type={kind} (a cache outside the box and the registry)",
+                _keys_line(path),
+            )  # fmt: skip
     for key, value in sources:
         if isinstance(value, str) and _is_url(value) and not value.startswith(_NOT_PATHS):
             yield Violation(

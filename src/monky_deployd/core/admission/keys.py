@@ -59,6 +59,8 @@ JUDGES = {
     "networks": "the host's or another project's network (its engine label), a driver beyond "
     "bridge",
     "volumes": "a driver beyond local, driver_opts, another project's volume (its engine label)",
+    "build_cache": "an image reference is allowed; type=local or a path: a host path; "
+    "another backend (gha, s3) needs keys",
     "provider": "a program compose runs on the host: needs providers",
     "hooks": "judged as their service (privileged)",
     "engine_socket": "the engine's API socket in the container: never",
@@ -259,8 +261,8 @@ SHAPES: dict[str, dict[str, Key]] = {
     "build": {
         "additional_contexts": _j("host_paths"),
         "args": _a("build arguments"),
-        "cache_from": _r("a BuildKit cache source, a host directory among them"),
-        "cache_to": _r("a BuildKit cache export, a host directory among them"),
+        "cache_from": _j("build_cache"),
+        "cache_to": _j("build_cache"),
         "context": _j("host_paths"),
         "dockerfile": _j("host_paths"),
         "dockerfile_inline": _a("the Dockerfile written in the bundle"),

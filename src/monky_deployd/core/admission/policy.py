@@ -29,15 +29,20 @@ from typing import TYPE_CHECKING
 
 from monky_deployd.core.admission.rules import (
     BASELINE_CAPS,
+    FILE_TREES,
     GPU,
     HOST_NAMESPACE_KEYS,
-    LOCAL_LOG_DRIVERS,
-    LOG_OPTIONS,
     RELATIVE,
+    REWRITE_BUILD,
+    REWRITE_CONFIG,
+    REWRITE_ENV_FILE,
+    REWRITE_FLATTEN,
+    REWRITE_FROM_ENV,
     SAFE_SYSCTLS,
     SOURCE,
     UNCONFINED_OPTS,
     Allow,
+    Refusal,
     Rules,
     Violation,
     capability,
@@ -47,7 +52,6 @@ from monky_deployd.core.admission.rules import (
     security_opt,
 )
 from monky_deployd.core.errors import Code
-from monky_deployd.core.faults import DeployError
 
 if TYPE_CHECKING:
     from monky_deployd.core.admission.host import HostPath
@@ -62,35 +66,69 @@ def _names(value: object) -> list[str]:
     return [str(v) for v in _list(value)]
 
 
+_REWRITES = {
+    "secrets": REWRITE_FROM_ENV,
+    "build.secrets": REWRITE_FROM_ENV,
+    "configs": REWRITE_CONFIG,
+}
+
+
+def _guards(rules: Rules, forms: set[str]) -> list[tuple[str, str]]:
+    """``(form, protected path)`` for each form reaching a protected path (itself, below it or
+    above it)."""
+    return [
+        (form, guarded)
+        for form in sorted(forms)
+        for guarded in rules.protected
+        if (guarded != "/" and inside(form, guarded)) or inside(guarded, form)
+    ]
+
+
+def _one_file(found: HostPath, forms: set[str], hits: list[tuple[str, str]]) -> bool:
+    """A read-only bind of one path whose every protected hit lies in ``FILE_TREES`` (not the
+    agent's own files, the engine's sockets or data): what ``read_only_files`` may allow."""
+    return (
+        found.read_only
+        and not found.path.endswith("/")
+        and all(guarded in FILE_TREES and form != guarded for form, guarded in hits)
+    )
+
+
 def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Violation | None:
-    """The one host-path judge: a protected path never; a build's path inside the release;
-    else under an allowed root."""
+    """The one host-path judge: a protected path never (but one protected file, read-only,
+    that ``read_only_files`` names exactly); a build's path inside the release; else under an
+    allowed root."""
     from monky_deployd.core.admission.host import within_release
 
     service, key, path = found.service, found.key, found.path
+    rewrite = _REWRITES.get(key, "")
     forms = {normpath(path), normpath(resolved)}
     if not path.startswith("/"):
-        return Violation(service, key, f"{path} {RELATIVE}")
+        return Violation(service, key, f"{path} {RELATIVE}", rewrite=rewrite)
     if any(not f.startswith("/") for f in forms):
         why = "not an absolute path, or one whose links this agent cannot follow"
         return Violation(service, key, f"{path} ({why})")
     if within_release(found, forms, release_dir):
         return None
-    for form in sorted(forms):
-        for guarded in rules.protected:  # the path itself, below it, or above it
-            if (guarded != "/" and inside(form, guarded)) or inside(guarded, form):
-                shown = path if form == normpath(path) else f"{path} (-> {form})"
-                return Violation(
-                    service, key, f"{shown} reaches {guarded}", code=Code.POLICY_PROTECTED_PATH
-                )
-    roots = [normpath(r) for r in rules.allows(service).bind_roots]
+    may = rules.allows(service)
+    hits = _guards(rules, forms)
+    single = _one_file(found, forms, hits)
+    if single and forms <= may.read_only_files:
+        return None
+    if hits:
+        form, guarded = hits[0]
+        shown = path if form == normpath(path) else f"{path} (-> {form})"
+        line = scope_line(service, "read_only_files", normpath(path)) if single else ""
+        asks = f"{shown} reaches {guarded}" + (" (read-only, one file)" if single else "")
+        return Violation(service, key, asks, line, code=Code.POLICY_PROTECTED_PATH, rewrite=rewrite)
+    roots = [normpath(r) for r in may.bind_roots]
     if all(any(inside(f, r) for r in roots) for f in forms):
         return None
     shown = path if normpath(resolved) == normpath(path) else f"{path} (-> {normpath(resolved)})"
     parent = posixpath.dirname(normpath(resolved)) or "/"
     parent = normpath(resolved) if parent == "/" else parent  # "/" is no root to allow
     line = scope_line(service, "bind_roots", parent)
-    return Violation(service, key, f"{shown} is outside the allowed roots", line)
+    return Violation(service, key, f"{shown} is outside the allowed roots", line, rewrite=rewrite)
 
 
 def judge(
@@ -100,10 +138,11 @@ def judge(
     release_dir: str = "/",
 ) -> list[Violation]:
     """Every violation of ``rules`` in ``config`` (compose's effective configuration as JSON),
-    sorted; ``resolved`` maps a bind mount's host path to its real path (symlinks followed);
+    sorted; ``resolved`` maps a bind mount's host path to its real path (symlinks followed; a
+    ``config`` pinned to those real paths is judged with the paths as written too);
     ``release_dir`` is the project directory (its ``.env`` is the one ``env_file`` allowed)."""
+    from monky_deployd.core.admission import cgroup, keywalk
     from monky_deployd.core.admission import host as policy_host
-    from monky_deployd.core.admission import keywalk
     from monky_deployd.core.admission import names as policy_names
 
     seen = resolved or {}
@@ -115,14 +154,23 @@ def judge(
     for name, svc in sorted(services.items()) if isinstance(services, dict) else ():
         if isinstance(svc, dict):
             found.extend(_service(str(name), svc, rules))
-            found.extend(_outside_cgroup(str(name), svc, rules))
+            found.extend(cgroup.outside(str(name), svc, rules))
             found.extend(policy_host.service(str(name), svc, rules))
             found.extend(_env_files(str(name), svc, normpath(release_dir + "/.env")))
+            found.extend(_build_only(str(name), svc))
     found.extend(policy_host.volumes(config, rules))
     found.extend(policy_host.networks(config, rules))
     found.extend(policy_names.namespaces(config, rules))
+    # a model pinned to what was resolved (core.admission.artifact.pinned) names the real path:
+    # the path as the bundle wrote it is judged with it, and named first
+    written = {real: path for path, real in seen.items() if real and real != path}
     for host_path in policy_host.host_paths(config):
-        hit = _bind(rules, host_path, seen.get(host_path.path, host_path.path), release_dir)
+        path = host_path.path
+        if path not in seen and path in written:
+            host_path, real = host_path._replace(path=written[path]), path
+        else:
+            real = seen.get(path, path)
+        hit = _bind(rules, host_path, real, release_dir)
         if hit is not None:
             found.append(hit)
     return sorted(set(found))
@@ -177,134 +225,6 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
         )
 
 
-def _scalar_line(service: str, key: str, value: object) -> str:
-    """The config.yaml line of a one-value allowance (``oom_score_adj: -500``)."""
-    scope = f"services.{service}" if service else "allow"
-    return f"policy.{scope}.{key}: {value}"
-
-
-def _int(value: object) -> int | None:
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        return None
-
-
-def _outside_cgroup(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Violation]:
-    """What a service asks that acts beyond its own namespaces and cgroup: a log driver (the
-    engine runs it in the host's network namespace), an OOM score that makes the host's OOM
-    killer spare it, a real-time priority limit, a host block device's I/O weight or limit."""
-    may = rules.allows(name)
-    yield from _logging(name, svc.get("logging"), may)
-    score = svc.get("oom_score_adj")
-    adj = _int(score) if score is not None else 0
-    if adj is None:
-        yield Violation(name, "oom_score_adj", f"{score} (not a number)")
-    elif adj < may.oom_score_adj:
-        yield Violation(
-            name,
-            "oom_score_adj",
-            f"{adj} (the host's OOM killer spares the container over host processes)",
-            _scalar_line(name, "oom_score_adj", adj),
-        )
-    yield from _ulimits(name, "ulimits", svc.get("ulimits"), rules)
-    build = svc.get("build")
-    if isinstance(build, dict):
-        yield from _ulimits(name, "build.ulimits", build.get("ulimits"), rules)
-    yield from _blkio(name, svc.get("blkio_config"), may)
-
-
-def _logging(name: str, logging: object, may: Allow) -> Iterable[Violation]:
-    """``logging``: a local driver (or none named: the engine's default) with the options of
-    ``LOG_OPTIONS`` only, unless ``log_drivers`` names the driver."""
-    if not isinstance(logging, dict):
-        return
-    driver = logging.get("driver")
-    driver = str(driver).strip() if driver not in (None, "") else ""
-    if driver and driver in may.log_drivers:
-        return
-    if driver and driver not in LOCAL_LOG_DRIVERS:
-        yield Violation(
-            name,
-            "logging.driver",
-            f"{driver} (a log driver runs in the engine, in the host's network namespace: it "
-            "reaches the host's sockets and addresses whatever the container's network)",
-            scope_line(name, "log_drivers", driver),
-        )
-        return
-    options = logging.get("options")
-    for opt in sorted(str(k) for k in options) if isinstance(options, dict) else ():
-        if opt in LOG_OPTIONS:
-            continue
-        whose = f"the log driver {driver}" if driver else "the engine's default log driver"
-        asks = (
-            f"is not an option of the engine's local log drivers (for {whose}; it may name a "
-            "host address, path or socket)"
-        )
-        if driver:
-            yield Violation(
-                name, f"logging.options.{opt}", asks, scope_line(name, "log_drivers", driver)
-            )
-        else:
-            yield Violation(
-                name,
-                f"logging.options.{opt}",
-                asks + ": name its driver in logging.driver, then allow it with log_drivers",
-            )
-
-
-# rlimits whose effect leaves the container's cgroup: a real-time priority (RLIMIT_RTPRIO
-# lets an unprivileged process take SCHED_FIFO/SCHED_RR, which preempts every host process)
-ULIMITS_BEYOND_CGROUP = frozenset({"rtprio"})
-
-
-def _ulimits(name: str, key: str, value: object, rules: Rules) -> Iterable[Violation]:
-    """``ulimits`` (a service's or its build's): ``rtprio`` above 0 unless ``policy.keys``
-    names ``services.<name>.<key>.rtprio``."""
-    from monky_deployd.core.admission.keywalk import allowed_by
-
-    for limit, spec in sorted(value.items()) if isinstance(value, dict) else ():
-        if str(limit) not in ULIMITS_BEYOND_CGROUP:
-            continue
-        parts = [spec] if not isinstance(spec, dict) else [spec.get("soft"), spec.get("hard")]
-        if all(p is None or _int(p) == 0 for p in parts):
-            continue
-        path = f"services.{name}.{key}.{limit}"
-        if not allowed_by(path, rules.keys):
-            yield Violation(
-                name,
-                path,
-                f"{spec} (a real-time priority: its processes preempt every host process, "
-                "beyond the container's CPU limits)",
-                f"policy.keys: [{path}]",
-            )
-
-
-_BLKIO_DEVICES = (
-    *("weight_device", "device_read_bps", "device_write_bps"),
-    *("device_read_iops", "device_write_iops"),
-)
-
-
-def _blkio(name: str, value: object, may: Allow) -> Iterable[Violation]:
-    """``blkio_config``: ``weight`` is the container's own cgroup; a per-device entry names a
-    host block device (the engine looks it up by path on the host): it needs ``devices``."""
-    if not isinstance(value, dict):
-        return
-    for key in _BLKIO_DEVICES:
-        for entry in _list(value.get(key)):
-            path = str(entry.get("path", "")) if isinstance(entry, dict) else str(entry)
-            if not path.startswith("/"):
-                yield Violation(name, f"blkio_config.{key}", f"{path} {RELATIVE}")
-            elif normpath(path) not in may.devices:
-                yield Violation(
-                    name,
-                    f"blkio_config.{key}",
-                    f"{path} (a host block device)",
-                    scope_line(name, "devices", normpath(path)),
-                )
-
-
 def _device_requests(svc: Mapping[str, object]) -> Iterable[tuple[str, str]]:
     """``(key, request)`` for each device request (the engine's GPUs and the like: ``gpus``,
     ``deploy.resources.reservations.devices``), as ``driver=.. count=.. capabilities=..``."""
@@ -349,7 +269,26 @@ def _env_files(name: str, svc: Mapping[str, object], dotenv: str) -> Iterable[Vi
     for env_file in _list(svc.get("env_file")):
         path = str(env_file.get("path") if isinstance(env_file, dict) else env_file)
         if normpath(path) != dotenv:
-            yield Violation(name, "env_file", f"{path} is not the release's .env", code=SOURCE)
+            yield Violation(
+                name,
+                "env_file",
+                f"{path} is not the release's .env",
+                code=SOURCE,
+                rewrite=REWRITE_ENV_FILE,
+            )
+
+
+def _build_only(name: str, svc: Mapping[str, object]) -> Iterable[Violation]:
+    """A service with ``build`` and no ``image`` (BUNDLE_BUILD_ONLY): a bundle ships no build
+    context, so no box can build it and ``up`` would fail after the pull."""
+    if svc.get("build") is not None and not svc.get("image"):
+        yield Violation(
+            name,
+            "build",
+            "has no image: a bundle ships no build context, so no box can build it",
+            code=Code.BUNDLE_BUILD_ONLY,
+            rewrite=REWRITE_BUILD,
+        )
 
 
 def _unsafe_opt(opt: str) -> bool:
@@ -383,14 +322,30 @@ def sources(doc: object) -> list[Violation]:
         return []
     found: list[Violation] = []
     if doc.get("include"):
-        found.append(Violation("", "include", "names files outside the release", code=SOURCE))
+        found.append(
+            Violation(
+                "",
+                "include",
+                "names files outside the release",
+                code=SOURCE,
+                rewrite=REWRITE_FLATTEN,
+            )
+        )
     services = doc.get("services")
     for name, svc in sorted(services.items()) if isinstance(services, dict) else ():
         if not isinstance(svc, dict):
             continue
         ext = svc.get("extends")
         if isinstance(ext, dict) and ext.get("file"):
-            found.append(Violation(str(name), "extends.file", str(ext["file"]), code=SOURCE))
+            found.append(
+                Violation(
+                    str(name),
+                    "extends.file",
+                    f"{ext['file']} (a file outside the release)",
+                    code=SOURCE,
+                    rewrite=REWRITE_FLATTEN,
+                )
+            )
         if svc.get("label_file"):
             found.append(Violation(str(name), "label_file", "reads a host file", code=SOURCE))
     return found
@@ -402,23 +357,30 @@ _GRAVITY = (
     Code.POLICY_SWAPPABLE_PATH,
     Code.POLICY_SOURCE,
     Code.POLICY_FOREIGN_RESOURCE,
+    Code.BUNDLE_BUILD_ONLY,
     Code.POLICY_UNKNOWN_KEY,
     Code.POLICY_REFUSED,
 )
 
 
-def refusal(revision: str, violations: list[Violation]) -> DeployError:
+def ordered(violations: Iterable[Violation]) -> list[Violation]:
+    """``violations`` in a refusal's order: the gravest code's first."""
+    return sorted(violations, key=lambda v: (_GRAVITY.index(v.code), v))
+
+
+def refusal(revision: str, violations: list[Violation]) -> Refusal:
     """The one error for ``violations`` (not empty): the gravest code, its faults first, one
     line per violation."""
-    ordered = sorted(violations, key=lambda v: (_GRAVITY.index(v.code), v))
-    code = ordered[0].code
-    first = ordered[0].line()
-    more = f" (and {len(ordered) - 1} more)" if len(ordered) > 1 else ""
-    return DeployError(
+    found = ordered(violations)
+    code = found[0].code
+    first = found[0].line()
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return Refusal(
         f"revision {revision} is refused by this box's policy: {first}{more}; nothing was "
         "changed, the running revision keeps running",
         code=code,
         hint="each line below names the service, the key and the config.yaml line that would "
-        'allow it (OPERATIONS.md, "Local policy"); or change the bundle',
-        detail="\n".join(v.line() for v in ordered),
+        'allow it (OPERATIONS.md, "Local policy"), or how to write it in the bundle '
+        '("Writing a bundle"); `monky-deployd bundle check` shows them before publishing',
+        violations=found,
     )

@@ -9,10 +9,11 @@ every judge shares. Pure. The judges are ``core.admission.policy``, ``.host``, `
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from monky_deployd.core.errors import Code
+from monky_deployd.core.faults import DeployError
 
 SOURCE = Code.POLICY_SOURCE
 # Pod Security baseline: the capabilities a container may add (the runtime's default set).
@@ -61,6 +62,10 @@ LOG_OPTIONS = frozenset(
     }
 )
 RELATIVE = "is a relative path, resolved by the engine from its own working directory"
+HOME = (
+    "starts with ~: the agent runs compose without HOME, so compose reads ~ as a directory of "
+    "the release (the revision directory, replaced on every apply), not a home directory"
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,9 @@ class Allow:
     networks: frozenset[str] = frozenset()  # engine names (also network_mode, build.network)
     log_drivers: frozenset[str] = frozenset()  # log drivers beyond LOCAL_LOG_DRIVERS
     oom_score_adj: int = 0  # the lowest oom_score_adj a service may ask (-1000..0)
+    # protected files a read-only bind may name exactly (/etc/localtime): regular files only,
+    # each as written and with its links resolved (``agent.policy`` drops any other entry)
+    read_only_files: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -113,26 +121,75 @@ class Rules:
             every.networks | own.networks,
             every.log_drivers | own.log_drivers,
             min(every.oom_score_adj, own.oom_score_adj),
+            every.read_only_files | own.read_only_files,
         )
 
 
 @dataclass(frozen=True, order=True)
 class Violation:
-    """One fault: the service (or ``compose``), the key, what it asks and the config line that
-    would allow it (empty when nothing may)."""
+    """One fault: the service (or ``compose``), the key, what it asks, the config line that
+    would allow it (empty when nothing may) and, for a rule of the bundle contract, how the
+    bundle writes it instead (``rewrite``: OPERATIONS.md, "Writing a bundle")."""
 
     service: str
     key: str
     asks: str
     allow_with: str = ""
     code: Code = Code.POLICY_REFUSED
+    rewrite: str = ""
 
     def line(self) -> str:
         fix = f"allow with {self.allow_with}" if self.allow_with else "no allowance permits it"
+        if self.rewrite:
+            fix += f"; write instead: {self.rewrite}"
         if self.key.startswith(f"services.{self.service}."):  # a key path names its service
             return f"{self.key} {self.asks} ({fix})"
         where = f"service {self.service}" if self.service else "the compose file"
         return f"{where}: {self.key} {self.asks} ({fix})"
+
+
+class Refusal(DeployError):
+    """A refusal made of ``Violation``s (the policy's, the bundle contract's): its detail is
+    their lines, and ``violations`` keeps them whole (``bundle check --format json``)."""
+
+    def __init__(
+        self, message: str, *, code: Code, hint: str, violations: Iterable[Violation]
+    ) -> None:
+        self.violations = tuple(violations)
+        super().__init__(
+            message, code=code, hint=hint, detail="\n".join(v.line() for v in self.violations)
+        )
+
+
+# The bundle contract's rewrites (OPERATIONS.md, "Writing a bundle": your compose file has X,
+# write Y): what a refusal for one of its rules suggests.
+REWRITE_BIND = (
+    "a named volume (`data:/data` with `volumes: {data: {}}`), or for a file the app reads a "
+    "config with `content:` (`configs: {app.conf: {content: ...}}`)"
+)
+REWRITE_FROM_ENV = (
+    "`secrets.<name>.environment: VAR`, VAR from the release's .env (a manifest entry fills it "
+    "from OpenBao)"
+)
+REWRITE_CONFIG = "`configs.<name>.content: ...` (the file's text in the compose file)"
+REWRITE_ENV_FILE = (
+    "`env_file: [.env]` (the release's .env, rendered from env_template), or the variables "
+    "in `environment:`"
+)
+REWRITE_FLATTEN = (
+    "one flattened compose file (`docker compose -f compose.yaml config --no-interpolate` "
+    "prints it)"
+)
+REWRITE_NAMES = (
+    "drop `external:` and `name:` (compose names it <project>_<name>, the release's own)"
+)
+REWRITE_BUILD = (
+    "build the image in the release pipeline, push it to the bundle's registry and name it in "
+    "`image:` (a box has no build context)"
+)
+# Protected trees a read-only bind of one file (read_only_files) may reach; never the agent's
+# own directories, the engine's sockets or its data, which are protected paths of their own.
+FILE_TREES = ("/etc",)
 
 
 def normpath(path: str) -> str:

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.admission.bundle import Bundle, ManifestEntry, validate
+from monky_deployd.core.admission.rules import REWRITE_BIND
 from monky_deployd.core.faults import DeployError
 
 
@@ -459,8 +460,15 @@ def test_a_relative_bind_is_refused_with_its_own_code_where_and_source() -> None
     assert err.hint == (
         "a relative bind (./data) would live in the agent's revision directory, which is "
         "replaced on every apply and pruned: use a named volume or an absolute host path "
-        "written out (/srv/app/data, not ${DATA})"
+        "written out (/srv/app/data, not ${DATA}) (each line below says how to write it; "
+        'OPERATIONS.md, "Writing a bundle")'
     )
+    assert err.detail.splitlines() == [
+        "services.web.volumes[0] ./data is not an absolute host path: it would live in the "
+        "agent's revision directory, replaced on every apply and pruned (no allowance permits "
+        f"it; write instead: {REWRITE_BIND}, or an absolute host path written out "
+        "(/srv/app/data))"
+    ]
 
 
 def test_every_relative_bind_is_named_after_the_other_problems_are_gone() -> None:

@@ -28,10 +28,15 @@ WALK_LIMIT = 20_000  # entries looked at, at most (revision dirs are small; this
 NAMED = 6  # entries named in the sentence; the rest counted
 
 
-def service_account(state_dir: Path) -> pwd.struct_passwd | None:
-    """The account the state dir belongs to: its owner when that is not root, else the
-    ``monky-deployd`` account when it exists (a state dir not made yet, or made by root); None
-    on a box without a service user (a developer's, where root may own everything)."""
+def service_account(state_dir: Path, user: str = SERVICE_USER) -> pwd.struct_passwd | None:
+    """The account the state dir belongs to: the unit's (``user``, config.yaml's
+    ``service_user``) when it exists, whoever owns the state dir now; on a box without that
+    account (a developer's), the state dir's owner when that is not root, else None (root may
+    own everything)."""
+    try:
+        return pwd.getpwnam(user)
+    except KeyError:
+        pass
     try:
         uid = state_dir.stat().st_uid
     except OSError:
@@ -41,14 +46,11 @@ def service_account(state_dir: Path) -> pwd.struct_passwd | None:
             return pwd.getpwuid(uid)
         except KeyError:
             return None
-    try:
-        return pwd.getpwnam(SERVICE_USER)
-    except KeyError:
-        return None
+    return None
 
 
-def owner_name(state_dir: Path) -> str:
-    account = service_account(state_dir)
+def owner_name(state_dir: Path, user: str = SERVICE_USER) -> str:
+    account = service_account(state_dir, user)
     return account.pw_name if account is not None else _name(os.geteuid())
 
 
@@ -71,7 +73,7 @@ def become_owner(state_dir: Path, user: str = SERVICE_USER) -> str | None:
         return None
     # entries the account cannot replace, counted while still root: once switched it could not
     # list a root-owned directory, and would name that directory alone (issue 36)
-    if (err := poisoned_error(state_dir)) is not None:
+    if (err := poisoned_error(state_dir, user)) is not None:
         raise err
     os.initgroups(account.pw_name, account.pw_gid)
     os.setgid(account.pw_gid)
@@ -186,11 +188,11 @@ def foreign_entries(state_dir: Path, uid: int) -> tuple[list[tuple[str, int]], i
     return named, total, unlisted
 
 
-def poisoned_error(state_dir: Path) -> DeployError | None:
-    """STATE_UNWRITABLE naming the entries of ``state_dir`` its account does not own, their
-    owners and the ``chown`` to run; None when every entry is its account's (or the box has
-    no service user to speak for)."""
-    account = service_account(state_dir)
+def poisoned_error(state_dir: Path, user: str = SERVICE_USER) -> DeployError | None:
+    """STATE_UNWRITABLE naming the entries of ``state_dir`` its account (``service_account``)
+    does not own, their owners and the ``chown`` to run; None when every entry is its
+    account's (or the box has no service user to speak for)."""
+    account = service_account(state_dir, user)
     if account is None:
         return None
     named, total, unlisted = foreign_entries(state_dir, account.pw_uid)
@@ -219,17 +221,17 @@ def poisoned_error(state_dir: Path) -> DeployError | None:
     )
 
 
-def chown_hint(state_dir: Path) -> str:
+def chown_hint(state_dir: Path, user: str = SERVICE_USER) -> str:
     """The one command that gives ``state_dir`` back to the unit's account (as root)."""
-    account = service_account(state_dir)
-    user = account.pw_name if account is not None else SERVICE_USER
-    group = _group(account) if account is not None else SERVICE_USER
+    account = service_account(state_dir, user)
+    group = _group(account) if account is not None else user
+    user = account.pw_name if account is not None else user
     return fixes.state_chown(user, group, str(state_dir))
 
 
-def explain(state_dir: Path, err: DeployError) -> DeployError:
+def explain(state_dir: Path, err: DeployError, user: str = SERVICE_USER) -> DeployError:
     """A tick's STATE_UNWRITABLE, replaced by the entries that cause it when the state dir
     holds some its account does not own (``poisoned_error``); any other fault as it is."""
     if err.code is not Code.STATE_UNWRITABLE:
         return err
-    return poisoned_error(state_dir) or err
+    return poisoned_error(state_dir, user) or err
