@@ -40,7 +40,7 @@ def act():
         Path(where, "batch.lock").write_text(json.dumps({"holder": "batch", "reason": "job"}))
     else:
         from monky_deployd.adapters.box.state.state import StateDir
-        from monky_deployd.core.records.applied import Suspended
+        from monky_deployd.core.records.suspend import Suspended
         StateDir(Path(where)).write_suspend(Suspended(time.time(), None, "maintenance"))
 def hooked(real):
     def call(src, dst, *args, **kwargs):

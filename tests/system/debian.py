@@ -273,8 +273,12 @@ class SystemdBox(Box):
             raise
 
     def journal(self, unit: str, *args: str) -> list[dict[str, Any]]:
-        """The unit's journal entries (``journalctl -o json``): MESSAGE, PRIORITY, _PID, ..."""
-        out = self.check(f"journalctl --no-pager -o json -u {unit} {' '.join(args)}")
+        """The unit's journal entries (``journalctl -o json``): MESSAGE, PRIORITY, _PID, ...;
+        journald first writes what it has received (``--sync``: on a loaded box a process's
+        last entries may still be queued when its unit has ended)."""
+        out = self.check(
+            f"journalctl --sync; journalctl --no-pager -o json -u {unit} {' '.join(args)}"
+        )
         return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
