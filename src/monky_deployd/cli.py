@@ -43,7 +43,6 @@ import time
 
 from monky_deployd import cliargs
 from monky_deployd.agent import logs
-from monky_deployd.agent.commands import bundlecmd
 from monky_deployd.config import Config, load
 from monky_deployd.core.errors import (
     EXIT_CONFIG,
@@ -222,6 +221,8 @@ def _config_refused(
 def main(argv: list[str] | None = None) -> int:
     args = cliargs.parse(argv)  # exits 2 on usage errors; args.config: flag > env > default
     if args.command == "bundle":  # the release pipeline's: no tick
+        from monky_deployd.agent.commands import bundlecmd  # (the release pipeline's only)
+
         return bundlecmd.main(args)
     if args.command == "doctor":  # loads config.yaml itself: its first check
         from monky_deployd.agent.commands import doctor

@@ -18,7 +18,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from monky_deployd import __version__
-from monky_deployd.agent.commands import bundlecmd
 from monky_deployd.agent.logs import FORMATS as LOG_FORMATS
 from monky_deployd.config import DEFAULT_CONFIG_PATH
 
@@ -290,7 +289,7 @@ def parser() -> argparse.ArgumentParser:
 
     bundle = _add(sub, "bundle")
     acts = bundle.add_subparsers(dest="action", required=True, metavar="ACTION")
-    bundlecmd.add_arguments(
+    _bundle_arguments(
         _add(acts, "sign", "bundle sign"),
         _add(acts, "verify", "bundle verify"),
         _add(acts, "public-key", "bundle public-key"),
@@ -327,3 +326,58 @@ def commands(top: argparse.ArgumentParser | None = None) -> Iterator[tuple[str, 
                     yield from walk(child, (*path, name))
 
     yield from walk(top or parser(), ())
+
+
+def _bundle_arguments(
+    sign: argparse.ArgumentParser,
+    verify: argparse.ArgumentParser,
+    public_key: argparse.ArgumentParser,
+    check: argparse.ArgumentParser | None = None,
+) -> None:
+    """The ``bundle`` actions' own arguments, on the parsers ``cliargs`` makes (each with the
+    global options; ``verify`` reads the trust settings of ``-c/--config``'s config.yaml when
+    no ``--public-key`` is given)."""
+    for p in (sign, verify):
+        p.add_argument("--env", required=True, help="the environment id the bundle is for")
+        p.add_argument("--revision", required=True, help="the revision it is published as")
+        p.add_argument("bundle", nargs="?", default="-", help="the bundle JSON file (- stdin)")
+    sign.add_argument("--key", required=True, help="the Ed25519 private key file, - for stdin")
+    sign.add_argument("--release-version", type=int, help="set release.version first")
+    when = sign.add_mutually_exclusive_group()
+    when.add_argument("--expires", help="release.expires (RFC 3339)")
+    when.add_argument("--valid-for", help="release.expires this long from now (14d, 36h)")
+    verify.add_argument(
+        "--public-key", action="append", default=[], help="a trusted key (base64); repeat"
+    )
+    verify.add_argument("--threshold", type=int, default=1, help="with --public-key")
+    public_key.add_argument(
+        "--key", required=True, help="the Ed25519 private key file, - for stdin"
+    )
+    if check is not None:
+        _bundle_check_arguments(check)
+
+
+# the revision a bundle is checked as when --revision names none (the signatures cover it)
+BUNDLE_CHECK_REVISION = "bundle-check"
+
+
+def _bundle_check_arguments(check: argparse.ArgumentParser) -> None:
+    check.add_argument("bundle", help="the bundle JSON file (- stdin), as tenancy would send it")
+    check.add_argument(
+        "--policy",
+        type=Path,
+        help="a YAML file holding a policy: section (config.yaml's); without it, "
+        "-c/--config's config.yaml",
+    )
+    check.add_argument(
+        "--trust",
+        type=Path,
+        help="a YAML file holding a trust: section (config.yaml's): verify the signatures too",
+    )
+    check.add_argument(
+        "--env", help="the environment id (the signatures cover it; default config.yaml's)"
+    )
+    check.add_argument(
+        "--revision", default=BUNDLE_CHECK_REVISION, help="the revision it will be published as"
+    )
+    check.add_argument("--format", choices=("text", "json"), default="text", help="output")

@@ -62,6 +62,8 @@ FORBIDDEN_OWN |= {
     "monky_deployd.core.records.journal",  # journal.json
     "monky_deployd.adapters.box.docker.watch",  # verify's and the bake's inspections, events
 }
+# Issue 42: `bundle check` (the parser's arguments live in bundlecmd, which the parser loads).
+FORBIDDEN_OWN |= {"monky_deployd.agent.commands.bundlecheck"}
 
 
 def _tick(box: SteadyBox, out: Path) -> tuple[dict[str, object], set[str]]:

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from monky_deployd.core.admission.bundle import Bundle
 
 EXIT_UNCHECKED = 1  # the check could not run here (the docker CLI is missing, compose hung)
-DEFAULT_REVISION = "bundle-check"
 DEFAULT_ENV = "bundle-check"
 # variable names whose value compose reads as a number (a port, a count): "1" stands for them
 _NUMBER_SUFFIXES = ("PORT", "_COUNT", "_REPLICAS", "_SIZE", "_TIMEOUT", "_UID", "_GID")
@@ -121,28 +120,6 @@ def _where(line: str) -> str:
     if line.startswith("at '") and "'" in line[4:]:
         return line[4:].split("'", 1)[0]
     return ""
-
-
-def add_arguments(check: argparse.ArgumentParser) -> None:
-    check.add_argument("bundle", help="the bundle JSON file (- stdin), as tenancy would send it")
-    check.add_argument(
-        "--policy",
-        type=Path,
-        help="a YAML file holding a policy: section (config.yaml's); without it, "
-        "-c/--config's config.yaml",
-    )
-    check.add_argument(
-        "--trust",
-        type=Path,
-        help="a YAML file holding a trust: section (config.yaml's): verify the signatures too",
-    )
-    check.add_argument(
-        "--env", help="the environment id (the signatures cover it; default config.yaml's)"
-    )
-    check.add_argument(
-        "--revision", default=DEFAULT_REVISION, help="the revision it will be published as"
-    )
-    check.add_argument("--format", choices=("text", "json"), default="text", help="output")
 
 
 def main(args: argparse.Namespace) -> int:

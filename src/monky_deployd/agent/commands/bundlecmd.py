@@ -36,37 +36,6 @@ class Usage(Exception):
     """A usage fault: its text is the whole message (never a key's bytes)."""
 
 
-def add_arguments(
-    sign: argparse.ArgumentParser,
-    verify: argparse.ArgumentParser,
-    public_key: argparse.ArgumentParser,
-    check: argparse.ArgumentParser | None = None,
-) -> None:
-    """The ``bundle`` actions' own arguments, on the parsers ``cliargs`` makes (each with the
-    global options; ``verify`` reads the trust settings of ``-c/--config``'s config.yaml when
-    no ``--public-key`` is given)."""
-    for p in (sign, verify):
-        p.add_argument("--env", required=True, help="the environment id the bundle is for")
-        p.add_argument("--revision", required=True, help="the revision it is published as")
-        p.add_argument("bundle", nargs="?", default="-", help="the bundle JSON file (- stdin)")
-    sign.add_argument("--key", required=True, help="the Ed25519 private key file, - for stdin")
-    sign.add_argument("--release-version", type=int, help="set release.version first")
-    when = sign.add_mutually_exclusive_group()
-    when.add_argument("--expires", help="release.expires (RFC 3339)")
-    when.add_argument("--valid-for", help="release.expires this long from now (14d, 36h)")
-    verify.add_argument(
-        "--public-key", action="append", default=[], help="a trusted key (base64); repeat"
-    )
-    verify.add_argument("--threshold", type=int, default=1, help="with --public-key")
-    public_key.add_argument(
-        "--key", required=True, help="the Ed25519 private key file, - for stdin"
-    )
-    if check is not None:
-        from monky_deployd.agent.commands import bundlecheck
-
-        bundlecheck.add_arguments(check)
-
-
 def main(args: argparse.Namespace) -> int:
     try:
         if args.action == "public-key":

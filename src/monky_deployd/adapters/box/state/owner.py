@@ -19,7 +19,6 @@ import pwd
 import stat
 from pathlib import Path
 
-from monky_deployd.core.commands import fixes
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
 
@@ -217,8 +216,14 @@ def poisoned_error(state_dir: Path, user: str = SERVICE_USER) -> DeployError | N
         f"{', '.join(owners)}, not {user} (the unit's user), which cannot replace them: "
         f"{shown}{more}{inside}",
         code=Code.STATE_UNWRITABLE,
-        hint=fixes.state_chown(user, group, str(state_dir)),
+        hint=_chown(user, group, state_dir),
     )
+
+
+def _chown(user: str, group: str, state_dir: Path) -> str:
+    from monky_deployd.core.commands import fixes  # (a fault's hint: off the no-op tick)
+
+    return fixes.state_chown(user, group, str(state_dir))
 
 
 def chown_hint(state_dir: Path, user: str = SERVICE_USER) -> str:
@@ -226,7 +231,7 @@ def chown_hint(state_dir: Path, user: str = SERVICE_USER) -> str:
     account = service_account(state_dir, user)
     group = _group(account) if account is not None else user
     user = account.pw_name if account is not None else user
-    return fixes.state_chown(user, group, str(state_dir))
+    return _chown(user, group, state_dir)
 
 
 def explain(state_dir: Path, err: DeployError, user: str = SERVICE_USER) -> DeployError:
