@@ -15,6 +15,8 @@ from monky_deployd.core.records.tickrecord import rfc3339
 if TYPE_CHECKING:
     from monky_deployd.adapters.box.state.state import StateDir
     from monky_deployd.agent.context import Context
+    from monky_deployd.core.admission.trust import Floor
+    from monky_deployd.core.admission.trustcfg import TrustCfg
 
 log = logging.getLogger("monky_deployd")
 
@@ -23,19 +25,7 @@ def check(ctx: Context, revision: str, bundle: dict[str, Any]) -> trust.Verdict:
     """The bundle's verdict (``core.admission.trust.judge``); raises its refusal. Reads nothing but
     the state dir's trust record: no OpenBao, no engine."""
     rule = ctx.cfg.trust
-    valid: frozenset[str] = frozenset()
-    notes: list[str] = []
-    if rule.keys and not trust.is_unsigned(bundle):
-        valid, notes = tally(ctx.cfg.env, revision, bundle, rule.trusted)
-    verdict = trust.judge(
-        revision=revision,
-        rule=rule,
-        bundle=bundle,
-        valid=valid,
-        notes=notes,
-        now=ctx.clock(),
-        floor=ctx.state.read_trust(),
-    )
+    verdict, _ = judged(ctx.cfg.env, rule, revision, bundle, ctx.clock(), ctx.state.read_trust())
     if isinstance(verdict, trust.Verified):
         rel = verdict.release
         log.info(
@@ -53,6 +43,26 @@ def check(ctx: Context, revision: str, bundle: dict[str, Any]) -> trust.Verdict:
             extra={"event": "trust.unsigned"},
         )
     return verdict
+
+
+def judged(
+    env: str,
+    rule: TrustCfg,
+    revision: str,
+    bundle: dict[str, Any],
+    now: float,
+    floor: Floor | None,
+) -> tuple[trust.Verdict, list[str]]:
+    """The signatures tallied (when keys are trusted and the bundle is signed), then
+    ``core.admission.trust.judge`` (which raises its refusal); and the tally's notes."""
+    valid: frozenset[str] = frozenset()
+    notes: list[str] = []
+    if rule.keys and not trust.is_unsigned(bundle):
+        valid, notes = tally(env, revision, bundle, rule.trusted)
+    verdict = trust.judge(
+        revision=revision, rule=rule, bundle=bundle, valid=valid, notes=notes, now=now, floor=floor
+    )
+    return verdict, notes
 
 
 def tally(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from monky_deployd.agent.commands.bundlecmd import Usage, read_bundle
 from monky_deployd.core.errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, Code
 from monky_deployd.core.faults import ConfigError, DeployError
 
@@ -36,10 +37,6 @@ EXIT_UNCHECKED = 1  # the check could not run here (the docker CLI is missing, c
 DEFAULT_ENV = "bundle-check"
 # variable names whose value compose reads as a number (a port, a count): "1" stands for them
 _NUMBER_SUFFIXES = ("PORT", "_COUNT", "_REPLICAS", "_SIZE", "_TIMEOUT", "_UID", "_GID")
-
-
-class Usage(Exception):
-    """A usage fault: its text is the whole message."""
 
 
 @dataclass
@@ -186,27 +183,13 @@ def placeholder(name: str) -> str:
     return f"placeholder-{name.lower()}"
 
 
-def _bundle(name: str) -> dict[str, Any]:
-    try:
-        raw = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-    except OSError as exc:
-        raise Usage(f"cannot read the bundle {name}: {exc.strerror or exc}") from None
-    try:
-        found = json.loads(raw)
-    except ValueError:
-        raise Usage(f"the bundle {name} is not JSON") from None
-    if not isinstance(found, dict):
-        raise Usage(f"the bundle {name} is not a JSON object")
-    return found
-
-
 def run(args: argparse.Namespace) -> Verdict:
     """The verdict on ``args.bundle`` (see the module)."""
     from monky_deployd.agent import policy as performed
     from monky_deployd.core.admission import prepare
 
     cfg = config_for(args)
-    raw = _bundle(args.bundle)
+    raw = read_bundle(args.bundle)
     verdict = Verdict(revision=args.revision, project=str(raw.get("project", "")))
     try:
         verdict.stage = "bundle"
@@ -242,19 +225,7 @@ def _signatures(cfg: Any, revision: str, raw: dict[str, Any], verdict: Verdict) 
     if not rule.keys:
         verdict.notes.append("signatures not verified (no --trust)")
         return
-    valid: frozenset[str] = frozenset()
-    notes: list[str] = []
-    if not trust.is_unsigned(raw):
-        valid, notes = performed.tally(cfg.env, revision, raw, rule.trusted)
-    found = trust.judge(
-        revision=revision,
-        rule=rule,
-        bundle=raw,
-        valid=valid,
-        notes=notes,
-        now=time.time(),
-        floor=None,
-    )
+    found, notes = performed.judged(cfg.env, rule, revision, raw, time.time(), None)
     verdict.notes += notes
     if isinstance(found, trust.Verified):
         verdict.notes.append(

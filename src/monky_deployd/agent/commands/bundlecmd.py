@@ -73,7 +73,8 @@ def _key(args: argparse.Namespace) -> Any:
         raise Usage(f"the key {args.key}: {exc}") from None
 
 
-def _bundle(name: str) -> dict[str, Any]:
+def read_bundle(name: str) -> dict[str, Any]:
+    """The bundle JSON file ``name`` (``-``: stdin) as an object; ``Usage`` otherwise."""
     import json
 
     try:
@@ -105,7 +106,7 @@ def _sign(args: argparse.Namespace) -> int:
     from monky_deployd.core.admission.trustcfg import keyid
 
     key = _key(args)
-    bundle = _bundle(args.bundle)
+    bundle = read_bundle(args.bundle)
     if args.release_version is not None or args.expires or args.valid_for:
         bundle = _with_release(bundle, args)
     if "release" not in bundle:
@@ -153,7 +154,7 @@ def _verify(args: argparse.Namespace) -> int:
     from monky_deployd.core.admission import trust
     from monky_deployd.core.admission.trustcfg import TrustCfg
 
-    bundle = _bundle(args.bundle)
+    bundle = read_bundle(args.bundle)
     if args.public_key:
         try:
             rule = TrustCfg(keys=args.public_key, threshold=args.threshold, accept_unsigned=False)
