@@ -37,9 +37,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def service_user() -> Iterator[pwd.struct_passwd]:
-    name = f"mdrt{uuid.uuid4().hex[:8]}"
+def system_user(prefix: str) -> Iterator[pwd.struct_passwd]:
+    """A system account with its own group and a random suffix (workers keep apart), removed
+    after."""
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
     subprocess.run(
         ("useradd", "--system", "--user-group", "--no-create-home", "--shell", "/bin/false", name),
         check=True,
@@ -49,6 +50,11 @@ def service_user() -> Iterator[pwd.struct_passwd]:
     finally:
         subprocess.run(("userdel", name), check=False)
         subprocess.run(("groupdel", name), check=False, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def service_user() -> Iterator[pwd.struct_passwd]:
+    yield from system_user("mdrt")
 
 
 @pytest.fixture
@@ -162,16 +168,7 @@ def test_a_poisoned_state_dir_is_named_by_the_tick_and_doctor(
 def another_user() -> Iterator[pwd.struct_passwd]:
     """An account that is not the unit's (the package's default one, on a box whose unit runs
     as another)."""
-    name = f"mdot{uuid.uuid4().hex[:8]}"
-    subprocess.run(
-        ("useradd", "--system", "--user-group", "--no-create-home", "--shell", "/bin/false", name),
-        check=True,
-    )
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(("userdel", name), check=False)
-        subprocess.run(("groupdel", name), check=False, capture_output=True)
+    yield from system_user("mdot")
 
 
 def test_status_and_doctor_as_root_hold_the_state_dir_to_service_user(
