@@ -144,12 +144,15 @@ def judge(
     project_dir: Path,
     release: tuple[str, str],
     masker: Masker = NO_SECRETS,
+    *,
+    engine: bool = True,
 ) -> tuple[list[terms.Violation], dict[str, object]]:
     """Every violation of the policy by the release (its compose file and rendered .env) run
     from ``project_dir``: its sources first (compose does not run when they reach outside
     it), then compose's effective model; and that model with its host paths pinned to what
-    was judged (``core.admission.artifact.pinned``: what compose will run; empty when the sources
-    were refused)."""
+    was judged (``core.admission.artifact.pinned``: what compose will run; empty when the
+    sources were refused). ``engine=False`` (``bundle check``: a verdict on the bundle, on a CI
+    runner with no engine): without the engine's facts (``OFFLINE`` says so)."""
     outside = policy.sources(composefile.load(release[0]))
     if outside:
         return outside, {}
@@ -157,43 +160,35 @@ def judge(
     from monky_deployd.core.admission.host import host_paths
 
     resolved = {found.path: resolve(found.path) for found in host_paths(config)}
-    return _judged(cfg, config, resolved, project_dir), artifact.pinned(config, resolved)
+    found = _judged(cfg, config, resolved, project_dir, engine=engine)
+    return found, artifact.pinned(config, resolved)
 
 
 OFFLINE = (
     "offline: the engine's facts were not judged (its data root, its containers' mounts: "
-    "POLICY_SWAPPABLE_PATH), and host paths' links were followed on this machine; each box "
-    "judges its own when it applies"
+    "POLICY_SWAPPABLE_PATH, whose each volume and network name is: POLICY_FOREIGN_RESOURCE), "
+    "and host paths' links were followed on this machine; each box judges its own when it "
+    "applies"
 )
 
 
-def judge_offline(
-    cfg: Config, docker_dir: Path, project: str, project_dir: Path, release: tuple[str, str]
-) -> list[terms.Violation]:
-    """``judge`` without the engine (``bundle check``: a verdict on the bundle, on a CI runner
-    with no engine): the same sources, compose's model, host paths resolved and pinned, and
-    ``core.admission.policy.judge``, without the engine's facts (``OFFLINE`` says so)."""
-    outside = policy.sources(composefile.load(release[0]))
-    if outside:
-        return outside
-    config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release)
-    from monky_deployd.core.admission.host import host_paths
-
-    resolved = {found.path: resolve(found.path) for found in host_paths(config)}
-    model = artifact.pinned(config, resolved)
-    return policy.judge(model, rules(cfg, engine=False), resolved, str(project_dir))
-
-
 def _judged(
-    cfg: Config, config: dict[str, object], resolved: dict[str, str], project_dir: Path
+    cfg: Config,
+    config: dict[str, object],
+    resolved: dict[str, str],
+    project_dir: Path,
+    *,
+    engine: bool = True,
 ) -> list[terms.Violation]:
     """The policy's verdict on ``config`` (its paths as written, ``resolved`` where each
-    leads: a line names both): its keys and values, then what the engine says of the box now:
-    the mounts a container can write (on the paths resolved), whose each name is
+    leads: a line names both): its keys and values, then (``engine``) what the engine says of
+    the box now: the mounts a container can write (on the paths resolved), whose each name is
     (``names_now``)."""
-    found = policy.judge(config, rules(cfg), resolved, str(project_dir))
-    found += artifact.swappable(artifact.pinned(config, resolved), docker_api.mounts(cfg.docker))
-    found += names_now(cfg, config, str(config.get("name", "")))
+    found = policy.judge(config, rules(cfg, engine=engine), resolved, str(project_dir))
+    if engine:
+        mounts = docker_api.mounts(cfg.docker)
+        found += artifact.swappable(artifact.pinned(config, resolved), mounts)
+        found += names_now(cfg, config, str(config.get("name", "")))
     return sorted(set(found))
 
 

@@ -5,7 +5,7 @@ code a tick runs, before the bundle is published (the release pipeline's CI job)
     bundle validation, relative and ~ binds, registry
                                                     core.admission.prepare.check_bundle
     .env rendered from placeholders                 core.admission.prepare.env_values, render_env
-    the policy on compose's model                   agent.policy.judge_offline
+    the policy on compose's model                   agent.policy.judge (engine=False)
 
 No secret is read: each manifest entry's value is a placeholder of its kind (``placeholder``),
 so interpolation still resolves. The box's own facts (the engine's data root and its
@@ -200,9 +200,10 @@ def run(args: argparse.Namespace) -> Verdict:
         verdict.stage = "policy"
         project_dir = cfg.state_dir.absolute() / "revisions" / bundle.revision
         with tempfile.TemporaryDirectory(prefix="monky-bundle-check-") as docker_dir:
-            found = performed.judge_offline(
-                cfg, Path(docker_dir), bundle.project, project_dir, (bundle.compose, env_text)
-            )
+            release = (bundle.compose, env_text)
+            found = performed.judge(
+                cfg, Path(docker_dir), bundle.project, project_dir, release, engine=False
+            )[0]
         verdict.notes.append(performed.OFFLINE)
         if found:
             from monky_deployd.core.admission import policy
