@@ -131,12 +131,14 @@ def test_an_unhealthy_spell_between_two_ticks_fails_the_bake(lab: Lab) -> None:
     lab.estate.tenancy.set_desired("r0", lab.bundle(web=dict(command=["sleep", "3601"])))
     ok(lab.tick(), "applied")
     hc = {"test": ["CMD-SHELL", "test -f /healthy"], "interval": "1s", "retries": 1}
-    script = "touch /healthy; sleep 5; rm /healthy; sleep 4; touch /healthy; sleep 3600"
+    # healthy long enough that the apply's verify and commit end first on a loaded box (the
+    # spell must fall inside the bake, after the commit), then unhealthy for 4 s, then healthy
+    script = "touch /healthy; sleep 12; rm /healthy; sleep 4; touch /healthy; sleep 3600"
     lab.estate.tenancy.set_desired(
         "r1", lab.bundle(web=dict(command=["sh", "-c", script], healthcheck=hc))
     )
     ok(lab.tick(), "applied")
-    time.sleep(12)  # the spell is over: healthy again at the tick
+    time.sleep(19)  # the spell is over: healthy again at the tick
     state = subprocess.run(
         ("docker", "inspect", "--format", "{{.State.Health.Status}}", lab.containers()["web"]),
         capture_output=True,
