@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monky_deployd.agent.commands.bundlecmd import Usage, read_bundle
+from monky_deployd.agent.commands.bundlefile import Usage, read_bundle
 from monky_deployd.core.errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, Code
 from monky_deployd.core.faults import ConfigError, DeployError
 

@@ -23,17 +23,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
+from monky_deployd.agent.commands.bundlefile import Usage, read_bundle, read_input
 from monky_deployd.core.errors import EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from monky_deployd.core.faults import ConfigError, DeployError
 
 # the parser is built on every run (a tick's too): everything else loads when ``bundle`` runs
-
-
-class Usage(Exception):
-    """A usage fault: its text is the whole message (never a key's bytes)."""
 
 
 def main(args: argparse.Namespace) -> int:
@@ -55,35 +51,15 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
 
 
-def _read(name: str, what: str) -> bytes:
-    try:
-        return sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-    except OSError as exc:
-        raise Usage(f"cannot read the {what} {name}: {exc.strerror or exc}") from None
-
-
 def _key(args: argparse.Namespace) -> Any:
     from monky_deployd.adapters import signatures
 
     if args.key == "-" and getattr(args, "bundle", None) == "-":
         raise Usage("the key comes from stdin: give the bundle as a file")
     try:
-        return signatures.private_key(_read(args.key, "key"))
+        return signatures.private_key(read_input(args.key, "key"))
     except signatures.KeyUnreadable as exc:
         raise Usage(f"the key {args.key}: {exc}") from None
-
-
-def read_bundle(name: str) -> dict[str, Any]:
-    """The bundle JSON file ``name`` (``-``: stdin) as an object; ``Usage`` otherwise."""
-    import json
-
-    try:
-        found = json.loads(_read(name, "bundle"))
-    except ValueError:
-        raise Usage(f"the bundle {name} is not JSON") from None
-    if not isinstance(found, dict):
-        raise Usage(f"the bundle {name} is not a JSON object")
-    return found
 
 
 def _public_key(args: argparse.Namespace) -> int:
