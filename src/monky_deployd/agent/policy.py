@@ -291,7 +291,9 @@ def ensure_model(
     cfg: Config, docker_dir: Path, revision: str, project: str, project_dir: Path, masker: Masker
 ) -> None:
     """A revision staged by an agent before the judged model existed: its compose file and
-    .env judged by today's policy and the model written (once); POLICY_* when refused."""
+    .env judged by today's policy and the model written (once); POLICY_* when refused.
+    ``masker`` already knows the revision's secrets at rest (``Context.compose`` learns them
+    first)."""
     if (project_dir / MODEL_FILE).exists():
         return
     from monky_deployd.adapters.fsutil import atomic_write
@@ -304,9 +306,6 @@ def ensure_model(
             code=Code.POLICY_UNJUDGED,
             hint=f"{project_dir}; the next revision from tenancy is judged and staged anew",
         )
-    from monky_deployd.core.render import atrest
-
-    masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
     model = check(cfg, docker_dir, revision, project, project_dir, texts, masker)
     atomic_write(project_dir / MODEL_FILE, artifact.text(model).encode(), 0o600)
 

@@ -318,13 +318,9 @@ class _Dry:
 
     def _model(self, revision: str) -> str | None:
         """The judged model of an applied revision (None: staged before models existed); the
-        secrets of its .env learned first (the model holds them interpolated)."""
-        from monky_deployd.core.render import atrest
-
-        where = self.state.revision_dir(revision)
-        env = (read_if_exists(where / ENV_FILE) or b"").decode("utf-8", "replace")
-        self.ctx.learn(atrest.secrets_in_env_file(env))
-        raw = read_if_exists(where / MODEL_FILE)
+        secrets it holds at rest learned first (the model holds them interpolated)."""
+        self.ctx.learn(self.ctx.secrets_at_rest(revision))
+        raw = read_if_exists(self.state.revision_dir(revision) / MODEL_FILE)
         return raw.decode("utf-8", "replace") if raw is not None else None
 
     def _docker_info(self) -> dict[str, object] | None:

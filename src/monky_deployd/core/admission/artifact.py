@@ -44,11 +44,13 @@ class Mount(NamedTuple):
 
 class Bind(NamedTuple):
     """A host path of the model the engine mounts: the service ("" for a top-level volume's
-    ``device``), the key and the path."""
+    ``device``), the key, the path, and who may write there (a writable bind's service or a
+    bind volume, as a line names it; "" for a read-only mount)."""
 
     service: str
     key: str
     path: str
+    writer: str = ""
 
 
 def _dict(value: object) -> dict[str, object]:
@@ -74,7 +76,8 @@ def binds(model: Mapping[str, object]) -> list[Bind]:
         for vol in _list(svc.get("volumes")):
             vol = _dict(vol)
             if vol.get("type") == "bind" and isinstance(vol.get("source"), str):
-                found.append(Bind(name, "volumes", str(vol["source"])))
+                who = "" if vol.get("read_only") is True else f"service {name} of this release"
+                found.append(Bind(name, "volumes", str(vol["source"]), who))
         for kind in ("secrets", "configs"):
             top = _dict(model.get(kind))
             for ref in _list(svc.get(kind)):
@@ -85,7 +88,8 @@ def binds(model: Mapping[str, object]) -> list[Bind]:
     for name, spec in _dict(model.get("volumes")).items():
         device = _plain_device(_dict(spec))
         if device is not None:
-            found.append(Bind("", f"volumes.{name}.driver_opts.device", device))
+            who = f"volume {name} of this release"
+            found.append(Bind("", f"volumes.{name}.driver_opts.device", device, who))
     return found
 
 
@@ -118,23 +122,11 @@ def text(model: Mapping[str, object]) -> str:
 
 
 def own_mounts(model: Mapping[str, object]) -> list[Mount]:
-    """The release's own mounts as writers: each bind and device of ``binds``, writable
-    unless ``read_only``."""
+    """The release's own writers: each writable bind and bind volume of ``binds``."""
     project = str(model.get("name", ""))
-    found: list[Mount] = []
-    for name, svc in _dict(model.get("services")).items():
-        for vol in _list(_dict(svc).get("volumes")):
-            vol = _dict(vol)
-            if vol.get("type") == "bind" and isinstance(vol.get("source"), str):
-                ro = vol.get("read_only") is True
-                who = f"service {name} of this release"
-                found.append(Mount(who, project, str(vol["source"]), not ro, (name, "volumes")))
-    for name, spec in _dict(model.get("volumes")).items():
-        device = _plain_device(_dict(spec))
-        if device is not None:
-            key = f"volumes.{name}.driver_opts.device"
-            found.append(Mount(f"volume {name} of this release", project, device, True, ("", key)))
-    return found
+    return [
+        Mount(b.writer, project, b.path, True, (b.service, b.key)) for b in binds(model) if b.writer
+    ]
 
 
 def swappable(model: Mapping[str, object], engine: Iterable[Mount]) -> list[Violation]:
