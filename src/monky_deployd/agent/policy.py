@@ -19,7 +19,7 @@ from monky_deployd.adapters.box.docker import composeconfig, docker_api
 from monky_deployd.adapters.box.state.revisions import MODEL_FILE
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
 from monky_deployd.config_policy import AllowCfg
-from monky_deployd.core.admission import artifact, composefile, policy
+from monky_deployd.core.admission import artifact, composefile, policy, reading
 from monky_deployd.core.admission import rules as terms
 from monky_deployd.core.commands.checks import Check
 from monky_deployd.core.errors import Code
@@ -160,8 +160,10 @@ def judge(
     from monky_deployd.core.admission.host import host_paths
 
     resolved = {found.path: resolve(found.path) for found in host_paths(config)}
-    found = _judged(cfg, config, resolved, project_dir, engine=engine)
-    return found, artifact.pinned(config, resolved)
+    found = _judged(cfg, config, resolved, project_dir, engine=engine, masker=masker)
+    model = artifact.pinned(config, resolved)
+    found = sorted({*found, *reading.host_strings(model)})  # a path a link led to: pinned
+    return found, model
 
 
 OFFLINE = (
@@ -179,25 +181,31 @@ def _judged(
     project_dir: Path,
     *,
     engine: bool = True,
+    masker: Masker = NO_SECRETS,
 ) -> list[terms.Violation]:
     """The policy's verdict on ``config`` (its paths as written, ``resolved`` where each
     leads: a line names both): its keys and values, then (``engine``) what the engine says of
     the box now: the mounts a container can write (on the paths resolved), whose each name is
     (``names_now``)."""
     found = policy.judge(config, rules(cfg, engine=engine), resolved, str(project_dir))
+    found += reading.host_strings(config)  # what the judges read is what up reads
     if engine:
         mounts = docker_api.mounts(cfg.docker)
         found += artifact.swappable(artifact.pinned(config, resolved), mounts)
-        found += names_now(cfg, config, str(config.get("name", "")))
+        found += names_now(cfg, config, str(config.get("name", "")), masker)
     return sorted(set(found))
 
 
-def names_now(cfg: Config, config: dict[str, object], project: str) -> list[terms.Violation]:
+def names_now(
+    cfg: Config, config: dict[str, object], project: str, masker: Masker = NO_SECRETS
+) -> list[terms.Violation]:
     """What the engine says *now* about each name of the release (``core.admission.names``):
     every top-level volume and network of ``config`` (compose's effective configuration, as
     ``judge`` returns it) and every ``container_name`` that exists and is not ``project``'s
     (another project's, or made by hand), unless config.yaml's ``volumes``/``networks``
-    allowance names it; [] when none. The ``policy`` phase calls it (through ``judge``); call
+    allowance names it; and each of the project's own volumes and networks the engine defines
+    otherwise than ``config`` (``core.admission.reading.drift``: POLICY_RESOURCE_DRIFT, the
+    same answers); [] when none. The ``policy`` phase calls it (through ``judge``); call
     it again right before ``up`` to close the window between the judgement and the up (a
     volume made meanwhile). Costs one Engine API GET per distinct name (no subprocess, no
     ``GET /info``); an engine that does not answer raises DOCKER_UNAVAILABLE (outcome
@@ -205,9 +213,10 @@ def names_now(cfg: Config, config: dict[str, object], project: str) -> list[term
     from monky_deployd.core.admission import names as policy_names
 
     facts: dict[tuple[str, str], str | None] = {}
+    objects: dict[tuple[str, str], list[dict[str, object]]] = {}
     for kind, name in policy_names.asked(config, project):
         try:
-            owners = docker_api.resource_owners(cfg.docker, kind, name)
+            objects[(kind, name)] = docker_api.resource_objects(cfg.docker, kind, name)
         except DeployError as err:
             if err.code not in (Code.DOCKER_UNAVAILABLE, Code.DOCKER_RESPONSE_TOO_LARGE):
                 raise
@@ -219,9 +228,11 @@ def names_now(cfg: Config, config: dict[str, object], project: str) -> list[term
                 detail=err.detail,
                 outcome="refused",
             ) from err
+        owners = docker_api.owners(kind, objects[(kind, name)])
         if owners:  # two networks of one name: a foreign one decides
             facts[(kind, name)] = next((o for o in owners if o != project), project)
-    return policy_names.owned(config, project, facts, _allowances(cfg))
+    found = policy_names.owned(config, project, facts, _allowances(cfg))
+    return found + reading.drift(config, project, objects, masker)
 
 
 def _allowances(cfg: Config) -> terms.Rules:
@@ -247,10 +258,14 @@ def check(
     found, model = judge(cfg, docker_dir, project, project_dir, release, masker)
     if found:
         raise policy.refusal(revision, found)
+    from monky_deployd.agent import reading as one_reading
+
+    text = artifact.text(model)  # the bytes written: compose reads them back as judged
+    one_reading.of_text(cfg, docker_dir, revision, project, project_dir, model, text, masker)
     return model
 
 
-def recheck(cfg: Config, revision: str, project_dir: Path) -> None:
+def recheck(cfg: Config, revision: str, project_dir: Path, masker: Masker = NO_SECRETS) -> None:
     """The revision's judged model (``compose.judged.json``) judged again right before an
     ``up``, as the engine will resolve it now: each pinned path resolves to itself, nothing
     a container can write lies on its way, the policy still allows it. POLICY_* otherwise
@@ -259,7 +274,7 @@ def recheck(cfg: Config, revision: str, project_dir: Path) -> None:
     from monky_deployd.core.admission.host import host_paths
 
     now = {found.path: resolve(found.path) for found in host_paths(model)}
-    found = artifact.moved(model, now) + _judged(cfg, model, now, project_dir)
+    found = artifact.moved(model, now) + _judged(cfg, model, now, project_dir, masker=masker)
     if found:
         raise policy.refusal(revision, found)
 

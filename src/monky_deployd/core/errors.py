@@ -118,6 +118,10 @@ class Code(StrEnum):
     POLICY_UNJUDGED = "POLICY_UNJUDGED"
     POLICY_UNKNOWN_KEY = "POLICY_UNKNOWN_KEY"
     POLICY_FOREIGN_RESOURCE = "POLICY_FOREIGN_RESOURCE"
+    # policy: one reading (issue 45)
+    POLICY_HOST_STRING = "POLICY_HOST_STRING"
+    POLICY_TWO_READINGS = "POLICY_TWO_READINGS"
+    POLICY_RESOURCE_DRIFT = "POLICY_RESOURCE_DRIFT"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -270,6 +274,10 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.POLICY_UNJUDGED: ("policy", "refused"),
     Code.POLICY_UNKNOWN_KEY: ("policy", "refused"),
     Code.POLICY_FOREIGN_RESOURCE: ("policy", "refused"),
+    # policy: one reading (issue 45)
+    Code.POLICY_HOST_STRING: ("policy", "refused"),
+    Code.POLICY_TWO_READINGS: ("policy", "refused"),
+    Code.POLICY_RESOURCE_DRIFT: ("policy", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),

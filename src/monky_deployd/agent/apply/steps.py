@@ -36,6 +36,7 @@ from monky_deployd.core.records.journal import Journal
 from monky_deployd.core.records.release import Release, ReleaseImage
 
 if TYPE_CHECKING:  # the box-step adapters load in the step that uses them (a no-op tick: none)
+    from monky_deployd.adapters.box.docker.compose import Compose
     from monky_deployd.core.lifecycle.recheck import What
 
 log = logging.getLogger("monky_deployd")
@@ -67,16 +68,18 @@ def down(ctx: Context, step: Down) -> None:
     ctx.compose(step.project, step.revision, judged=False).down()
 
 
-def judged_again(ctx: Context, revision: str) -> None:
-    """The revision's judged model judged again right before its ``up`` (``agent.policy``)."""
-    from monky_deployd.agent import policy
+def judged_again(ctx: Context, revision: str, compose: Compose) -> None:
+    """The revision's judged model judged again right before its ``up`` (``agent.policy``),
+    and read by ``compose`` exactly as its ``up`` will read it (``agent.reading``)."""
+    from monky_deployd.agent import policy, reading
 
-    policy.recheck(ctx.cfg, revision, ctx.state.revision_dir(revision))
+    policy.recheck(ctx.cfg, revision, ctx.state.revision_dir(revision), ctx.masker)
+    reading.before_up(ctx.cfg, compose, revision, ctx.masker)
 
 
 def up(ctx: Context, step: Up) -> None:
     compose = ctx.compose(step.project, step.revision, pinned=step.pinned)
-    judged_again(ctx, step.revision)
+    judged_again(ctx, step.revision, compose)
     if step.pinned:  # a restore: its images first, pulled back by digest if pruned
         from monky_deployd.agent.apply.repin import ensure_images
 
@@ -158,7 +161,7 @@ def rollback(ctx: Context, step: Rollback) -> None:
         ctx.compose(step.failed_project, step.failed_revision, judged=False).down()
     pinned = ctx.state.has_pins(step.revision)
     compose = ctx.compose(step.project, step.revision, pinned=pinned)
-    judged_again(ctx, step.revision)
+    judged_again(ctx, step.revision, compose)
     if pinned:  # the LKG's images first, pulled back by digest if pruned
         from monky_deployd.agent.apply.repin import ensure_images
 

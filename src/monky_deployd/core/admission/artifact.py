@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
@@ -116,9 +117,23 @@ def pinned(model: Mapping[str, object], resolved: Mapping[str, str]) -> dict[str
     return out
 
 
+# a JSON escape of a surrogate pair (its backslash not itself escaped): YAML's \u takes no pair
+_PAIR = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def _astral(match: re.Match[str]) -> str:
+    high, low = int(match.group(2), 16), int(match.group(3), 16)
+    return match.group(1) + chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+
+
 def text(model: Mapping[str, object]) -> str:
-    """The model's bytes as written into the revision (JSON, which compose reads as YAML)."""
-    return json.dumps(model, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    """The model's bytes as written into the revision: JSON, which compose reads with its YAML
+    reader, so every character but printable ASCII is an escape both read alike (``\\u0085``:
+    a raw U+0085 is a line break to YAML, folded into a space), but a character beyond U+FFFF,
+    written as itself (YAML's ``\\u`` takes no surrogate pair). ``core.admission.reading`` checks
+    compose's reading of these bytes against the model."""
+    escaped = json.dumps(model, indent=1, sort_keys=True, ensure_ascii=True)
+    return _PAIR.sub(_astral, escaped.replace("\x7f", "\\u007f")) + "\n"
 
 
 def own_mounts(model: Mapping[str, object]) -> list[Mount]:

@@ -353,10 +353,13 @@ def sources(doc: object) -> list[Violation]:
 
 # the order a refusal's code is chosen in: what nothing may allow first
 _GRAVITY = (
+    Code.POLICY_HOST_STRING,  # what the judge read is not what up reads: first
+    Code.POLICY_TWO_READINGS,
     Code.POLICY_PROTECTED_PATH,
     Code.POLICY_SWAPPABLE_PATH,
     Code.POLICY_SOURCE,
     Code.POLICY_FOREIGN_RESOURCE,
+    Code.POLICY_RESOURCE_DRIFT,
     Code.BUNDLE_BUILD_ONLY,
     Code.POLICY_UNKNOWN_KEY,
     Code.POLICY_REFUSED,

@@ -46,6 +46,8 @@ POLICY_VERDICTS = frozenset(
         Code.POLICY_SOURCE,
         Code.POLICY_UNKNOWN_KEY,
         Code.POLICY_FOREIGN_RESOURCE,  # the engine's word: after a volume is removed, --retry
+        Code.POLICY_HOST_STRING,
+        Code.POLICY_RESOURCE_DRIFT,  # the engine's word too: after the volume is removed, --retry
     }
 )
 

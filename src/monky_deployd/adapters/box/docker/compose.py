@@ -24,6 +24,10 @@ from monky_deployd.core.errors import Code
 from monky_deployd.core.render import pullerrors
 from monky_deployd.core.render.mask import NO_SECRETS, Masker
 
+# compose's reading of a model (global flags, then the command): every profile (the judged model
+# holds every service), env_file named and not read (as the judge read it)
+READ_BACK = ("--profile", "*", "config", "--no-env-resolution", "--format", "json")
+
 
 def docker_env(cfg: DockerCfg, docker_dir: Path) -> dict[str, str]:
     """The whole environment of every docker child: PATH, DOCKER_CONFIG, DOCKER_HOST if set."""
@@ -56,6 +60,13 @@ class Compose:
         self.env = docker_env(cfg, docker_dir)
         self.masker = masker  # every secret the project's output may echo
 
+    def overrides(self, labels: bool = True) -> tuple[Path, ...]:
+        """The agent's own override files every call reads after the model, in order: the
+        pins (a restore), the labels override when written."""
+        pins = (self.workdir / PINS_FILE,) if self.pinned else ()
+        over = self.workdir / LABELS_FILE
+        return (*pins, *((over,) if labels and over.is_file() else ()))
+
     def _argv(self, *args: str, labels: bool = True) -> tuple[str, ...]:
         return (
             self.cfg.binary,
@@ -65,13 +76,21 @@ class Compose:
             "--project-directory",
             str(self.workdir),
             *self.files,
-            *(("--file", str(self.workdir / PINS_FILE)) if self.pinned else ()),
-            *(
-                ("--file", str(over))
-                if labels and (over := self.workdir / LABELS_FILE).is_file()
-                else ()
-            ),
+            *(a for over in self.overrides(labels) for a in ("--file", str(over))),
             *args,
+        )
+
+    def reading(self) -> runner.Result:
+        """Compose's own reading of what ``up`` runs (the same files, ``--env-file``,
+        environment; every profile): ``config --format json`` (``agent.reading``). Its output
+        holds the release's secrets: parsed, never logged."""
+        return runner.run(
+            self._argv(*READ_BACK),
+            env=self.env,
+            timeout=self.cfg.command_timeout_s,
+            cwd=str(self.workdir),
+            masker=self.masker,
+            check=False,
         )
 
     def _run(self, *args: str, timeout: float, code: Code) -> runner.Result:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from monky_deployd.adapters.box import runner
-from monky_deployd.adapters.box.docker.compose import docker_env
+from monky_deployd.adapters.box.docker.compose import READ_BACK, docker_env
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
@@ -95,3 +95,58 @@ def effective(
             hint=f"the compose plugin ({cfg.binary} compose version)",
         )
     return found
+
+
+def read_back(
+    cfg: DockerCfg, docker_dir: Path, project: str, project_dir: Path, text: str, masker: Masker
+) -> dict[str, object]:
+    """Compose's reading of the judged model's bytes ``text`` (``core.admission.artifact.text``)
+    before they are written, as ``up`` will read them (``--env-file /dev/null``, from
+    ``project_dir``, the same environment; ``compose.READ_BACK``). POLICY_TWO_READINGS when
+    compose cannot read them back."""
+    with _memfiles(text) as fds:
+        argv = (
+            cfg.binary,
+            "compose",
+            "--project-name",
+            project,
+            "--project-directory",
+            str(project_dir),
+            *("--file", f"/dev/fd/{fds[0]}", "--env-file", os.devnull),
+            *READ_BACK,
+        )
+        result = runner.run(
+            argv,
+            env=docker_env(cfg, docker_dir),
+            timeout=cfg.command_timeout_s,
+            masker=masker,
+            check=False,
+            pass_fds=fds,
+        )
+    return reading(result, project, masker)
+
+
+READ = Code.POLICY_TWO_READINGS
+
+
+def reading(result: runner.Result, project: str, masker: Masker) -> dict[str, object]:
+    """The model compose printed (``read_back``, ``Compose.reading``); POLICY_TWO_READINGS
+    when it could not read the judged model back."""
+    found = None
+    if result.returncode == 0:
+        try:
+            found = json.loads(result.stdout)
+        except ValueError:
+            found = None
+    if isinstance(found, dict):
+        return found
+    detail = "" if result.returncode == 0 else runner.failure(result, READ, masker).detail
+    said = runner.last_line(detail) if detail else "it printed no JSON object"
+    raise DeployError(
+        f"compose cannot read back the judged model of project {project}, so what `up` would "
+        f"run is not known to be what was judged: {said}",
+        code=READ,
+        hint="the compose plugin (`docker compose version`) and the bundle's strings: a "
+        "character compose's reader refuses",
+        detail=detail,
+    )

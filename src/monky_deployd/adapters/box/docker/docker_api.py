@@ -8,7 +8,7 @@ inspects each container
 (``GET /containers/{id}/json``: exit code, restart policy, start time, health log, image ID) and a
 verified release records its images' digests (``GET /images/{id}/json``). The ownership check
 also lists a project's volumes and networks (``GET /volumes``, ``GET /networks``), the local
-policy asks whose each name of a release is (``resource_owners``); the disk
+policy asks whose each name of a release is (``resource_objects``); the disk
 pre-flight asks where pulls write (``GET /info``), the host facts the engine's version
 (``GET /version``); the bake and a job's exit read the project's events (``GET /events``: who
 stopped a container). Everything that changes state still goes through ``docker compose``
@@ -195,34 +195,45 @@ def project_leftovers(cfg: DockerCfg, project: str) -> list[str]:
 def resource_owners(cfg: DockerCfg, kind: str, name: str) -> list[str | None]:
     """The project of each volume, network or container (``kind``) the engine has by the
     name ``name``, from its ``com.docker.compose.project`` label (None: no label, made by
-    hand); empty when it has none. One GET: ``GET /volumes/{name}``; ``GET /networks`` filtered
-    by name, the exact name kept (the engine allows two networks of one name); ``GET
-    /containers/{name}/json``, its ``Name`` checked (the engine also answers for an ID
-    prefix). The local policy's facts (``agent.policy.names_now``)."""
-    from urllib.parse import quote
+    hand); empty when it has none (``resource_objects``, ``owners``)."""
+    return owners(kind, resource_objects(cfg, kind, name))
 
-    what = f"the {kind} {name}"
-    labels: list[object]
-    if kind == "volume":
-        info = _get(cfg, f"/volumes/{quote(name, safe='')}", None, what)
-        labels = [info.get("Labels")] if isinstance(info, dict) and info.get("Name") == name else []
-    elif kind == "network":
-        found = _get(cfg, "/networks", {"filters": json.dumps({"name": [name]})}, what)
-        if not isinstance(found, list):
-            raise _bad_answer(cfg.host or DEFAULT_SOCKET, "GET /networks", "a list of networks")
-        labels = [r.get("Labels") for r in found if isinstance(r, dict) and r.get("Name") == name]
-    elif kind == "container":
-        info = _get(cfg, f"/containers/{quote(name, safe='')}/json", None, what)
-        ours = isinstance(info, dict) and info.get("Name") == f"/{name}"
-        labels = (
-            [_dict(info.get("Config")).get("Labels")] if ours and isinstance(info, dict) else []
-        )
-    else:
-        raise ValueError(f"not a kind of resource: {kind}")
+
+def owners(kind: str, objects: list[dict[str, Any]]) -> list[str | None]:
+    """The project label of each of ``objects`` (``resource_objects`` of ``kind``)."""
+    labels = [
+        _dict(o.get("Config")).get("Labels") if kind == "container" else o.get("Labels")
+        for o in objects
+    ]
     return [
         str(ls[PROJECT_LABEL]) if isinstance(ls, dict) and ls.get(PROJECT_LABEL) else None
         for ls in labels
     ]
+
+
+def resource_objects(cfg: DockerCfg, kind: str, name: str) -> list[dict[str, Any]]:
+    """Each volume, network or container (``kind``) the engine has by the name ``name``, as it
+    answers (its driver, options, labels); empty when it has none. One GET: ``GET
+    /volumes/{name}``; ``GET /networks`` filtered by name, the exact name kept (the engine
+    allows two networks of one name); ``GET /containers/{name}/json``, its ``Name`` checked (the
+    engine also answers for an ID prefix). The local policy's facts (``agent.policy.names_now``:
+    whose each is, and how the project's own are defined)."""
+    from urllib.parse import quote
+
+    what = f"the {kind} {name}"
+    if kind == "volume":
+        info = _get(cfg, f"/volumes/{quote(name, safe='')}", None, what)
+        return [info] if isinstance(info, dict) and info.get("Name") == name else []
+    if kind == "network":
+        found = _get(cfg, "/networks", {"filters": json.dumps({"name": [name]})}, what)
+        if not isinstance(found, list):
+            raise _bad_answer(cfg.host or DEFAULT_SOCKET, "GET /networks", "a list of networks")
+        return [r for r in found if isinstance(r, dict) and r.get("Name") == name]
+    if kind == "container":
+        info = _get(cfg, f"/containers/{quote(name, safe='')}/json", None, what)
+        ours = isinstance(info, dict) and info.get("Name") == f"/{name}"
+        return [info] if ours and isinstance(info, dict) else []
+    raise ValueError(f"not a kind of resource: {kind}")
 
 
 def _dict(value: object) -> dict[str, Any]:
