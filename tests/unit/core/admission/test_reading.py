@@ -1,5 +1,5 @@
-"""core.admission.reading: one reading (issue 45). Host-side strings held to a character set with one
-meaning to every reader (the key table decides which strings: every judged or refused key of
+"""core.admission.reading: one reading (issue 45). Host-side strings held to a character set with
+one meaning to every reader (the key table decides which strings: every judged or refused key of
 every shape is tried), compose's reading compared with the judged model value for value, the
 engine's objects of the project compared with the model."""
 
