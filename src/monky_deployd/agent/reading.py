@@ -43,13 +43,14 @@ def of_text(
     _same(revision, model, read, masker)
 
 
-def before_up(cfg: Config, compose: Compose, revision: str, masker: Masker) -> None:
+def before_up(
+    cfg: Config, compose: Compose, revision: str, model: dict[str, object], masker: Masker
+) -> None:
     """Refuse (POLICY_TWO_READINGS) the revision's files when compose, reading them exactly as
-    the coming ``up`` will, reads anything but the judged model (with the agent's overrides)."""
+    the coming ``up`` will, reads anything but ``model``, the judged model (``agent.policy.
+    read_model``), with the agent's overrides."""
     from monky_deployd.adapters.box.docker import composeconfig
-    from monky_deployd.agent import policy
 
-    model = policy.read_model(cfg, compose.workdir)
     overrides = [_override(cfg, path) for path in compose.overrides()]
     read = composeconfig.reading(compose.reading(), compose.project, masker)
     _same(revision, reading.merged(model, *overrides), read, masker)

@@ -74,7 +74,8 @@ def judged_again(ctx: Context, revision: str, compose: Compose) -> None:
     from monky_deployd.agent import policy, reading
 
     policy.recheck(ctx.cfg, revision, ctx.state.revision_dir(revision), ctx.masker)
-    reading.before_up(ctx.cfg, compose, revision, ctx.masker)
+    model = policy.read_model(ctx.cfg, compose.workdir)
+    reading.before_up(ctx.cfg, compose, revision, model, ctx.masker)
 
 
 def up(ctx: Context, step: Up) -> None:
