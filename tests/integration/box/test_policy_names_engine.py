@@ -140,3 +140,39 @@ def test_an_engine_that_does_not_answer_refuses_the_release(tmp_path: Path) -> N
     assert err.code is Code.DOCKER_UNAVAILABLE and err.outcome == "refused"
     assert err.message.startswith("the local policy cannot learn from the Docker engine whose ")
     assert "so the release is not run" in err.message
+
+
+@pytest.mark.docker
+def test_the_projects_own_volume_and_network_defined_otherwise_are_drift(
+    tmp_path: Path, name: str
+) -> None:
+    """Issue 45: a volume and a network of the project the real engine already has, compared
+    with the model as the engine reports them (``core.admission.reading.drift``)."""
+    cfg = config(tmp_path, os.environ.get("DOCKER_HOST"))
+    docker(
+        *("volume", "create", "--label", f"{LABEL}=shop", "--label", "k=1"),
+        *("--label", "com.docker.compose.volume=data", "--opt", "type=tmpfs"),
+        *("--opt", "device=tmpfs", "--opt", "o=size=1m", name),
+    )
+    docker(
+        *("network", "create", "--label", f"{LABEL}=shop"),
+        *("--label", "com.docker.compose.network=back", name),
+    )
+    opts = {"type": "tmpfs", "device": "tmpfs", "o": "size=1m"}
+    model: dict[str, object] = {
+        "name": "shop",
+        "services": {"web": {"image": "x"}},
+        "volumes": {"data": {"name": name, "driver_opts": opts, "labels": {"k": "1"}}},
+        "networks": {"back": {"name": name}},
+    }
+    assert policy.names_now(cfg, model, "shop") == []  # as made: the project's own, no drift
+    changed = json.loads(json.dumps(model))
+    changed["volumes"]["data"]["driver_opts"]["o"] = "size=2m"
+    changed["networks"]["back"]["internal"] = True
+    found = policy.names_now(cfg, changed, "shop")
+    assert [(v.code, v.key) for v in found] == [
+        (Code.POLICY_RESOURCE_DRIFT, "networks.back"),
+        (Code.POLICY_RESOURCE_DRIFT, "volumes.data"),
+    ]
+    assert "internal False on the engine, True in the model" in found[0].asks
+    assert "'o': 'size=1m'" in found[1].asks and "'o': 'size=2m'" in found[1].asks
