@@ -1,4 +1,4 @@
-"""The local policy's facts from the real engine (issue 40): ``docker_api.resource_owners`` says
+"""The local policy's facts from the real engine (issue 40): ``docker_api.resource_objects`` says
 whose a volume, network or container name is (compose's project label, none: made by hand,
 absent: the engine has none, an ID prefix is no name), and ``agent.policy.names_now`` asks once
 per name (a counting loopback Engine API) and refuses when the engine does not answer."""
@@ -26,6 +26,11 @@ from monky_deployd.core.faults import DeployError
 from monky_deployd_testkit.dockerlab import ensure_busybox_image
 
 LABEL = "com.docker.compose.project"
+
+
+def owners(cfg: DockerCfg, kind: str, name: str) -> list[str | None]:
+    """Whose each object of that name is (its project label; None: none)."""
+    return docker_api.owners(kind, docker_api.resource_objects(cfg, kind, name))
 
 
 def docker(*args: str) -> str:
@@ -57,16 +62,16 @@ def name() -> Iterator[str]:
 def test_whose_volume_network_and_container_the_real_engine_says(name: str) -> None:
     cfg = DockerCfg(host=os.environ.get("DOCKER_HOST"))  # the suite's second engine too
     for kind in ("volume", "network", "container"):
-        assert docker_api.resource_owners(cfg, kind, name) == []
+        assert owners(cfg, kind, name) == []
     docker("volume", "create", "--label", f"{LABEL}=shop", name)
-    assert docker_api.resource_owners(cfg, "volume", name) == ["shop"]
+    assert owners(cfg, "volume", name) == ["shop"]
     docker("network", "create", name)
-    assert docker_api.resource_owners(cfg, "network", name) == [None]
-    assert docker_api.resource_owners(cfg, "network", name[:-1]) == []  # a prefix: none
+    assert owners(cfg, "network", name) == [None]
+    assert owners(cfg, "network", name[:-1]) == []  # a prefix: none
     cid = docker("create", "--name", name, ensure_busybox_image(), "true").strip()
-    assert docker_api.resource_owners(cfg, "container", name) == [None]
+    assert owners(cfg, "container", name) == [None]
     # the engine answers GET /containers/<id prefix>/json too: an ID prefix is no name
-    assert docker_api.resource_owners(cfg, "container", cid[:12]) == []
+    assert owners(cfg, "container", cid[:12]) == []
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -192,13 +192,6 @@ def project_leftovers(cfg: DockerCfg, project: str) -> list[str]:
     return sorted(found)
 
 
-def resource_owners(cfg: DockerCfg, kind: str, name: str) -> list[str | None]:
-    """The project of each volume, network or container (``kind``) the engine has by the
-    name ``name``, from its ``com.docker.compose.project`` label (None: no label, made by
-    hand); empty when it has none (``resource_objects``, ``owners``)."""
-    return owners(kind, resource_objects(cfg, kind, name))
-
-
 def owners(kind: str, objects: list[dict[str, Any]]) -> list[str | None]:
     """The project label of each of ``objects`` (``resource_objects`` of ``kind``)."""
     labels = [
