@@ -5,8 +5,10 @@ written as the judged model's bytes (``core.admission.artifact.text``) and read 
 as ``up`` reads them (``composeconfig.read_back``): each host-side string is refused
 (POLICY_HOST_STRING) or the same to the judge and to ``up``, and the model reads back value for
 value. The model's old bytes (``ensure_ascii=False``) and a ``$`` a pinned path brings in are
-read otherwise, and the comparison names them (POLICY_TWO_READINGS). Each example is two compose
-processes: a modest count."""
+read otherwise, and the comparison names them (POLICY_TWO_READINGS); right before ``up`` the
+revision's files are read by the very ``Compose`` that runs it (the model, the agent's labels and
+pins overrides), so an override or a model changed on disk is named too. Each example is two
+compose processes: a modest count."""
 
 from __future__ import annotations
 
@@ -20,7 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monky_deployd.adapters.box.docker import composeconfig
-from monky_deployd.config import DockerCfg
+from monky_deployd.adapters.box.docker.compose import Compose
+from monky_deployd.agent import policy
+from monky_deployd.agent import reading as agent_reading
+from monky_deployd.config import Config, DockerCfg
 from monky_deployd.core.admission import artifact, reading
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
@@ -132,3 +137,55 @@ def test_compose_that_cannot_read_the_model_back_is_two_readings() -> None:
     with pytest.raises(DeployError) as caught:
         read_back(bad)
     assert caught.value.code is Code.POLICY_TWO_READINGS
+
+
+def staged(tmp: Path, labels: str, pins: str = "") -> Path:
+    """A revision directory as the agent stages it: the judged model's bytes, the labels
+    override, and (verified) the pins override."""
+    config = judged("")
+    assert config is not None
+    where = tmp / "revisions" / "r1"
+    where.mkdir(parents=True)
+    (where / "compose.judged.json").write_text(artifact.text(config))
+    (where / "compose.labels.yaml").write_text(labels)
+    if pins:
+        (where / "compose.pinned.yaml").write_text(pins)
+    return where
+
+
+def agent_config(tmp: Path) -> Config:
+    return Config.model_validate({"env": "env-test", "state_dir": str(tmp / "state")})
+
+
+LABELS = 'services:\n  "web":\n    labels:\n      "monky-deployd.revision": "r1"\n'
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_before_up_reads_the_files_as_up_does_and_refuses_what_reads_otherwise(
+    tmp_path: Path, pinned: bool
+) -> None:
+    pins = 'services:\n  "web":\n    image: "sha256:' + "ab" * 32 + '"\n' if pinned else ""
+    where = staged(tmp_path, LABELS, pins)
+    cfg = agent_config(tmp_path)
+    compose = Compose(DockerCfg(), DOCKER_DIR, "p", where, pinned=pinned)
+    model = policy.read_model(cfg, where)
+    agent_reading.before_up(cfg, compose, "r1", model, NO_SECRETS)  # as judged: no refusal
+    # the agent's own override read otherwise by compose (interpolated): named by key path
+    (where / "compose.labels.yaml").write_text(LABELS.replace('"r1"', '"r1${X:-x}"'))
+    with pytest.raises(DeployError) as caught:
+        agent_reading.before_up(cfg, compose, "r1", model, NO_SECRETS)
+    assert caught.value.code is Code.POLICY_TWO_READINGS
+    assert caught.value.detail.splitlines() == [
+        "services.web.labels.monky-deployd.revision was judged as 'r1${X:-x}' but compose "
+        "reads 'r1x' from the file it runs (no allowance permits it)"
+    ]
+    # the model on disk changed after the judge: what compose reads is not what was judged
+    (where / "compose.labels.yaml").write_text(LABELS)
+    text = (where / "compose.judged.json").read_text()
+    (where / "compose.judged.json").write_text(text.replace('"v"', '"w"'))
+    with pytest.raises(DeployError) as caught:
+        agent_reading.before_up(cfg, compose, "r1", model, NO_SECRETS)
+    assert caught.value.code is Code.POLICY_TWO_READINGS
+    assert "services.web.environment.E was judged as 'v' but compose reads 'w'" in (
+        caught.value.detail
+    )
