@@ -190,3 +190,32 @@ def test_a_read_only_files_entry_that_is_not_a_file_allows_nothing(tmp_path: Pat
     (tmp_path / "link").symlink_to(tmp_path / "file")
     found = performed._files([tmp_path / "dir", tmp_path / "missing", tmp_path / "link"])
     assert found == {str(tmp_path / "link"), str(tmp_path / "file")}
+
+
+def test_a_host_string_compose_and_the_judge_read_apart_is_refused_before_publishing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 45: ``$$`` in a bind source (compose's escape: the judge would read ``p$$``, ``up``
+    ``p$``) and U+0085 in a volume option; a ``$`` in a container's command passes."""
+    compose = {
+        "services": {
+            "web": {
+                "image": "busybox",
+                "command": ["sh", "-c", "echo $$HOME"],
+                "volumes": ["/srv/shop/p$$/x:/x:ro", "data:/data"],
+            }
+        },
+        "volumes": {"data": {"labels": {"k": "v"}, "name": "shop_d\x85ata"}},
+    }
+    path = write_bundle(tmp_path, compose)
+    rc, out, _ = check(capsys, "--policy", str(POLICY), "--format", "json", str(path))
+    found = json.loads(out)
+    assert rc == 5 and found["code"] == "POLICY_HOST_STRING", out
+    assert {(v["key"], v["code"]) for v in found["violations"]} >= {
+        ("services.web.volumes.source", "POLICY_HOST_STRING"),
+        ("volumes.data.name", "POLICY_HOST_STRING"),
+    }
+    compose["services"]["web"]["volumes"] = ["/srv/shop/p/x:/x:ro"]  # type: ignore[index]
+    del compose["volumes"]
+    rc, out, _ = check(capsys, "--policy", str(POLICY), str(write_bundle(tmp_path, compose)))
+    assert rc == 0, out

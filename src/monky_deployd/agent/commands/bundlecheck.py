@@ -6,6 +6,7 @@ code a tick runs, before the bundle is published (the release pipeline's CI job)
                                                     core.admission.prepare.check_bundle
     .env rendered from placeholders                 core.admission.prepare.env_values, render_env
     the policy on compose's model                   agent.policy.judge (engine=False)
+    compose's reading of the judged model's bytes   agent.reading.of_text (POLICY_TWO_READINGS)
 
 No secret is read: each manifest entry's value is a placeholder of its kind (``placeholder``),
 so interpolation still resolves. The box's own facts (the engine's data root and its
@@ -201,14 +202,21 @@ def run(args: argparse.Namespace) -> Verdict:
         project_dir = cfg.state_dir.absolute() / "revisions" / bundle.revision
         with tempfile.TemporaryDirectory(prefix="monky-bundle-check-") as docker_dir:
             release = (bundle.compose, env_text)
-            found = performed.judge(
+            found, model = performed.judge(
                 cfg, Path(docker_dir), bundle.project, project_dir, release, engine=False
-            )[0]
-        verdict.notes.append(performed.OFFLINE)
-        if found:
-            from monky_deployd.core.admission import policy
+            )
+            verdict.notes.append(performed.OFFLINE)
+            if found:
+                from monky_deployd.core.admission import policy
 
-            raise policy.refusal(bundle.revision, found)
+                raise policy.refusal(bundle.revision, found)
+            from monky_deployd.agent import reading  # compose reads the model back as judged
+            from monky_deployd.core.admission import artifact
+            from monky_deployd.core.render.mask import NO_SECRETS
+
+            text = artifact.text(model)
+            said = (bundle.revision, bundle.project, project_dir, model, text, NO_SECRETS)
+            reading.of_text(cfg, Path(docker_dir), *said)
     except DeployError as err:
         if err.code in (Code.COMMAND_NOT_FOUND, Code.COMMAND_TIMEOUT):
             raise
