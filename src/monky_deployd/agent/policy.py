@@ -168,7 +168,8 @@ def judge(
 
 OFFLINE = (
     "offline: the engine's facts were not judged (its data root, its containers' mounts: "
-    "POLICY_SWAPPABLE_PATH, whose each volume and network name is: POLICY_FOREIGN_RESOURCE), "
+    "POLICY_SWAPPABLE_PATH, whose each volume and network name is: POLICY_FOREIGN_RESOURCE, "
+    "how the project's own are defined: POLICY_RESOURCE_DRIFT), "
     "and host paths' links were followed on this machine; each box judges its own when it "
     "applies"
 )
