@@ -57,6 +57,7 @@ TENANCY_ROLE = "#monky-deploy-agent"
 OPENBAO_ROLE = "#openbao-client"
 PROBE_TIMEOUT_S = 5.0
 LOAD_MARGIN_S = 2.0
+LOAD_PATIENCE_S = 3.0  # a load slower than this asks the controller why (zitiview)
 
 
 @dataclass(frozen=True)
@@ -88,10 +89,11 @@ def expected_services(cfg: Config) -> dict[Address, ZitiService]:
 def open_transport(cfg: Config) -> httpx.BaseTransport:
     """Pre-check the identity, load it with the SDK, return the dialling transport."""
     ident = identity_mod.check(cfg.identity_path)
-    ctx = load_context(ident, timeout_s=cfg.tenancy.timeout_s)
+    services = expected_services(cfg)
+    ctx = load_context(ident, timeout_s=cfg.tenancy.timeout_s, services=services)
     return ZitiTransport(
         sdk_dial(ctx),
-        services=expected_services(cfg),
+        services=services,
         identity=ident,
         connect_timeout_s=max(cfg.tenancy.timeout_s, cfg.openbao.timeout_s),
     )
@@ -129,12 +131,17 @@ def _load_call(sdk: Any, path: str, timeout_s: float) -> Callable[[], Any]:
     return lambda: load(path)
 
 
-def load_context(ident: Identity, *, timeout_s: float) -> Any:
+def load_context(
+    ident: Identity, *, timeout_s: float, services: Mapping[Address, ZitiService] | None = None
+) -> Any:
     """Load the pre-checked identity with the SDK; any failure becomes a DeployError whose detail
-    carries what the SDK logged meanwhile (held back from stderr: the agent's line comes first)."""
+    carries what the SDK logged meanwhile (held back from stderr: the agent's line comes first).
+    A load that has not answered after ``LOAD_PATIENCE_S`` asks the controller how it sees the
+    identity (``zitiview``): one that may dial no service never loads in 0.6, and is named then
+    (``ZITI_ROLE_MISSING``) rather than at the timeout."""
     SDK_STDERR.hold()
     try:
-        ctx = _load_context(ident, timeout_s=timeout_s)
+        ctx = _load_context(ident, timeout_s=timeout_s, services=services or {})
     except DeployError as err:
         raise with_sdk_log(err) from err.__cause__
     SDK_STDERR.release()
@@ -150,16 +157,75 @@ def with_sdk_log(err: DeployError) -> DeployError:
     return err
 
 
-def _load_context(ident: Identity, *, timeout_s: float) -> Any:
+def _load_context(
+    ident: Identity, *, timeout_s: float, services: Mapping[Address, ZitiService]
+) -> Any:
     sdk = _import_sdk()
     call = _load_call(sdk, str(ident.path), timeout_s)
+    asked: list[bool] = []
+
+    def impatient() -> None:  # the load hangs: ask the controller why, once
+        asked.append(True)
+        named = _load_hang_named(ident, services)
+        if named is not None:
+            raise named
+
     try:  # >= 1.4 also gets timeout_s itself: leave it the margin to answer with its own words
-        result = bounded(call, timeout_s + LOAD_MARGIN_S, discard=lambda _ctx: None)
+        result = bounded(
+            call,
+            timeout_s + LOAD_MARGIN_S,
+            discard=lambda _ctx: None,
+            patience_s=LOAD_PATIENCE_S,
+            impatient=impatient,
+        )
     except TimeoutError as exc:
+        named = None if asked else _load_hang_named(ident, services)
+        if named is not None:
+            raise named from exc
         raise load_failure(ident, f"no answer within {timeout_s:g} s", timed_out=True) from exc
+    except DeployError:
+        raise
     except Exception as exc:  # 0.6: bare TypeError / ValueError
         raise load_failure(ident, f"{type(exc).__name__}: {exc}") from exc
     return interpret_load_result(result, ident, getattr(sdk, "strerror", None))
+
+
+def _expects(services: Mapping[Address, ZitiService]) -> dict[Address, Any]:
+    from monky_deployd.core.wire import zitictl
+
+    return {
+        addr: zitictl.Expect(s.label, s.config_key, s.role_attribute)
+        for addr, s in services.items()
+    }
+
+
+def _load_hang_named(
+    ident: Identity, services: Mapping[Address, ZitiService]
+) -> DeployError | None:
+    """The fault behind a load that does not finish, as the controller's view names it (the
+    controller's certificate, an unknown identity, an identity that may dial nothing); None."""
+    from monky_deployd.adapters.net import zitiview
+    from monky_deployd.core.wire import zitictl
+
+    try:
+        view = zitiview.ask(ident)
+    except zitiview.Unasked:
+        return None
+    return zitictl.judge_load(view, _expects(services))
+
+
+def controller_view_fault(ident: Identity) -> DeployError | None:
+    """What the controller's answer names when the SDK refused the identity (its certificate,
+    an unknown identity); None when it cannot be asked or the identity is fine there."""
+    from monky_deployd.adapters.net import zitiview
+
+    try:
+        zitiview.ask(ident)
+    except zitiview.Unasked:
+        return None
+    except DeployError as err:
+        return err
+    return None
 
 
 def interpret_load_result(
@@ -223,6 +289,10 @@ def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> Dep
     sdk_said = f"the OpenZiti SDK said: {words}"
     if not answering:
         return _no_controller(ident, reasons, sdk_said)
+    named = None if timed_out else controller_view_fault(ident)
+    if named is not None:
+        named.detail = sdk_said
+        return named
     if timed_out:
         return DeployError(
             f"the OpenZiti SDK did not finish loading the identity {ident.path} ({ident.subject}) "
@@ -315,9 +385,32 @@ def dial_failure(
     services: Mapping[Address, ZitiService],
     identity: Identity | None,
 ) -> DeployError:
-    """Name a failed dial (``_dial_failure``); its detail also carries the SDK's held log."""
+    """Name a failed dial (``_dial_failure``), or what the controller's view of the identity
+    says about it (``zitictl.judge_dial``: the missing role attribute, the intercept port, the
+    edge router offline); its detail also carries the SDK's words and held log."""
     err = _dial_failure(addr, exc, timeout_s=timeout_s, services=services, identity=identity)
+    named = _dial_named(addr, services, identity)
+    if named is not None:
+        named.detail = err.detail
+        err = named
     return with_sdk_log(err)
+
+
+def _dial_named(
+    addr: Address, services: Mapping[Address, ZitiService], identity: Identity | None
+) -> DeployError | None:
+    if identity is None or not identity.key_pem:
+        return None
+    from monky_deployd.adapters.net import zitiview
+    from monky_deployd.core.wire import zitictl
+
+    try:
+        view = zitiview.ask(identity)
+    except zitiview.Unasked:
+        return None
+    except DeployError as err:  # the controller's certificate, an unknown identity
+        return err
+    return zitictl.judge_dial(view, addr, _expects(services).get(addr))
 
 
 def _dial_failure(
