@@ -39,6 +39,7 @@ import os
 import secrets
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -237,7 +238,7 @@ class ZitiNet:
     def _client(self) -> httpx.Client:
         return httpx.Client(
             base_url=f"https://127.0.0.1:{self.api_port}",
-            verify=str(self.ca_bundle),  # the server certificate names 127.0.0.1 too
+            verify=ssl.create_default_context(cafile=self.ca_bundle),  # it names 127.0.0.1 too
             timeout=15,
             trust_env=False,
         )
