@@ -320,7 +320,13 @@ def sdk_dial(ctx: Any) -> Dial:
 
     def dial(addr: Address) -> socket.socket:
         SDK_STDERR.hold(start=False)  # a failure's log lines go into dial_failure's detail
-        sock: socket.socket = ctx.connect(addr)
+        for left in range(_STALE_FD_TRIES - 1, -1, -1):
+            try:
+                sock: socket.socket = ctx.connect(addr)
+                break
+            except Exception as exc:
+                if not (left and _stale_fd(exc)):
+                    raise
         if getattr(sock, "_zitifd", 0) is None:  # openziti >= 1.7 fell back to plain TCP
             sock.close()
             raise ConnectionRefusedError(
@@ -330,6 +336,18 @@ def sdk_dial(ctx: Any) -> Dial:
         return sock
 
     return dial
+
+
+# libziti 0.29.3 (the 0.6.0 wheel) keys its sockets by fd number and learns of a close only on
+# its own loop: a dial right after a close can get the number back while the SDK still holds it
+# and fail with EALREADY ("socket N already connecting/connected"; seen on a real network when
+# doctor dials tenancy, then OpenBao). The failed connect leaves its fd open (the wheel does not
+# close it), so the next try gets a fresh number.
+_STALE_FD_TRIES = 3
+
+
+def _stale_fd(exc: BaseException) -> bool:
+    return type(exc) is Exception and exc.args[:1] == (errno.EALREADY,)
 
 
 def _sdk_words(exc: BaseException) -> str:
