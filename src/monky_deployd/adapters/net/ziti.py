@@ -190,7 +190,7 @@ def _load_context(
     return interpret_load_result(result, ident, getattr(sdk, "strerror", None))
 
 
-def _expects(services: Mapping[Address, ZitiService]) -> dict[Address, Any]:
+def expects(services: Mapping[Address, ZitiService]) -> dict[Address, Any]:
     from monky_deployd.core.wire import zitictl
 
     return {
@@ -211,7 +211,7 @@ def _load_hang_named(
         view = zitiview.ask(ident)
     except zitiview.Unasked:
         return None
-    return zitictl.judge_load(view, _expects(services))
+    return zitictl.judge_load(view, expects(services))
 
 
 def controller_view_fault(ident: Identity) -> DeployError | None:
@@ -428,7 +428,7 @@ def _dial_named(
         return None
     except DeployError as err:  # the controller's certificate, an unknown identity
         return err
-    return zitictl.judge_dial(view, addr, _expects(services).get(addr))
+    return zitictl.judge_dial(view, addr, expects(services).get(addr))
 
 
 def _dial_failure(

@@ -168,15 +168,12 @@ def role_command(view: View, missing: Iterable[str]) -> str:
 
 
 def _missing_roles(view: View, expected: Iterable[Expect]) -> list[str]:
-    out: list[str] = []
-    for e in expected:
-        if e.role.lstrip("#") not in view.roles and e.role not in out:
-            out.append(e.role)
-    return out
+    return sorted({e.role for e in expected if e.role.lstrip("#") not in view.roles})
 
 
 def describe(view: View) -> str:
-    """One sentence: the identity, its attributes, what it may dial through which routers."""
+    """What the controller says of the identity: its name, attributes, what it may dial through
+    which edge routers (online or not)."""
     parts = []
     for s in view.dialable():
         routers = s.routers if s.routers is not None else view.routers
@@ -184,8 +181,8 @@ def describe(view: View) -> str:
         parts.append(f"{s.shown()} via {via or 'no edge router'}")
     may = "; ".join(parts) if parts else "no service"
     return (
-        f"the controller {view.controller} knows this identity as {view.name} (id {view.id}), "
-        f"role attributes {view.roles_shown()}; it may dial {may}"
+        f"it knows this identity as {view.name} (id {view.id}), role attributes "
+        f"{view.roles_shown()}; it may dial {may}"
     )
 
 
