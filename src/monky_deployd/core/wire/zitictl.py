@@ -104,15 +104,19 @@ def identity_of(doc: object) -> tuple[str, str, tuple[str, ...]]:
     )
 
 
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
 def _intercepts(config: object) -> tuple[tuple[str, int, int], ...]:
     if not isinstance(config, dict):
         return ()
     ic = config.get("intercept.v1")
     if not isinstance(ic, dict):
         return ()
-    addresses = [a for a in ic.get("addresses") or [] if isinstance(a, str)]
+    addresses = [a for a in _list(ic.get("addresses")) if isinstance(a, str)]
     ranges: list[tuple[int, int]] = []
-    for r in ic.get("portRanges") or []:
+    for r in _list(ic.get("portRanges")):
         if isinstance(r, dict):
             lo, hi = r.get("low"), r.get("high", r.get("low"))
             if isinstance(lo, int) and isinstance(hi, int):
@@ -129,13 +133,12 @@ def services_of(doc: object) -> tuple[Service, ...]:
     for item in data:
         if not isinstance(item, dict):
             raise ValueError("a service is not an object")
-        perms = item.get("permissions") or []
         out.append(
             Service(
                 id=_text(item.get("id")),
                 name=_text(item.get("name")),
                 intercepts=_intercepts(item.get("config")),
-                dial=isinstance(perms, list) and "Dial" in perms,
+                dial="Dial" in _list(item.get("permissions")),
             )
         )
     return tuple(out)
