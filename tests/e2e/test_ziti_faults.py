@@ -100,6 +100,10 @@ def healthy(net: ZitiNet, timeout_s: float = 120.0) -> None:
     raise AssertionError("the network did not come back: router offline or no terminator")
 
 
+def pem(value: str) -> str:
+    return value.removeprefix("pem:")
+
+
 def line(first: dict[str, Any]) -> str:
     return str(first["message"])
 
@@ -194,7 +198,6 @@ def test_an_expired_certificate(box: Box) -> None:
     assert net.dir is not None
     identity = net.enroll(box.name)
     doc = json.loads(identity.read_text())
-    pem = lambda v: v[4:] if v.startswith("pem:") else v  # noqa: E731
     leaf = x509.load_pem_x509_certificate(pem(doc["id"]["cert"]).encode())
     key = serialization.load_pem_private_key(pem(doc["id"]["key"]).encode(), None)
     int_dir = net.dir / "pki" / "int"

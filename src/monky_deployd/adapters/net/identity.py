@@ -315,8 +315,9 @@ def _validity(
             f"the certificate of the Ziti identity {path} ({subject}) expired at "
             f"{not_after.isoformat()}",
             code=Code.IDENTITY_CERT_EXPIRED,
-            hint="re-enrol the box's identity (a new kit's enrolment token); the controller "
-            "refuses an expired certificate",
+            hint="re-enrol the box's identity (a new kit's enrolment token); the agent dials "
+            "nothing with an expired certificate (a controller's default authentication policy "
+            "may still accept one: allowExpiredCerts)",
         )
     if now < leaf.not_valid_before_utc:
         raise DeployError(

@@ -20,7 +20,12 @@ exceptions that are not httpcore's). Codes (see docs/ziti-faults.md):
 - ``ZITI_LOAD_TIMEOUT``            the SDK did not finish loading in time (controller answers TCP);
 - ``ZITI_NO_SERVICE``              no Ziti service intercepts host:port for this identity;
 - ``ZITI_DIAL_TIMEOUT``            the dial did not complete within the connect timeout;
-- ``ZITI_DIAL_FAILED``             any other dial failure, with the SDK's words.
+- ``ZITI_DIAL_FAILED``             any other dial failure, with the SDK's words;
+
+and, when the SDK fails and the controller can be asked how it sees the identity
+(``zitiview``: a failed or hanging load after ``LOAD_PATIENCE_S``, a failed dial), what that view
+names instead: ``ZITI_CONTROLLER_CERT``, ``ZITI_IDENTITY_UNKNOWN``, ``ZITI_ROLE_MISSING`` (with the
+one command), ``ZITI_ROUTER_OFFLINE``, ``ZITI_NO_SERVICE`` naming the intercept's real port.
 
 A read or write failure on an established connection is httpx's own ``ReadError``/``WriteError``/
 ``ReadTimeout``..., as with any httpx transport.
@@ -40,7 +45,6 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -55,7 +59,6 @@ from monky_deployd.core.faults import DeployError
 TENANCY_SERVICE = "monky.tenancy.deploy"
 TENANCY_ROLE = "#monky-deploy-agent"
 OPENBAO_ROLE = "#openbao-client"
-PROBE_TIMEOUT_S = 5.0
 LOAD_MARGIN_S = 2.0
 LOAD_PATIENCE_S = 3.0  # a load slower than this asks the controller why (zitiview)
 
@@ -182,11 +185,11 @@ def _load_context(
         named = None if asked else _load_hang_named(ident, services)
         if named is not None:
             raise named from exc
-        raise load_failure(ident, f"no answer within {timeout_s:g} s", timed_out=True) from exc
+        raise _load_failure(ident, f"no answer within {timeout_s:g} s", timed_out=True) from exc
     except DeployError:
         raise
     except Exception as exc:  # 0.6: bare TypeError / ValueError
-        raise load_failure(ident, f"{type(exc).__name__}: {exc}") from exc
+        raise _load_failure(ident, f"{type(exc).__name__}: {exc}") from exc
     return interpret_load_result(result, ident, getattr(sdk, "strerror", None))
 
 
@@ -202,30 +205,9 @@ def expects(services: Mapping[Address, ZitiService]) -> dict[Address, Any]:
 def _load_hang_named(
     ident: Identity, services: Mapping[Address, ZitiService]
 ) -> DeployError | None:
-    """The fault behind a load that does not finish, as the controller's view names it (the
-    controller's certificate, an unknown identity, an identity that may dial nothing); None."""
-    from monky_deployd.adapters.net import zitiview
-    from monky_deployd.core.wire import zitictl
-
-    try:
-        view = zitiview.ask(ident)
-    except zitiview.Unasked:
-        return None
-    return zitictl.judge_load(view, expects(services))
-
-
-def controller_view_fault(ident: Identity) -> DeployError | None:
-    """What the controller's answer names when the SDK refused the identity (its certificate,
-    an unknown identity); None when it cannot be asked or the identity is fine there."""
     from monky_deployd.adapters.net import zitiview
 
-    try:
-        zitiview.ask(ident)
-    except zitiview.Unasked:
-        return None
-    except DeployError as err:
-        return err
-    return None
+    return zitiview.named_for_load(ident, expects(services))
 
 
 def interpret_load_result(
@@ -236,80 +218,9 @@ def interpret_load_result(
         ctx, err = result
         if err:
             words = strerror(err) if strerror is not None else "unknown"
-            raise load_failure(ident, f"error {err} ({words})")
+            raise _load_failure(ident, f"error {err} ({words})")
         return ctx
     return result
-
-
-def probe(url: str) -> str | None:
-    """None when the controller at ``url`` accepts a TCP connection, else the reason."""
-    parts = urlsplit(url)
-    host = parts.hostname
-    if not host:
-        return f"{url!r} names no host"
-    try:
-        port = parts.port or (80 if parts.scheme == "http" else 443)
-        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
-            return None
-    except ValueError as exc:
-        return f"{url!r}: {exc}"
-    except TimeoutError:
-        return f"no TCP answer within {PROBE_TIMEOUT_S:g} s"
-    except socket.gaierror as exc:
-        return f"its name does not resolve ({exc.strerror})"
-    except OSError as exc:
-        return exc.strerror or str(exc)
-
-
-def check_controllers(ident: Identity) -> str:
-    """The first controller of ``ident`` that accepts a TCP connection (doctor), or
-    ZITI_CONTROLLER_UNREACHABLE naming each one's reason."""
-    reasons = {url: probe(url) for url in ident.controllers}
-    for url, reason in reasons.items():
-        if reason is None:
-            return url
-    raise _no_controller(ident, reasons, "")
-
-
-def _no_controller(ident: Identity, reasons: Mapping[str, str | None], detail: str) -> DeployError:
-    where = "; ".join(f"{url}: {reason}" for url, reason in reasons.items())
-    return DeployError(
-        f"cannot reach the Ziti controller named by the identity {ident.path} ({where})",
-        code=Code.ZITI_CONTROLLER_UNREACHABLE,
-        hint="the identity's ztAPI address and port, DNS and the firewall from this box to "
-        "the controller, and that the controller is up",
-        detail=detail,
-    )
-
-
-def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> DeployError:
-    """Name why the SDK could not load ``ident``: probe the controllers it names."""
-    reasons = {url: probe(url) for url in ident.controllers}
-    answering = [url for url, reason in reasons.items() if reason is None]
-    sdk_said = f"the OpenZiti SDK said: {words}"
-    if not answering:
-        return _no_controller(ident, reasons, sdk_said)
-    named = None if timed_out else controller_view_fault(ident)
-    if named is not None:
-        named.detail = sdk_said
-        return named
-    if timed_out:
-        return DeployError(
-            f"the OpenZiti SDK did not finish loading the identity {ident.path} ({ident.subject}) "
-            f"within the timeout, although the controller {answering[0]} accepts TCP connections",
-            code=Code.ZITI_LOAD_TIMEOUT,
-            hint="the controller's health and TLS answer (the SDK's own log lines are in detail)",
-            detail=sdk_said,
-        )
-    return DeployError(
-        f"the OpenZiti SDK refused the identity {ident.path} ({ident.subject}) although the "
-        f"controller {answering[0]} answers: {words}",
-        code=Code.ZITI_LOAD_FAILED,
-        hint="the SDK's own log lines (in detail); that the identity still exists on the "
-        "controller (not deleted or re-enrolled elsewhere) and its certificate comes from the "
-        "controller's CA; re-enrol the box's identity if not",
-        detail=sdk_said,
-    )
 
 
 # --- dialling ---------------------------------------------------------------------------------
@@ -414,21 +325,20 @@ def dial_failure(
     return with_sdk_log(err)
 
 
+def _load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> DeployError:
+    from monky_deployd.adapters.net import zitiview
+
+    return zitiview.load_failure(ident, words, timed_out=timed_out)
+
+
 def _dial_named(
     addr: Address, services: Mapping[Address, ZitiService], identity: Identity | None
 ) -> DeployError | None:
     if identity is None or not identity.key_pem:
         return None
     from monky_deployd.adapters.net import zitiview
-    from monky_deployd.core.wire import zitictl
 
-    try:
-        view = zitiview.ask(identity)
-    except zitiview.Unasked:
-        return None
-    except DeployError as err:  # the controller's certificate, an unknown identity
-        return err
-    return zitictl.judge_dial(view, addr, expects(services).get(addr))
+    return zitiview.named_for_dial(identity, addr, expects(services).get(addr))
 
 
 def _dial_failure(

@@ -30,7 +30,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
 
 import httpx
@@ -41,10 +41,11 @@ from monky_deployd.adapters.net.identity import Identity
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
 from monky_deployd.core.wire import zitictl
-from monky_deployd.core.wire.zitictl import View
+from monky_deployd.core.wire.zitictl import Address, Expect, View
 
 API = "/edge/client/v1"
 ASK_DEADLINE_S = 10.0
+PROBE_TIMEOUT_S = 5.0
 MAX_ANSWER_BYTES = 4 << 20
 HOSTNAME_MISMATCH = 62  # X509_V_ERR_HOSTNAME_MISMATCH
 
@@ -69,6 +70,39 @@ def ask(ident: Identity, *, deadline_s: float = ASK_DEADLINE_S) -> View:
         except Unasked as exc:
             reasons.append(f"{url}: {exc}")
     raise Unasked("; ".join(reasons) or "the identity names no controller")
+
+
+def named_for_load(ident: Identity, expected: Mapping[Address, Expect]) -> DeployError | None:
+    """The fault behind a load that does not finish, as the controller names it (its
+    certificate, an unknown identity: raised; an identity that may dial nothing); None."""
+    try:
+        view = ask(ident)
+    except Unasked:
+        return None
+    return zitictl.judge_load(view, expected)
+
+
+def named_for_refusal(ident: Identity) -> DeployError | None:
+    """What the controller's answer names when the SDK refused the identity (its certificate,
+    an unknown identity); None when it cannot be asked or the identity is fine there."""
+    try:
+        ask(ident)
+    except Unasked:
+        return None
+    except DeployError as err:
+        return err
+    return None
+
+
+def named_for_dial(ident: Identity, addr: Address, expect: Expect | None) -> DeployError | None:
+    """What the controller's view names about a failed dial to ``addr`` (``judge_dial``)."""
+    try:
+        view = ask(ident)
+    except Unasked:
+        return None
+    except DeployError as err:  # the controller's certificate, an unknown identity
+        return err
+    return zitictl.judge_dial(view, addr, expect)
 
 
 def _context(ident: Identity) -> ssl.SSLContext:
@@ -275,3 +309,77 @@ def _names_presented(host: str, port: int) -> str:
     names: list[str] = list(san.get_values_for_type(x509.DNSName))
     names += [str(a) for a in san.get_values_for_type(x509.IPAddress)]
     return ", ".join(names) or cert.subject.rfc4514_string()
+
+
+# -- the controller, when the SDK could not load the identity --------------------------------
+
+
+def probe(url: str) -> str | None:
+    """None when the controller at ``url`` accepts a TCP connection, else the reason."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host:
+        return f"{url!r} names no host"
+    try:
+        port = parts.port or (80 if parts.scheme == "http" else 443)
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            return None
+    except ValueError as exc:
+        return f"{url!r}: {exc}"
+    except TimeoutError:
+        return f"no TCP answer within {PROBE_TIMEOUT_S:g} s"
+    except socket.gaierror as exc:
+        return f"its name does not resolve ({exc.strerror})"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
+def check_controllers(ident: Identity) -> str:
+    """The first controller of ``ident`` that accepts a TCP connection (doctor), or
+    ZITI_CONTROLLER_UNREACHABLE naming each one's reason."""
+    reasons = {url: probe(url) for url in ident.controllers}
+    for url, reason in reasons.items():
+        if reason is None:
+            return url
+    raise _no_controller(ident, reasons, "")
+
+
+def _no_controller(ident: Identity, reasons: Mapping[str, str | None], detail: str) -> DeployError:
+    where = "; ".join(f"{url}: {reason}" for url, reason in reasons.items())
+    return DeployError(
+        f"cannot reach the Ziti controller named by the identity {ident.path} ({where})",
+        code=Code.ZITI_CONTROLLER_UNREACHABLE,
+        hint="the identity's ztAPI address and port, DNS and the firewall from this box to "
+        "the controller, and that the controller is up",
+        detail=detail,
+    )
+
+
+def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> DeployError:
+    """Name why the SDK could not load ``ident``: probe the controllers it names."""
+    reasons = {url: probe(url) for url in ident.controllers}
+    answering = [url for url, reason in reasons.items() if reason is None]
+    sdk_said = f"the OpenZiti SDK said: {words}"
+    if not answering:
+        return _no_controller(ident, reasons, sdk_said)
+    named = None if timed_out else named_for_refusal(ident)
+    if named is not None:
+        named.detail = sdk_said
+        return named
+    if timed_out:
+        return DeployError(
+            f"the OpenZiti SDK did not finish loading the identity {ident.path} ({ident.subject}) "
+            f"within the timeout, although the controller {answering[0]} accepts TCP connections",
+            code=Code.ZITI_LOAD_TIMEOUT,
+            hint="the controller's health and TLS answer (the SDK's own log lines are in detail)",
+            detail=sdk_said,
+        )
+    return DeployError(
+        f"the OpenZiti SDK refused the identity {ident.path} ({ident.subject}) although the "
+        f"controller {answering[0]} answers: {words}",
+        code=Code.ZITI_LOAD_FAILED,
+        hint="the SDK's own log lines (in detail); that the identity still exists on the "
+        "controller (not deleted or re-enrolled elsewhere) and its certificate comes from the "
+        "controller's CA; re-enrol the box's identity if not",
+        detail=sdk_said,
+    )

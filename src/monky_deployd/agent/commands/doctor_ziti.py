@@ -63,10 +63,10 @@ def check_controller(run: Run) -> Check:
     cfg = run.config
     if cfg.transport == "plain":
         return Check("controller", "OK", "transport plain: no Ziti controller is dialled")
-    from monky_deployd.adapters.net import ziti
+    from monky_deployd.adapters.net import ziti, zitiview
 
     assert run.ident is not None
-    url = ziti.check_controllers(run.ident)
+    url = zitiview.check_controllers(run.ident)
     services = ziti.expected_services(cfg)
     seen = _controller_view(run, services)
     run.ziti_ctx = ziti.load_context(run.ident, timeout_s=cfg.tenancy.timeout_s, services=services)
