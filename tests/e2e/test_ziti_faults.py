@@ -282,8 +282,14 @@ def test_the_edge_router_stopped(box: Box) -> None:
     box.net.stop_process("router")
     try:
         first = box.first_error(identity)
+        lines = box.doctor(box.config(identity))
     finally:
         box.net.start_process("router")
+    # doctor: the controller line shows the router offline; each intercept names it, undialled
+    assert lines["controller"]["status"] == "OK", lines["controller"]
+    assert "via monky-router (OFFLINE)" in lines["controller"]["fact"]
+    for check in ("tenancy-intercept", "openbao-intercept"):
+        assert lines[check]["code"] == "ZITI_ROUTER_OFFLINE", lines[check]
     assert first["code"] == "ZITI_ROUTER_OFFLINE", line(first)
     assert line(first).startswith(
         f"ZITI_ROUTER_OFFLINE: the edge router monky-router of {OPENBAO.name} "
