@@ -166,7 +166,7 @@ def test_an_identity_deleted_on_the_controller(box: Box) -> None:
     assert line(first).startswith(
         f"ZITI_IDENTITY_UNKNOWN: the Ziti controller https://localhost:{box.net.api_port}"
     )
-    assert "HTTP 401 INVALID_AUTH: it knows no identity holding it" in line(first)
+    assert "HTTP 401 INVALID_AUTH: the identity was deleted on the controller" in line(first)
     assert f"`ziti edge list identities 'id=\"{ident_id}\"'`" in first["hint"]
     # what the hint asks answers: none listed, so deleted
     listed = box.net.ziti("edge", "list", "identities", f'id="{ident_id}"').stdout
@@ -185,10 +185,17 @@ def test_an_identity_re_enrolled_elsewhere(box: Box, tmp_path: Path) -> None:
     box.net.ziti("edge", "enroll", str(jwt), "-o", str(new))
     first = box.first_error(old)
     assert first["code"] == "ZITI_IDENTITY_UNKNOWN", line(first)
-    assert "re-enrolled elsewhere and this box holds its old certificate" in line(first)
+    assert "re-enrolled elsewhere (this box holds its old certificate)" in line(first)
     assert f"`ziti edge create enrollment ott {ident_id}`" in first["hint"]
+    # what the hint asks answers: listed, and no authenticator holds this box's certificate
     listed = box.net.ziti("edge", "list", "identities", f'id="{ident_id}"').stdout
-    assert box.name in listed  # what the hint asks answers: listed, so re-enrolled
+    assert box.name in listed
+    doc = json.loads(old.read_text())
+    leaf = x509.load_pem_x509_certificate(pem(doc["id"]["cert"]).encode())
+    mine = leaf.fingerprint(hashes.SHA1()).hex()
+    assert f"this box's fingerprint {mine}" in first["hint"]
+    held = box.net.ziti("edge", "list", "authenticators", f'identity="{ident_id}"').stdout
+    assert "cert" in held and mine not in held
 
 
 def test_an_expired_certificate(box: Box) -> None:

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 
 from monky_deployd.adapters.httpio import PoolTransport, read_capped
 from monky_deployd.adapters.net.identity import Identity
@@ -233,18 +234,27 @@ def _cn(ident: Identity) -> str:
     return "<the certificate's CN>"
 
 
+def _fingerprint(ident: Identity) -> str:
+    with contextlib.suppress(ValueError):
+        cert = x509.load_pem_x509_certificates(ident.cert_pem)[0]
+        return cert.fingerprint(hashes.SHA1()).hex()  # noqa: S303 (ziti lists SHA-1)
+    return "?"
+
+
 def _unknown(ident: Identity, url: str, resp: httpx.Response) -> DeployError:
     cn = _cn(ident)
     return DeployError(
         f"the Ziti controller {url} refuses the certificate of the identity {ident.path} "
-        f"({ident.subject}) with HTTP {resp.status_code} {_error_code(resp)}: it knows no "
-        "identity holding it; the identity was deleted on the controller, or re-enrolled "
-        "elsewhere and this box holds its old certificate",
+        f"({ident.subject}) with HTTP {resp.status_code} {_error_code(resp)}: the identity was "
+        "deleted on the controller, re-enrolled elsewhere (this box holds its old certificate) "
+        "or disabled",
         code=Code.ZITI_IDENTITY_UNKNOWN,
-        hint=f"on the controller, `ziti edge list identities 'id=\"{cn}\"'` (the certificate's CN "
-        "is the identity's id): none listed, it was deleted: create the box's identity again and "
-        "enrol this box from its token; one listed, it was re-enrolled elsewhere: enrol this box "
-        f"from a new token (`ziti edge create enrollment ott {cn}`)",
+        hint=f"on the controller, `ziti edge list identities 'id=\"{cn}\"'` (the certificate's "
+        "CN is the identity's id): none listed, it was deleted: create the box's identity again "
+        "and enrol this box from its token; listed, `ziti edge list authenticators "
+        f"'identity=\"{cn}\"'`: no certificate with this box's fingerprint {_fingerprint(ident)}, "
+        f"it was re-enrolled elsewhere: enrol this box from a new token (`ziti edge create "
+        f"enrollment ott {cn}`); else it is disabled (its `disabled` field): enable it",
     )
 
 
