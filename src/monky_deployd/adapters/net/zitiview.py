@@ -37,6 +37,7 @@ import httpx
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
+from monky_deployd.adapters import deadline
 from monky_deployd.adapters.httpio import PoolTransport, read_capped
 from monky_deployd.adapters.net.identity import Identity
 from monky_deployd.core.errors import Code
@@ -303,11 +304,11 @@ def _names_presented(host: str, port: int) -> str:
     ctx.verify_mode = ssl.CERT_NONE
     try:
         with (
-            socket.create_connection((host, port), timeout=5.0) as raw,
+            socket.create_connection((host, port), timeout=deadline.clamp(5.0)) as raw,
             ctx.wrap_socket(raw, server_hostname=host) as tls,
         ):
             der = tls.getpeercert(binary_form=True)
-    except OSError:
+    except (OSError, deadline.Expired):
         return "another name"
     if not der:
         return "another name"
