@@ -13,6 +13,15 @@ source scripts/heartbeat.sh
 
 step() { printf '\n==> %s (%s)\n' "$*" "$(date +%T)"; }
 
+# The `ziti` program for the e2e tier's OpenZiti network (tests/e2e/test_ziti_tick.py and the
+# fault tests: monky_deployd_testkit.zitinet), built from the Go module proxy once per machine
+# (minutes cold; a warm machine finds /opt/monky-ziti/<version>/ziti): in the background while
+# the venv and the engines are set up, waited for before pytest.
+ziti_log="$(mktemp /tmp/monky-ziti-build.XXXXXX)"
+step "ziti (scripts/ziti-up.sh) in the background (log: $ziti_log)"
+scripts/ziti-up.sh >"$ziti_log" 2>&1 &
+ziti_build=$!
+
 step "python venv (.venv) with the package and its test extras"
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
@@ -44,6 +53,16 @@ if [[ -d ansible ]]; then
   yamllint -s ansible .gitlab-ci.yml
   (cd ansible && ansible-lint --offline --profile production)
 fi
+
+step "ziti: waiting for its build"
+if ! wait "$ziti_build"; then
+  cat "$ziti_log"
+  echo "scripts/ziti-up.sh failed: the e2e tier's OpenZiti network needs the ziti program" >&2
+  exit 1
+fi
+MONKY_ZITI_BIN="$(tail -n 1 "$ziti_log")"
+export MONKY_ZITI_BIN
+echo "ziti: $MONKY_ZITI_BIN"
 
 workers="${MONKY_TEST_WORKERS:-6}" second_workers="${MONKY_TEST_WORKERS_SECOND:-3}"
 if (($# > 0)); then

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from monky_deployd_testkit import engines
-from monky_deployd_testkit.dockerlab import Registry, ensure_busybox_image
+from monky_deployd_testkit.dockerlab import Registry, ensure_busybox_image, free_port
 from monky_deployd_testkit.realbao import RealBao
+from monky_deployd_testkit.zitinet import ZitiNet
 
 # No per-example deadline and no too_slow health check: both are stopwatches, and on a box
 # running the suite on several workers (scripts/test.sh) a busy core made hypothesis call a test
@@ -83,6 +84,17 @@ def real_bao() -> Iterator[RealBao]:
     cannot start."""
     with RealBao() as bao:
         yield bao
+
+
+@pytest.fixture(scope="session")
+def ziti_net(real_bao: RealBao) -> Iterator[ZitiNet]:
+    """A real one-box OpenZiti network (monky_deployd_testkit.zitinet: controller, tunneler-
+    enabled edge router, the tenancy and OpenBao services and their policies) for the session
+    and worker: OpenBao's service reaches the session's real server, tenancy's a fixed free port
+    where a test starts its fake tenancy (``Lab(..., tenancy_port=ziti_net.upstreams["tenancy"])``).
+    Builds ``ziti`` first on a machine that has not (scripts/ziti-up.sh); fails, never skips."""
+    with ZitiNet({"tenancy": free_port(), "openbao": real_bao.port}) as net:
+        yield net
 
 
 @pytest.fixture

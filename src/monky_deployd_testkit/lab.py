@@ -84,15 +84,19 @@ class Lab:
         *,
         real: RealBao | None = None,
         db_password: str | None = None,
+        tenancy_port: int = 0,
     ) -> None:
         """``db_password``: the app secret the default bundle's manifest reads
-        (envs/env-e2e-01/app, key db_password); None leaves it unwritten."""
+        (envs/env-e2e-01/app, key db_password); None leaves it unwritten. ``tenancy_port``: the
+        fake tenancy's port (0: a free one; a Ziti network's host.v1 upstream, zitinet.py)."""
         self.tmp = tmp
         # the directory a bundle may bind-mount from (config.yaml's bind_roots)
         self.binds = bind_root("lab")
         self.registry = registry
         self.estate: Estate[Any] = (
-            Estate(env="env-e2e-01", real=real) if real is not None else Estate(env="env-e2e-01")
+            Estate(env="env-e2e-01", real=real, tenancy_port=tenancy_port)
+            if real is not None
+            else Estate(env="env-e2e-01", tenancy_port=tenancy_port)
         ).start()
         self.project = "e2e" + uuid.uuid4().hex[:8]
         # projects a test moved the lab to: cleanup() takes them down too

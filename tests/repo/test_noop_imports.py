@@ -37,6 +37,8 @@ FORBIDDEN_OWN = {
     "monky_deployd.adapters.box.runner",
     "monky_deployd.adapters.box.docker.docker_config",
     "monky_deployd.adapters.net.hvac_httpx",
+    "monky_deployd.adapters.net.zitiview",  # the controller's view: only when the SDK fails
+    "monky_deployd.core.wire.zitictl",
     "monky_deployd.core.admission.bundle",
     "monky_deployd.core.render.dotenv",
     "monky_deployd.core.render.envfile",

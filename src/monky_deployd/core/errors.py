@@ -61,6 +61,11 @@ class Code(StrEnum):
     ZITI_LOAD_TIMEOUT = "ZITI_LOAD_TIMEOUT"
     ZITI_NO_SERVICE = "ZITI_NO_SERVICE"
     ZITI_SDK_MISSING = "ZITI_SDK_MISSING"
+    # ziti, as the controller sees the identity (issue 46)
+    ZITI_CONTROLLER_CERT = "ZITI_CONTROLLER_CERT"
+    ZITI_IDENTITY_UNKNOWN = "ZITI_IDENTITY_UNKNOWN"
+    ZITI_ROLE_MISSING = "ZITI_ROLE_MISSING"
+    ZITI_ROUTER_OFFLINE = "ZITI_ROUTER_OFFLINE"
     # identity
     IDENTITY_BAD_PEM = "IDENTITY_BAD_PEM"
     IDENTITY_CERT_EXPIRED = "IDENTITY_CERT_EXPIRED"
@@ -217,6 +222,11 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.ZITI_LOAD_TIMEOUT: ("ziti", "failed"),
     Code.ZITI_NO_SERVICE: ("ziti", "failed"),
     Code.ZITI_SDK_MISSING: ("ziti", "failed"),
+    # ziti, as the controller sees the identity (issue 46)
+    Code.ZITI_CONTROLLER_CERT: ("ziti", "failed"),
+    Code.ZITI_IDENTITY_UNKNOWN: ("ziti", "failed"),
+    Code.ZITI_ROLE_MISSING: ("ziti", "failed"),
+    Code.ZITI_ROUTER_OFFLINE: ("ziti", "failed"),
     # identity
     Code.IDENTITY_BAD_PEM: ("identity", "refused"),
     Code.IDENTITY_CERT_EXPIRED: ("identity", "refused"),

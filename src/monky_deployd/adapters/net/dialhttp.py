@@ -27,11 +27,21 @@ NameFailure = Callable[[Address, BaseException, float], Exception]
 T = TypeVar("T")
 
 
-def bounded(call: Callable[[], T], timeout_s: float, *, discard: Callable[[T], None]) -> T:
+def bounded(
+    call: Callable[[], T],
+    timeout_s: float,
+    *,
+    discard: Callable[[T], None],
+    patience_s: float | None = None,
+    impatient: Callable[[], None] | None = None,
+) -> T:
     """Run ``call`` in a daemon thread; raise ``TimeoutError`` after ``timeout_s``.
 
     The SDK's C calls have no timeout of their own in 0.6 (a controller that accepts TCP and never
-    answers blocks ``load`` for ever). A late result is handed to ``discard`` (close it).
+    answers blocks ``load`` for ever). A late result is handed to ``discard`` (close it). When
+    ``call`` has not answered after ``patience_s``, ``impatient()`` runs once in the caller's
+    thread (the load asks the controller why): what it raises ends the wait (unless ``call``
+    answered meanwhile), else the wait goes on until ``timeout_s``.
     """
     lock = threading.Lock()
     done = threading.Event()
@@ -53,7 +63,17 @@ def bounded(call: Callable[[], T], timeout_s: float, *, discard: Callable[[T], N
             done.set()
 
     threading.Thread(target=run, name="ziti-bounded", daemon=True).start()
-    done.wait(timeout_s)
+    started = time.monotonic()
+    wait_first = impatient is not None and patience_s is not None and patience_s < timeout_s
+    if wait_first and impatient is not None and not done.wait(patience_s):
+        try:
+            impatient()
+        except BaseException:
+            with lock:
+                if not done.is_set():
+                    box["abandoned"] = True
+                    raise
+    done.wait(max(0.0, timeout_s - (time.monotonic() - started)))
     with lock:
         if not done.is_set():
             box["abandoned"] = True

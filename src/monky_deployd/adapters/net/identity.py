@@ -21,12 +21,13 @@ No message ever carries key material: only field names, paths, modes and certifi
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import grp
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
@@ -49,6 +50,10 @@ class Identity:
     controllers: tuple[str, ...]  # ztAPI first, then ztAPIs, without duplicates
     subject: str  # the leaf certificate's subject, e.g. "CN=env-dev-08"
     not_after: dt.datetime  # UTC
+    # The PEMs as checked (the controller's client API is asked with them: zitiview), never shown.
+    cert_pem: bytes = field(default=b"", repr=False, compare=False)
+    key_pem: bytes = field(default=b"", repr=False, compare=False)
+    ca_pem: bytes = field(default=b"", repr=False, compare=False)
 
 
 def check(path: Path, *, now: dt.datetime | None = None, user: str = AGENT_USER) -> Identity:
@@ -77,7 +82,8 @@ def check(path: Path, *, now: dt.datetime | None = None, user: str = AGENT_USER)
     leaf = _certificates(path, "cert", cert_text)[0]
     _certificates(path, "ca", ca_text)
     _key_matches(path, key_text, leaf)
-    return _validity(path, controllers, leaf, now or dt.datetime.now(dt.UTC))
+    checked = _validity(path, controllers, leaf, now or dt.datetime.now(dt.UTC))
+    return dataclasses.replace(checked, cert_pem=cert_text, key_pem=key_text, ca_pem=ca_text)
 
 
 _REENROL_HINT = (
@@ -309,8 +315,9 @@ def _validity(
             f"the certificate of the Ziti identity {path} ({subject}) expired at "
             f"{not_after.isoformat()}",
             code=Code.IDENTITY_CERT_EXPIRED,
-            hint="re-enrol the box's identity (a new kit's enrolment token); the controller "
-            "refuses an expired certificate",
+            hint="re-enrol the box's identity (a new kit's enrolment token); the agent dials "
+            "nothing with an expired certificate (a controller's default authentication policy "
+            "may still accept one: allowExpiredCerts)",
         )
     if now < leaf.not_valid_before_utc:
         raise DeployError(

@@ -20,7 +20,12 @@ exceptions that are not httpcore's). Codes (see docs/ziti-faults.md):
 - ``ZITI_LOAD_TIMEOUT``            the SDK did not finish loading in time (controller answers TCP);
 - ``ZITI_NO_SERVICE``              no Ziti service intercepts host:port for this identity;
 - ``ZITI_DIAL_TIMEOUT``            the dial did not complete within the connect timeout;
-- ``ZITI_DIAL_FAILED``             any other dial failure, with the SDK's words.
+- ``ZITI_DIAL_FAILED``             any other dial failure, with the SDK's words;
+
+and, when the SDK fails and the controller can be asked how it sees the identity
+(``zitiview``: a failed or hanging load after ``LOAD_PATIENCE_S``, a failed dial), what that view
+names instead: ``ZITI_CONTROLLER_CERT``, ``ZITI_IDENTITY_UNKNOWN``, ``ZITI_ROLE_MISSING`` (with the
+one command), ``ZITI_ROUTER_OFFLINE``, ``ZITI_NO_SERVICE`` naming the intercept's real port.
 
 A read or write failure on an established connection is httpx's own ``ReadError``/``WriteError``/
 ``ReadTimeout``..., as with any httpx transport.
@@ -40,7 +45,6 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -55,8 +59,8 @@ from monky_deployd.core.faults import DeployError
 TENANCY_SERVICE = "monky.tenancy.deploy"
 TENANCY_ROLE = "#monky-deploy-agent"
 OPENBAO_ROLE = "#openbao-client"
-PROBE_TIMEOUT_S = 5.0
 LOAD_MARGIN_S = 2.0
+LOAD_PATIENCE_S = 3.0  # a load slower than this asks the controller why (zitiview)
 
 
 @dataclass(frozen=True)
@@ -88,10 +92,11 @@ def expected_services(cfg: Config) -> dict[Address, ZitiService]:
 def open_transport(cfg: Config) -> httpx.BaseTransport:
     """Pre-check the identity, load it with the SDK, return the dialling transport."""
     ident = identity_mod.check(cfg.identity_path)
-    ctx = load_context(ident, timeout_s=cfg.tenancy.timeout_s)
+    services = expected_services(cfg)
+    ctx = load_context(ident, timeout_s=cfg.tenancy.timeout_s, services=services)
     return ZitiTransport(
         sdk_dial(ctx),
-        services=expected_services(cfg),
+        services=services,
         identity=ident,
         connect_timeout_s=max(cfg.tenancy.timeout_s, cfg.openbao.timeout_s),
     )
@@ -129,12 +134,17 @@ def _load_call(sdk: Any, path: str, timeout_s: float) -> Callable[[], Any]:
     return lambda: load(path)
 
 
-def load_context(ident: Identity, *, timeout_s: float) -> Any:
+def load_context(
+    ident: Identity, *, timeout_s: float, services: Mapping[Address, ZitiService] | None = None
+) -> Any:
     """Load the pre-checked identity with the SDK; any failure becomes a DeployError whose detail
-    carries what the SDK logged meanwhile (held back from stderr: the agent's line comes first)."""
+    carries what the SDK logged meanwhile (held back from stderr: the agent's line comes first).
+    A load that has not answered after ``LOAD_PATIENCE_S`` asks the controller how it sees the
+    identity (``zitiview``): one that may dial no service never loads in 0.6, and is named then
+    (``ZITI_ROLE_MISSING``) rather than at the timeout."""
     SDK_STDERR.hold()
     try:
-        ctx = _load_context(ident, timeout_s=timeout_s)
+        ctx = _load_context(ident, timeout_s=timeout_s, services=services or {})
     except DeployError as err:
         raise with_sdk_log(err) from err.__cause__
     SDK_STDERR.release()
@@ -150,16 +160,54 @@ def with_sdk_log(err: DeployError) -> DeployError:
     return err
 
 
-def _load_context(ident: Identity, *, timeout_s: float) -> Any:
+def _load_context(
+    ident: Identity, *, timeout_s: float, services: Mapping[Address, ZitiService]
+) -> Any:
     sdk = _import_sdk()
     call = _load_call(sdk, str(ident.path), timeout_s)
+    asked: list[bool] = []
+
+    def impatient() -> None:  # the load hangs: ask the controller why, once
+        asked.append(True)
+        named = _load_hang_named(ident, services)
+        if named is not None:
+            raise named
+
     try:  # >= 1.4 also gets timeout_s itself: leave it the margin to answer with its own words
-        result = bounded(call, timeout_s + LOAD_MARGIN_S, discard=lambda _ctx: None)
+        result = bounded(
+            call,
+            timeout_s + LOAD_MARGIN_S,
+            discard=lambda _ctx: None,
+            patience_s=LOAD_PATIENCE_S,
+            impatient=impatient,
+        )
     except TimeoutError as exc:
-        raise load_failure(ident, f"no answer within {timeout_s:g} s", timed_out=True) from exc
+        named = None if asked else _load_hang_named(ident, services)
+        if named is not None:
+            raise named from exc
+        raise _load_failure(ident, f"no answer within {timeout_s:g} s", timed_out=True) from exc
+    except DeployError:
+        raise
     except Exception as exc:  # 0.6: bare TypeError / ValueError
-        raise load_failure(ident, f"{type(exc).__name__}: {exc}") from exc
+        raise _load_failure(ident, f"{type(exc).__name__}: {exc}") from exc
     return interpret_load_result(result, ident, getattr(sdk, "strerror", None))
+
+
+def expects(services: Mapping[Address, ZitiService]) -> dict[Address, Any]:
+    from monky_deployd.core.wire import zitictl
+
+    return {
+        addr: zitictl.Expect(s.label, s.config_key, s.role_attribute)
+        for addr, s in services.items()
+    }
+
+
+def _load_hang_named(
+    ident: Identity, services: Mapping[Address, ZitiService]
+) -> DeployError | None:
+    from monky_deployd.adapters.net import zitiview
+
+    return zitiview.named_for_load(ident, expects(services))
 
 
 def interpret_load_result(
@@ -170,76 +218,9 @@ def interpret_load_result(
         ctx, err = result
         if err:
             words = strerror(err) if strerror is not None else "unknown"
-            raise load_failure(ident, f"error {err} ({words})")
+            raise _load_failure(ident, f"error {err} ({words})")
         return ctx
     return result
-
-
-def probe(url: str) -> str | None:
-    """None when the controller at ``url`` accepts a TCP connection, else the reason."""
-    parts = urlsplit(url)
-    host = parts.hostname
-    if not host:
-        return f"{url!r} names no host"
-    try:
-        port = parts.port or (80 if parts.scheme == "http" else 443)
-        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
-            return None
-    except ValueError as exc:
-        return f"{url!r}: {exc}"
-    except TimeoutError:
-        return f"no TCP answer within {PROBE_TIMEOUT_S:g} s"
-    except socket.gaierror as exc:
-        return f"its name does not resolve ({exc.strerror})"
-    except OSError as exc:
-        return exc.strerror or str(exc)
-
-
-def check_controllers(ident: Identity) -> str:
-    """The first controller of ``ident`` that accepts a TCP connection (doctor), or
-    ZITI_CONTROLLER_UNREACHABLE naming each one's reason."""
-    reasons = {url: probe(url) for url in ident.controllers}
-    for url, reason in reasons.items():
-        if reason is None:
-            return url
-    raise _no_controller(ident, reasons, "")
-
-
-def _no_controller(ident: Identity, reasons: Mapping[str, str | None], detail: str) -> DeployError:
-    where = "; ".join(f"{url}: {reason}" for url, reason in reasons.items())
-    return DeployError(
-        f"cannot reach the Ziti controller named by the identity {ident.path} ({where})",
-        code=Code.ZITI_CONTROLLER_UNREACHABLE,
-        hint="the identity's ztAPI address and port, DNS and the firewall from this box to "
-        "the controller, and that the controller is up",
-        detail=detail,
-    )
-
-
-def load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> DeployError:
-    """Name why the SDK could not load ``ident``: probe the controllers it names."""
-    reasons = {url: probe(url) for url in ident.controllers}
-    answering = [url for url, reason in reasons.items() if reason is None]
-    sdk_said = f"the OpenZiti SDK said: {words}"
-    if not answering:
-        return _no_controller(ident, reasons, sdk_said)
-    if timed_out:
-        return DeployError(
-            f"the OpenZiti SDK did not finish loading the identity {ident.path} ({ident.subject}) "
-            f"within the timeout, although the controller {answering[0]} accepts TCP connections",
-            code=Code.ZITI_LOAD_TIMEOUT,
-            hint="the controller's health and TLS answer (the SDK's own log lines are in detail)",
-            detail=sdk_said,
-        )
-    return DeployError(
-        f"the OpenZiti SDK refused the identity {ident.path} ({ident.subject}) although the "
-        f"controller {answering[0]} answers: {words}",
-        code=Code.ZITI_LOAD_FAILED,
-        hint="the SDK's own log lines (in detail); that the identity still exists on the "
-        "controller (not deleted or re-enrolled elsewhere) and its certificate comes from the "
-        "controller's CA; re-enrol the box's identity if not",
-        detail=sdk_said,
-    )
 
 
 # --- dialling ---------------------------------------------------------------------------------
@@ -250,7 +231,13 @@ def sdk_dial(ctx: Any) -> Dial:
 
     def dial(addr: Address) -> socket.socket:
         SDK_STDERR.hold(start=False)  # a failure's log lines go into dial_failure's detail
-        sock: socket.socket = ctx.connect(addr)
+        for left in range(_STALE_FD_TRIES - 1, -1, -1):
+            try:
+                sock: socket.socket = ctx.connect(addr)
+                break
+            except Exception as exc:
+                if not (left and _stale_fd(exc)):
+                    raise
         if getattr(sock, "_zitifd", 0) is None:  # openziti >= 1.7 fell back to plain TCP
             sock.close()
             raise ConnectionRefusedError(
@@ -260,6 +247,18 @@ def sdk_dial(ctx: Any) -> Dial:
         return sock
 
     return dial
+
+
+# libziti 0.29.3 (the 0.6.0 wheel) keys its sockets by fd number and learns of a close only on
+# its own loop: a dial right after a close can get the number back while the SDK still holds it
+# and fail with EALREADY ("socket N already connecting/connected"; seen on a real network when
+# doctor dials tenancy, then OpenBao). The failed connect leaves its fd open (the wheel does not
+# close it), so the next try gets a fresh number.
+_STALE_FD_TRIES = 3
+
+
+def _stale_fd(exc: BaseException) -> bool:
+    return type(exc) is Exception and exc.args[:1] == (errno.EALREADY,)
 
 
 def _sdk_words(exc: BaseException) -> str:
@@ -315,9 +314,31 @@ def dial_failure(
     services: Mapping[Address, ZitiService],
     identity: Identity | None,
 ) -> DeployError:
-    """Name a failed dial (``_dial_failure``); its detail also carries the SDK's held log."""
+    """Name a failed dial (``_dial_failure``), or what the controller's view of the identity
+    says about it (``zitictl.judge_dial``: the missing role attribute, the intercept port, the
+    edge router offline); its detail also carries the SDK's words and held log."""
     err = _dial_failure(addr, exc, timeout_s=timeout_s, services=services, identity=identity)
+    named = _dial_named(addr, services, identity)
+    if named is not None:
+        named.detail = err.detail
+        err = named
     return with_sdk_log(err)
+
+
+def _load_failure(ident: Identity, words: str, *, timed_out: bool = False) -> DeployError:
+    from monky_deployd.adapters.net import zitiview
+
+    return zitiview.load_failure(ident, words, timed_out=timed_out)
+
+
+def _dial_named(
+    addr: Address, services: Mapping[Address, ZitiService], identity: Identity | None
+) -> DeployError | None:
+    if identity is None or not identity.key_pem:
+        return None
+    from monky_deployd.adapters.net import zitiview
+
+    return zitiview.named_for_dial(identity, addr, expects(services).get(addr))
 
 
 def _dial_failure(

@@ -6,6 +6,7 @@ SDK context loaded here, or plain)."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import httpx
@@ -18,6 +19,7 @@ from monky_deployd.core.commands.checks import Check
 from monky_deployd.core.errors import Code
 
 if TYPE_CHECKING:
+    from monky_deployd.adapters.net import ziti
     from monky_deployd.agent.commands.doctorrun import Run
 
 
@@ -61,14 +63,37 @@ def check_controller(run: Run) -> Check:
     cfg = run.config
     if cfg.transport == "plain":
         return Check("controller", "OK", "transport plain: no Ziti controller is dialled")
-    from monky_deployd.adapters.net import ziti
+    from monky_deployd.adapters.net import ziti, zitiview
 
     assert run.ident is not None
-    url = ziti.check_controllers(run.ident)
-    run.ziti_ctx = ziti.load_context(run.ident, timeout_s=cfg.tenancy.timeout_s)
+    url = zitiview.check_controllers(run.ident)
+    services = ziti.expected_services(cfg)
+    seen = _controller_view(run, services)
+    run.ziti_ctx = ziti.load_context(run.ident, timeout_s=cfg.tenancy.timeout_s, services=services)
     return Check(
-        "controller", "OK", f"the controller {url} answers and the SDK loaded the identity"
+        "controller",
+        "OK",
+        f"the controller {url} answers and the SDK loaded the identity; {seen}",
     )
+
+
+def _controller_view(run: Run, services: Mapping[tuple[str, int], ziti.ZitiService]) -> str:
+    """Ask the controller how it sees the identity (``zitiview``): its name, role attributes,
+    the services it may dial through which edge routers; raise what the view names before the
+    SDK would hang on it (an identity that may dial nothing). The sentence for the line."""
+    from monky_deployd.adapters.net import ziti, zitiview
+    from monky_deployd.core.wire import zitictl
+
+    assert run.ident is not None
+    try:
+        view = zitiview.ask(run.ident)
+    except zitiview.Unasked as exc:
+        return f"its client API could not be asked how it sees the identity ({exc})"
+    run.ziti_view = view
+    fault = zitictl.judge_load(view, ziti.expects(services))
+    if fault is not None:
+        raise fault
+    return zitictl.describe(view)
 
 
 def check_tenancy_intercept(run: Run) -> Check:
@@ -123,6 +148,12 @@ def _dial(run: Run, addr: tuple[str, int], name: str) -> Check:
 
     cfg = run.config
     services = ziti.expected_services(cfg)
+    if run.ziti_view is not None:  # what the controller said names the fault without a dial
+        from monky_deployd.core.wire import zitictl
+
+        fault = zitictl.judge_dial(run.ziti_view, addr, ziti.expects(services).get(addr))
+        if fault is not None:
+            raise fault
     try:
         sock = ziti.sdk_dial(run.ziti_ctx)(addr)
     except Exception as exc:

@@ -31,6 +31,7 @@ class Run:
     cfg: Config | None = None
     client: httpx.Client | None = None
     ziti_ctx: Any = None
+    ziti_view: Any = None  # core.wire.zitictl.View: the identity as the controller sees it
     ident: identity.Identity | None = None
     tenancy: Tenancy | None = None
     bao: Bao | None = None
