@@ -6,7 +6,7 @@
 #   scripts/ziti-up.sh start DIR [TENANCY_PORT OPENBAO_PORT]
 #                                 build, then start a network in DIR (PKI, controller, tunneler-
 #                                 enabled edge router, the tenancy and OpenBao services hosted to
-#                                 127.0.0.1:TENANCY_PORT / :OPENBAO_PORT (default 8081, 8200), their
+#                                 127.0.0.1:TENANCY_PORT / :OPENBAO_PORT (default 18080, 8200), their
 #                                 policies, an enrolled identity DIR/identities/box.json) in the
 #                                 foreground; DIR/network.json says the ports; Ctrl-C stops it
 #

@@ -10,7 +10,7 @@ Start one (tests: the session fixture ``ziti_net`` in tests/conftest.py)::
         net.mgmt("GET", "identities")             # the management API, as the admin
 
 By hand: ``scripts/ziti-up.sh start DIR [TENANCY_PORT OPENBAO_PORT]`` (the binary, then
-``python -m monky_deployd_testkit.zitiup``: upstreams 127.0.0.1:8081 and :8200 unless given).
+``python -m monky_deployd_testkit.zitiup``: upstreams 127.0.0.1:18080 and :8200 unless given).
 
 What it builds, all on 127.0.0.1 (never 0.0.0.0) on free ports, in a directory of its own:
 

@@ -76,7 +76,7 @@ def main(argv: Sequence[str]) -> int:
     root.mkdir(parents=True)
     pidfile = root / "zitinet.pid"
     pidfile.write_text(f"{os.getpid()}\n")  # first: a second start meanwhile leaves it alone
-    ports = (int(argv[1]), int(argv[2])) if len(argv) == 3 else (8081, 8200)
+    ports = (int(argv[1]), int(argv[2])) if len(argv) == 3 else (18080, 8200)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         with ZitiNet({"tenancy": ports[0], "openbao": ports[1]}, root=root) as net:
