@@ -52,6 +52,10 @@ from monky_deployd_testkit import ziticonf
 from monky_deployd_testkit.dockerlab import free_port, terminate
 from monky_deployd_testkit.realbao import _die_with_parent
 from monky_deployd_testkit.ziticonf import HOST, ROLES, SERVICES, Service
+
+# what a test needs beside ZitiNet, importable from here too
+from monky_deployd_testkit.ziticonf import OPENBAO as OPENBAO
+from monky_deployd_testkit.ziticonf import TENANCY as TENANCY
 from monky_deployd_testkit.ziticonf import agent_config as agent_config
 
 VERSION = os.environ.get("MONKY_ZITI_VERSION", "v1.6.0")
