@@ -32,6 +32,7 @@ build() {
   if [[ -x "$bin" ]]; then
     return 0
   fi
+  command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH" # the toolchain's usual home
   command -v go >/dev/null || {
     echo "ziti-up: no Go toolchain on PATH (the project's machines have one: see README's test section)" >&2
     exit 1
