@@ -3,10 +3,12 @@
 # proxy once per machine, and a one-box OpenZiti network on 127.0.0.1 for the tests and by hand.
 #
 #   scripts/ziti-up.sh            build (or find) the binary; prints its path
-#   scripts/ziti-up.sh start DIR  build, then start a network in DIR (PKI, controller, tunneler-
-#                                 enabled edge router, the tenancy and OpenBao services, their
-#                                 policies, an enrolled identity DIR/box.json) in the foreground;
-#                                 DIR/network.json says the ports; Ctrl-C stops it
+#   scripts/ziti-up.sh start DIR [TENANCY_PORT OPENBAO_PORT]
+#                                 build, then start a network in DIR (PKI, controller, tunneler-
+#                                 enabled edge router, the tenancy and OpenBao services hosted to
+#                                 127.0.0.1:TENANCY_PORT / :OPENBAO_PORT (default 18080, 8200), their
+#                                 policies, an enrolled identity DIR/identities/box.json) in the
+#                                 foreground; DIR/network.json says the ports; Ctrl-C stops it
 #
 # The release is pinned (MONKY_ZITI_VERSION, default below): the line production runs whose module
 # the Go module proxy serves whole (v1.6.0; see README's test section for why this one). `go install
@@ -30,6 +32,7 @@ build() {
   if [[ -x "$bin" ]]; then
     return 0
   fi
+  command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH" # the toolchain's usual home
   command -v go >/dev/null || {
     echo "ziti-up: no Go toolchain on PATH (the project's machines have one: see README's test section)" >&2
     exit 1
@@ -70,20 +73,22 @@ EOF
 }
 
 build
+exec 9>&- # the lock is the build's: a network started below must not hold it
 case "${1:-}" in
   "")
     echo "$bin"
     ;;
   start)
-    [[ $# -eq 2 ]] || {
-      echo "usage: scripts/ziti-up.sh start DIR" >&2
+    [[ $# -eq 2 || $# -eq 4 ]] || {
+      echo "usage: scripts/ziti-up.sh start DIR [TENANCY_PORT OPENBAO_PORT]" >&2
       exit 2
     }
+    shift
     python="${MONKY_PYTHON:-.venv/bin/python}"
-    MONKY_ZITI_BIN="$bin" exec "$python" -m monky_deployd_testkit.zitinet "$2"
+    MONKY_ZITI_BIN="$bin" exec "$python" -m monky_deployd_testkit.zitiup "$@"
     ;;
   *)
-    echo "usage: scripts/ziti-up.sh [start DIR]" >&2
+    echo "usage: scripts/ziti-up.sh [start DIR [TENANCY_PORT OPENBAO_PORT]]" >&2
     exit 2
     ;;
 esac

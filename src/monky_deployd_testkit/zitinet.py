@@ -9,8 +9,8 @@ Start one (tests: the session fixture ``ziti_net`` in tests/conftest.py)::
         cfg = agent_config(cfg, identity)         # ziticonf: transport ziti, the intercepts
         net.mgmt("GET", "identities")             # the management API, as the admin
 
-By hand: ``scripts/ziti-up.sh start DIR`` (the binary, then ``python -m
-monky_deployd_testkit.zitinet DIR``: upstreams 127.0.0.1:8081 and :8200 unless given).
+By hand: ``scripts/ziti-up.sh start DIR [TENANCY_PORT OPENBAO_PORT]`` (the binary, then
+``python -m monky_deployd_testkit.zitiup``: upstreams 127.0.0.1:18080 and :8200 unless given).
 
 What it builds, all on 127.0.0.1 (never 0.0.0.0) on free ports, in a directory of its own:
 
@@ -34,14 +34,11 @@ controller or router that does not come up fails loudly with the end of its log.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import shutil
-import signal
 import ssl
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -55,6 +52,10 @@ from monky_deployd_testkit import ziticonf
 from monky_deployd_testkit.dockerlab import free_port, terminate
 from monky_deployd_testkit.realbao import _die_with_parent
 from monky_deployd_testkit.ziticonf import HOST, ROLES, SERVICES, Service
+
+# what a test needs beside ZitiNet, importable from here too
+from monky_deployd_testkit.ziticonf import OPENBAO as OPENBAO
+from monky_deployd_testkit.ziticonf import TENANCY as TENANCY
 from monky_deployd_testkit.ziticonf import agent_config as agent_config
 
 VERSION = os.environ.get("MONKY_ZITI_VERSION", "v1.6.0")
@@ -407,42 +408,3 @@ class ZitiNet:
 
     def identity_id(self, name: str) -> str:
         return str(self.mgmt("GET", f'identities?filter=name="{name}"')[0]["id"])
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "controller": self.api,
-            "ctrl_port": self.ctrl_port,
-            "edge_router": f"{HOST}:{self.edge_port}",
-            "admin_password_file": str(self.dir / "admin.password") if self.dir else None,
-            "services": {s.name: f"{s.host}:{s.port}" for s in SERVICES},
-            "upstreams": self.upstreams,
-        }
-
-
-def main(argv: Sequence[str]) -> int:
-    """``python -m monky_deployd_testkit.zitinet DIR [TENANCY_PORT OPENBAO_PORT]``: a network in
-    DIR (kept), its identity DIR/identities/box.json, until SIGINT/SIGTERM."""
-    if len(argv) not in (1, 3):
-        print(main.__doc__, file=sys.stderr)
-        return 2
-    ports = {"tenancy": int(argv[1]), "openbao": int(argv[2])} if len(argv) == 3 else {}
-    net = ZitiNet(
-        {"tenancy": ports.get("tenancy", 8081), "openbao": ports.get("openbao", 8200)},
-        root=Path(argv[0]).resolve(),
-    )
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with net:
-        identity = net.enroll("box")
-        assert net.dir is not None
-        (net.dir / "admin.password").write_text(net.password + "\n")
-        (net.dir / "admin.password").chmod(0o600)
-        info = {**net.describe(), "identity": str(identity)}
-        (net.dir / "network.json").write_text(json.dumps(info, indent=2) + "\n")
-        print(json.dumps(info, indent=2), flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.pause()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
