@@ -118,6 +118,10 @@ class Code(StrEnum):
     POLICY_UNJUDGED = "POLICY_UNJUDGED"
     POLICY_UNKNOWN_KEY = "POLICY_UNKNOWN_KEY"
     POLICY_FOREIGN_RESOURCE = "POLICY_FOREIGN_RESOURCE"
+    # issue 45: builds off by default, box-wide names
+    POLICY_BUILD = "POLICY_BUILD"
+    POLICY_BUILD_CONTEXT = "POLICY_BUILD_CONTEXT"
+    POLICY_FOREIGN_TAG = "POLICY_FOREIGN_TAG"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -270,6 +274,10 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.POLICY_UNJUDGED: ("policy", "refused"),
     Code.POLICY_UNKNOWN_KEY: ("policy", "refused"),
     Code.POLICY_FOREIGN_RESOURCE: ("policy", "refused"),
+    # issue 45: builds off by default, box-wide names
+    Code.POLICY_BUILD: ("policy", "refused"),
+    Code.POLICY_BUILD_CONTEXT: ("policy", "refused"),
+    Code.POLICY_FOREIGN_TAG: ("policy", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),

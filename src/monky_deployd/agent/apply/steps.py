@@ -50,7 +50,9 @@ def stage(ctx: Context, step: Stage) -> None:
     docker_config.write_docker_config(
         ctx.state.docker_dir, step.registry_host or "", step.credential
     )
-    ctx.state.write_revision(step.revision, step.compose, step.env_text, step.labels, step.model)
+    ctx.state.write_revision(
+        step.revision, step.compose, step.env_text, step.labels, step.model, step.builds
+    )
 
 
 def pull(ctx: Context, step: Pull) -> None:
