@@ -60,7 +60,7 @@ MODES = st.one_of(
         st.sampled_from(["container", "CONTAINER", "Container"]),
         st.sampled_from(["other-app-web-1", "x", ""]),
     ),
-    st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=12).filter(
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12).filter(
         lambda t: not t.startswith("service:")
     ),
 )
