@@ -211,8 +211,8 @@ REWRITE_PULL = (
     "`image:` and drop `build:` (a deploy agent pulls)"
 )
 REWRITE_TAG = (
-    "an image name of this project's own for what it builds (`image: <project>-<service>`, or "
-    "a repository only this app uses), or a pulled image from the bundle's registry"
+    "an image name of this project's own for what it builds (`image: "
+    "<registry>/<project>/<service>:<tag>`, a repository only this app uses)"
 )
 # Protected trees a read-only bind of one file (read_only_files) may reach; never the agent's
 # own directories, the engine's sockets or its data, which are protected paths of their own.

@@ -270,7 +270,7 @@ def test_a_tag_another_projects_containers_run_never_moves(
             ("web", "image", Code.POLICY_FOREIGN_TAG)
         ]
         assert ("project shop" if owner else "made by hand") in found[0].asks
-        assert "<project>-<service>" in found[0].rewrite
+        assert "<registry>/<project>/<service>" in found[0].rewrite
     assert builds.foreign_tags(tagged(written, built), "mine", {}) == []
 
 
