@@ -271,3 +271,21 @@ def test_a_build_in_another_apps_network_namespace_is_refused(
             and "no allowance permits it" in ln
             for ln in lines(run)
         ), lines(run)
+
+
+def test_a_context_that_cannot_be_copied_as_judged_is_refused_before_any_build(lab: Lab) -> None:
+    """A FIFO in the context (a container could make one, and a read of it never ends): the
+    copy refuses at the stage, before any pull or build; the running revision keeps running."""
+    allow_builds(lab)
+    ctx = context_dir(lab)
+    os.mkfifo(ctx / "pipe")
+    before = lab.containers()
+    lab.estate.tenancy.set_desired("r2", lab.bundle(web=build_of(lab, ctx)))
+    run = lab.tick()
+    assert run.summary["code"] == "POLICY_BUILD_CONTEXT", run.stdout + run.stderr
+    assert run.summary["outcome"] == "refused"
+    assert run.errors[0]["phase"] == "stage"
+    assert "pipe is neither a directory, a regular file nor a link" in run.errors[0]["message"]
+    assert lab.containers() == before
+    assert not (lab.state_dir / "revisions" / "r2").exists()
+    assert not image_exists(built_name(lab))

@@ -88,6 +88,19 @@ def test_a_dockerfile_is_one_regular_file(tmp_path: Path) -> None:
         assert err.value.code is Code.POLICY_BUILD_CONTEXT
 
 
+def test_a_dockerignore_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    """compose and the docker CLI open a context's .dockerignore following links."""
+    ctx = context(tmp_path / "src")
+    os.symlink("/etc/shadow", ctx / ".dockerignore")
+    with pytest.raises(DeployError) as err:
+        buildcopy.make([Copy("w", "build.context", str(ctx), "b/0/context")], tmp_path / "rev")
+    assert ".dockerignore is not a regular file" in err.value.message
+    (ctx / ".dockerignore").unlink()
+    (ctx / ".dockerignore").write_text("*.log\n")
+    buildcopy.make([Copy("w", "build.context", str(ctx), "b/0/context")], tmp_path / "ok")
+    assert (tmp_path / "ok/b/0/context/.dockerignore").read_text() == "*.log\n"
+
+
 def test_a_device_fifo_or_socket_in_a_context_is_refused(tmp_path: Path) -> None:
     ctx = context(tmp_path / "src")
     os.mkfifo(ctx / "sub" / "pipe")

@@ -4,8 +4,9 @@ A build the ``build`` allowance permits reads its context, its Dockerfile and it
 ``additional_contexts`` from host paths: judged where they are, then read by compose a moment
 later, while a container that can write there may swap a link in. So nothing a build reads is
 read where the bundle named it: ``copies`` plans a copy of each into the revision's own
-directory (``build/<n>/``: the agent's, which no container may bind) and rewrites the model to
-build from the copy; ``adapters.box.buildcopy`` makes it without following any link
+directory (``build/<n>/``: the agent's, which no container may bind; the Dockerfile always a
+regular file of its own there, ``build/<n>/Dockerfile``) and rewrites the model to build from
+the copy; ``adapters.box.buildcopy`` makes it without following any link
 (POLICY_BUILD_CONTEXT when it cannot). A path inside the release itself is its compose file and
 ``.env``: nothing a build should read, so its copy is an empty directory.
 
@@ -19,7 +20,6 @@ whether the image of that name came from a registry).
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -74,14 +74,11 @@ def copies(
         build["context"] = f"{root}/{base}/context"
         dockerfile = build.get("dockerfile")
         if isinstance(dockerfile, str) and not build.get("dockerfile_inline"):
+            # always a file of its own, opened without following a link: the docker CLI
+            # follows a Dockerfile that is a link (to /etc/shadow) and sends what it reads
             written = dockerfile if dockerfile.startswith("/") else f"{context}/{dockerfile}"
-            path, top = normpath(written), normpath(context)
-            if inside(path, top) and path != top:  # in the copy, where it was in the context
-                build["dockerfile"] = posixpath.relpath(path, top)
-            else:
-                plan.append(Copy(name, "build.dockerfile", source(written),
-                                 f"{base}/Dockerfile", True))  # fmt: skip
-                build["dockerfile"] = f"{root}/{base}/Dockerfile"
+            plan.append(Copy(name, "build.dockerfile", source(written), f"{base}/Dockerfile", True))
+            build["dockerfile"] = f"{root}/{base}/Dockerfile"
         extra = _dict(build.get("additional_contexts"))
         for m, (label, value) in enumerate(sorted(extra.items())):
             if isinstance(value, str) and _is_path(value):

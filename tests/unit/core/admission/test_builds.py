@@ -222,15 +222,28 @@ def test_every_build_path_is_copied_or_refused(path: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("dockerfile", "kept"),
-    [("Dockerfile", "Dockerfile"), ("sub/../df/Web", "df/Web"), ("/srv/app/ctx/D", "D")],
+    ("dockerfile", "read"),
+    [
+        ("Dockerfile", "/srv/app/ctx/Dockerfile"),
+        ("sub/../df/Web", "/srv/app/ctx/df/Web"),
+        ("/srv/app/ctx/D", "/srv/app/ctx/D"),
+        ("../D", "/srv/app/D"),
+    ],
 )
-def test_a_dockerfile_inside_its_context_is_read_from_the_copy(dockerfile: str, kept: str) -> None:
+def test_a_dockerfile_is_always_a_file_of_its_own_in_the_copy(dockerfile: str, read: str) -> None:
+    """The docker CLI follows a Dockerfile that is a link and sends what it reads: the
+    Dockerfile is copied on its own (a regular file, no link followed), wherever it lies."""
     model = {"services": {"w": {"build": {"context": "/srv/app/ctx", "dockerfile": dockerfile}}}}
     rewritten, plan = builds.copies(model, {"/srv/app/ctx": "/data/ctx"}, RELEASE)
     build = rewritten["services"]["w"]["build"]  # type: ignore[index]
-    assert build == {"context": f"{RELEASE}/build/0/context", "dockerfile": kept}
-    assert plan == [builds.Copy("w", "build.context", "/data/ctx", "build/0/context")]
+    assert build == {
+        "context": f"{RELEASE}/build/0/context",
+        "dockerfile": f"{RELEASE}/build/0/Dockerfile",
+    }
+    assert plan == [
+        builds.Copy("w", "build.context", "/data/ctx", "build/0/context"),
+        builds.Copy("w", "build.dockerfile", read, "build/0/Dockerfile", True),
+    ]
 
 
 def test_a_context_inside_the_release_copies_as_an_empty_directory() -> None:

@@ -6,7 +6,8 @@ directory) fails the open instead of being followed. Below it every entry is ope
 its directory (``dir_fd``), never by a path: a directory or a regular file is copied (its mode
 bits without setuid, setgid or sticky), a symbolic link is copied as a link (its target text;
 never followed: a build reads the copy's entries as they are), anything else (a device, a FIFO,
-a socket) and more than ``MAX_ENTRIES`` entries, ``MAX_BYTES`` bytes or ``MAX_DEPTH`` levels are
+a socket), a context's ``.dockerignore`` that is not a regular file (compose opens it following
+links) and more than ``MAX_ENTRIES`` entries, ``MAX_BYTES`` bytes or ``MAX_DEPTH`` levels are
 refused (POLICY_BUILD_CONTEXT). What is copied is what the build reads: nothing a container can
 write afterwards reaches it.
 """
@@ -70,6 +71,7 @@ def make(copies: Iterable[Copy], into: Path) -> None:
                 else:
                     dest.mkdir(mode=0o700)
                     _tree(fd, dest, budget, 0)
+                    _regular(dest / ".dockerignore")
             finally:
                 os.close(fd)
         except (_Refused, OSError) as exc:
@@ -84,6 +86,17 @@ def make(copies: Iterable[Copy], into: Path) -> None:
                 "image in the release pipeline, push it and name it in `image:` without "
                 "`build:`",
             ) from exc
+
+
+def _regular(path: Path) -> None:
+    """``path`` (a context's ``.dockerignore``, which compose and the CLI open following links)
+    absent or a regular file."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise _Refused(f"its {path.name} is not a regular file (compose would follow it)")
 
 
 def _open_judged(path: str, file: bool) -> int:
