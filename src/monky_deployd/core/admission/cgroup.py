@@ -105,6 +105,7 @@ def weights(
                 f"{value} (above {limits[allowance]}, the highest this box allows: a weight is "
                 "relative to every other container's, so the others get less CPU or disk time)",
                 _scalar_line(name, allowance, value),
+                rewrite=f"`{key}` of {limits[allowance]} or less (or none: the engine's default)",
             )
 
 

@@ -67,6 +67,8 @@ def _names(value: object) -> list[str]:
     return [str(v) for v in _list(value)]
 
 
+REWRITE_OWN_NET = "a network of the release's own (its top-level `networks:`), or none"
+REWRITE_SHARED = f"`service:<a service of the release>`, or {REWRITE_OWN_NET}"
 REWRITE_CACHE = "`cache_from`/`cache_to` of the registry (`type=registry,ref=...`) or none"
 _REWRITES = {
     "secrets": REWRITE_FROM_ENV,
@@ -262,7 +264,9 @@ def namespace_mode(
         if namespace not in may.host_namespaces:
             yield Violation(name, key, "host", scope_line(name, "host_namespaces", namespace))
     elif mode.strip().lower().startswith("container:"):
-        yield Violation(name, key, f"{mode} (another container's namespace)")
+        rewrite = "" if namespace != "network" else REWRITE_OWN_NET
+        rewrite = REWRITE_SHARED if key == "network_mode" else rewrite
+        yield Violation(name, key, f"{mode} (another container's namespace)", rewrite=rewrite)
 
 
 # a build's keys that read or write a host path as it is when the image is built, not a copy

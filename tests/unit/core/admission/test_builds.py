@@ -292,3 +292,20 @@ def test_image_references_are_compared_as_the_engine_keys_them() -> None:
     assert builds.ref("docker.io/library/x:1") == "x:1"
     assert builds.ref("reg:5000/a/b") == "reg:5000/a/b:latest"
     assert builds.ref("a@sha256:00") == "a@sha256:00"
+
+
+def test_every_refusal_of_this_issue_says_how_to_write_the_bundle_instead() -> None:
+    """``bundle check`` prints a refusal's rewrite: each of these carries one."""
+    rules = Rules(blkio_default=500)
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"build": {"context": "/srv/app"}}, "build"),
+        ({"build": {"context": "/srv/app", "network": "container:x"}}, "build.network"),
+        ({"network_mode": "container:x"}, "network_mode"),
+        ({"cpu_shares": 4096}, "cpu_shares"),
+        ({"blkio_config": {"weight": 900}}, "blkio_config.weight"),
+        ({"build": {"context": "/srv/app", "cache_to": ["type=local,dest=/c"]}}, "build.cache_to"),
+    ]
+    for svc, key in cases:
+        found = [v for v in judged(svc, rules) if v.key == key]
+        assert found and all(v.rewrite for v in found), (key, found)
+        assert all("write instead: " in v.line() for v in found)
