@@ -129,6 +129,13 @@ class AllowCfg(BaseModel):
     read_only_files: Annotated[
         list[Annotated[Path, AfterValidator(_file)]], Field(max_length=64)
     ] = []
+    # `build:` (a deploy agent pulls): the agent copies each build context into the revision
+    # (no link followed) and compose builds the copy
+    build: bool = False
+    # the highest weights a service may ask; 0: the engine's default (cpu_shares 1024; blkio
+    # weight 500 on cgroup v1, 19 on v2): above it, it takes CPU or disk time from the others
+    cpu_shares: Annotated[int, Field(ge=0, le=262144)] = 0
+    blkio_weight: Annotated[int, Field(ge=0, le=1000)] = 0
 
 
 class PolicyCfg(BaseModel):

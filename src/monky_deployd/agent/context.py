@@ -69,6 +69,9 @@ class Context:
     # per revision prepared: compose's effective configuration the policy judged and the .env
     # (holds secret values: never logged); the pull step's config digests
     judged: dict[str, tuple[dict[str, object], str]] = field(default_factory=dict)
+    # per revision pulled: the image IDs the engine gave its names before this tick's pull and
+    # build, not recorded as this project's own (Commit: what the image GC may remove)
+    found_before: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def learn(self, secrets: Iterable[str]) -> None:
         """Add secrets to the tick's masker (children's output, errors, report, log lines)."""

@@ -15,11 +15,11 @@ import dataclasses
 import os
 from pathlib import Path
 
-from monky_deployd.adapters.box.docker import composeconfig, docker_api
+from monky_deployd.adapters.box.docker import composeconfig, docker_api, images
 from monky_deployd.adapters.box.state.revisions import MODEL_FILE
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
 from monky_deployd.config_policy import AllowCfg
-from monky_deployd.core.admission import artifact, composefile, policy, reading
+from monky_deployd.core.admission import artifact, builds, composefile, policy, reading
 from monky_deployd.core.admission import rules as terms
 from monky_deployd.core.commands.checks import Check
 from monky_deployd.core.errors import Code
@@ -61,6 +61,9 @@ def _allow(cfg: AllowCfg) -> terms.Allow:
         log_drivers=frozenset(cfg.log_drivers),
         oom_score_adj=cfg.oom_score_adj,
         read_only_files=_files(cfg.read_only_files),
+        build=cfg.build,
+        cpu_shares=cfg.cpu_shares,
+        blkio_weight=cfg.blkio_weight,
     )
 
 
@@ -98,12 +101,26 @@ def protected(cfg: Config, engine: bool = True) -> tuple[str, ...]:
         paths.append(host.removeprefix("unix://"))
     if cfg.docker.containerd_root is not None:
         paths.append(str(cfg.docker.containerd_root))
-    with contextlib.suppress(DeployError):  # an engine that does not answer runs nothing
-        root = docker_api.engine_info(cfg.docker)[0].get("DockerRootDir") if engine else None
-        if isinstance(root, str) and root.startswith("/"):
-            paths.append(root)
+    root = _engine_fact(cfg, "DockerRootDir") if engine else None
+    if isinstance(root, str) and root.startswith("/"):
+        paths.append(root)
     found = {terms.normpath(p) for p in paths} | {os.path.realpath(p) for p in paths}
     return tuple(sorted(found))
+
+
+def _engine_fact(cfg: Config, key: str) -> object:
+    """One field of the engine's ``GET /info`` (None when it does not answer: an engine that
+    does not answer runs nothing)."""
+    with contextlib.suppress(DeployError):
+        return docker_api.engine_info(cfg.docker)[0].get(key)
+    return None
+
+
+def blkio_default(cfg: Config, engine: bool = True) -> int:
+    """The block-I/O weight a service may ask without an allowance: the engine's default
+    under its cgroup version (``GET /info``'s ``CgroupVersion``; v2 when unknown: the lower)."""
+    version = _engine_fact(cfg, "CgroupVersion") if engine else None
+    return terms.BLKIO_DEFAULT.get(str(version), terms.BLKIO_DEFAULT["2"])
 
 
 def resolve(path: str) -> str:
@@ -134,6 +151,7 @@ def rules(cfg: Config, engine: bool = True) -> terms.Rules:
         services={name: _allow(scope) for name, scope in cfg.policy.services.items()},
         protected=protected(cfg, engine),
         keys=tuple(cfg.policy.keys),
+        blkio_default=blkio_default(cfg, engine),
     )
 
 
@@ -153,17 +171,33 @@ def judge(
     was judged (``core.admission.artifact.pinned``: what compose will run; empty when the
     sources were refused). ``engine=False`` (``bundle check``: a verdict on the bundle, on a CI
     runner with no engine): without the engine's facts (``OFFLINE`` says so)."""
+    found, model, _ = _judge(cfg, docker_dir, project, project_dir, release, masker, engine)
+    return found, model
+
+
+def _judge(
+    cfg: Config,
+    docker_dir: Path,
+    project: str,
+    project_dir: Path,
+    release: tuple[str, str],
+    masker: Masker,
+    engine: bool,
+) -> tuple[list[terms.Violation], dict[str, object], list[builds.Copy]]:
+    """``judge``, with the copies its model builds from (``core.admission.builds.copies``: of
+    the very paths judged, as resolved then)."""
     outside = policy.sources(composefile.load(release[0]))
     if outside:
-        return outside, {}
+        return outside, {}, []
     config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
     from monky_deployd.core.admission.host import host_paths
 
     resolved = {found.path: resolve(found.path) for found in host_paths(config)}
     found = _judged(cfg, config, resolved, project_dir, engine=engine, masker=masker)
-    model = artifact.pinned(config, resolved)
-    found = sorted({*found, *reading.host_strings(model)})  # a path a link led to: pinned
-    return found, model
+    pinned = artifact.pinned(config, resolved)
+    found = sorted({*found, *reading.host_strings(pinned)})  # a path a link led to: pinned
+    model, copies = builds.copies(pinned, resolved, str(project_dir))
+    return found, model, copies
 
 
 OFFLINE = (
@@ -194,6 +228,7 @@ def _judged(
         mounts = docker_api.mounts(cfg.docker)
         found += artifact.swappable(artifact.pinned(config, resolved), mounts)
         found += names_now(cfg, config, str(config.get("name", "")), masker)
+        found += builds.foreign_tags(config, str(config.get("name", "")), images.users(cfg.docker))
     return sorted(set(found))
 
 
@@ -253,17 +288,18 @@ def check(
     project_dir: Path,
     release: tuple[str, str],
     masker: Masker,
-) -> dict[str, object]:
+) -> tuple[dict[str, object], list[builds.Copy]]:
     """Refuse (POLICY_*) a new revision the policy does not allow; nothing has changed yet.
-    Returns the judged model (``judge``): what the revision's compose calls will run."""
-    found, model = judge(cfg, docker_dir, project, project_dir, release, masker)
+    Returns the judged model (``judge``): what the revision's compose calls will run, and the
+    copies of what its builds read (made when the revision is staged)."""
+    found, model, copies = _judge(cfg, docker_dir, project, project_dir, release, masker, True)
     if found:
         raise policy.refusal(revision, found)
     from monky_deployd.agent import reading as one_reading
 
     text = artifact.text(model)  # the bytes written: compose reads them back as judged
     one_reading.of_text(cfg, docker_dir, revision, project, project_dir, model, text, masker)
-    return model
+    return model, copies
 
 
 def recheck(cfg: Config, revision: str, project_dir: Path, masker: Masker = NO_SECRETS) -> None:
@@ -322,7 +358,10 @@ def ensure_model(
             code=Code.POLICY_UNJUDGED,
             hint=f"{project_dir}; the next revision from tenancy is judged and staged anew",
         )
-    model = check(cfg, docker_dir, revision, project, project_dir, texts, masker)
+    model, copies = check(cfg, docker_dir, revision, project, project_dir, texts, masker)
+    from monky_deployd.adapters.box.state import buildcopy
+
+    buildcopy.make(copies, project_dir)
     atomic_write(project_dir / MODEL_FILE, artifact.text(model).encode(), 0o600)
 
 

@@ -127,6 +127,10 @@ class Code(StrEnum):
     POLICY_HOST_STRING = "POLICY_HOST_STRING"
     POLICY_TWO_READINGS = "POLICY_TWO_READINGS"
     POLICY_RESOURCE_DRIFT = "POLICY_RESOURCE_DRIFT"
+    # issue 45: builds off by default, box-wide names
+    POLICY_BUILD = "POLICY_BUILD"
+    POLICY_BUILD_CONTEXT = "POLICY_BUILD_CONTEXT"
+    POLICY_FOREIGN_TAG = "POLICY_FOREIGN_TAG"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -288,6 +292,10 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.POLICY_HOST_STRING: ("policy", "refused"),
     Code.POLICY_TWO_READINGS: ("policy", "refused"),
     Code.POLICY_RESOURCE_DRIFT: ("policy", "refused"),
+    # issue 45: builds off by default, box-wide names
+    Code.POLICY_BUILD: ("policy", "refused"),
+    Code.POLICY_BUILD_CONTEXT: ("policy", "refused"),
+    Code.POLICY_FOREIGN_TAG: ("policy", "refused"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),

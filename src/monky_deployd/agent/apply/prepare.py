@@ -77,7 +77,7 @@ def check(
 
         project_dir = ctx.state.revisions_dir.absolute() / bundle.revision
         release = (bundle.compose, env_text)
-        effective = policy.check(
+        effective, copies = policy.check(
             cfg, ctx.state.docker_dir, bundle.revision, bundle.project, project_dir, release,
             ctx.masker,
         )  # fmt: skip
@@ -99,7 +99,7 @@ def check(
         for project in dict.fromkeys(p for p in (bundle.project, prev) if p):  # up, down
             check_owned(ctx, project)
     # Everything is checked: only now may anything on the box change.
-    return prepare.ready(bundle, env_text, cred, ctx.rec.tick_id, model)
+    return prepare.ready(bundle, env_text, cred, ctx.rec.tick_id, model, tuple(copies))
 
 
 def read_secrets(bao: Bao, token: str, bundle: Bundle) -> prepare.SecretReads:

@@ -51,17 +51,39 @@ def stage(ctx: Context, step: Stage) -> None:
     docker_config.write_docker_config(
         ctx.state.docker_dir, step.registry_host or "", step.credential
     )
-    ctx.state.write_revision(step.revision, step.compose, step.env_text, step.labels, step.model)
+    ctx.state.write_revision(
+        step.revision, step.compose, step.env_text, step.labels, step.model, step.builds
+    )
 
 
 def pull(ctx: Context, step: Pull) -> None:
     compose = ctx.compose(step.project, step.revision)
+    note_found_before(ctx, step.revision)
     compose.pull(step.registry_host)
     if step.deploy_id:  # labels: new ones only for the services this apply changes
         from monky_deployd.agent.apply.reasons import keep_labels  # off the no-op tick's imports
 
         judged = ctx.judged.get(step.revision)
         ctx.labelled = keep_labels(ctx.cfg.docker, ctx.state, compose, step.deploy_id, judged)
+
+
+def note_found_before(ctx: Context, revision: str) -> None:
+    """The image IDs the engine gives the revision's image names before its pull and build,
+    less those this project's releases recorded as their own (``Context.found_before``): an
+    image among them is not this project's to remove. An engine that does not answer leaves
+    it unknown (then no image of the revision is recorded as its own)."""
+    from monky_deployd.adapters.box.docker import images
+    from monky_deployd.core.admission import builds
+
+    judged = ctx.judged.get(revision)
+    names = {ref for _, ref, _ in builds.images(judged[0])} if judged else set()
+    own = {i.id for r in ctx.state.stale_releases(set()) for i in r.images.values() if i.own}
+    try:
+        had = set(images.ids(ctx.cfg.docker, sorted(names)).values())
+    except DeployError as err:
+        log.warning(f"images on the box before the pull not known: {err}")
+        return
+    ctx.found_before[revision] = frozenset(had - own - {""})
 
 
 def down(ctx: Context, step: Down) -> None:
@@ -175,7 +197,13 @@ def rollback(ctx: Context, step: Rollback) -> None:
 def commit(ctx: Context, step: Commit) -> None:
     now = report.rfc3339(ctx.clock())
     passed, observed = ctx.verified.get(step.project, (None, ()))
-    images = {c.service: ReleaseImage(c.image_id, c.image_ref, _digest(ctx, c)) for c in observed}
+    had = ctx.found_before.get(step.revision)
+    images = {
+        c.service: ReleaseImage(
+            c.image_id, c.image_ref, _digest(ctx, c), had is not None and c.image_id not in had
+        )
+        for c in observed
+    }
     # the long-running services: a finished job (exit 0, restart "no") is not expected to run
     running = list(passed.services) if passed is not None else list(step.services)
     from monky_deployd.core.lifecycle import jobs as lifecycle  # off the no-op tick's imports

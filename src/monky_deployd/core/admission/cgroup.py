@@ -6,7 +6,12 @@ is* means its effect stays inside them). Pure.
   in the engine, in the host's network namespace);
 - ``oom_score_adj`` below the ``oom_score_adj`` allowance (the host's OOM killer spares it);
 - ``ulimits.rtprio`` above 0, a service's or its build's (``policy.keys``);
-- a host block device in ``blkio_config`` (``devices``).
+- a host block device in ``blkio_config`` (``devices``);
+- a weight above the engine's default (issue 45: a weight is relative to every other
+  container's, so one container's high weight is every other app's loss): ``cpu_shares`` above
+  ``CPU_SHARES_DEFAULT`` unless the ``cpu_shares`` allowance is higher, a block-I/O weight
+  (``blkio_config.weight``, each ``weight_device`` entry's) above the engine's default
+  (``Rules.blkio_default``) unless ``blkio_weight`` is higher.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from monky_deployd.core.admission.rules import (
+    CPU_SHARES_DEFAULT,
     LOCAL_LOG_DRIVERS,
     LOG_OPTIONS,
     RELATIVE,
@@ -64,6 +70,43 @@ def outside(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Viol
     if isinstance(build, dict):
         yield from _ulimits(name, "build.ulimits", build.get("ulimits"), rules)
     yield from _blkio(name, svc.get("blkio_config"), may)
+    yield from weights(name, svc, may, rules.blkio_default)
+
+
+def _weights_of(svc: Mapping[str, object]) -> Iterable[tuple[str, str, object]]:
+    """``(key, allowance, value)`` of every weight ``svc`` asks."""
+    if svc.get("cpu_shares") is not None:
+        yield "cpu_shares", "cpu_shares", svc["cpu_shares"]
+    blkio = svc.get("blkio_config")
+    if isinstance(blkio, dict):
+        if blkio.get("weight") is not None:
+            yield "blkio_config.weight", "blkio_weight", blkio["weight"]
+        for entry in _list(blkio.get("weight_device")):
+            if isinstance(entry, dict) and entry.get("weight") is not None:
+                yield "blkio_config.weight_device", "blkio_weight", entry["weight"]
+
+
+def weights(
+    name: str, svc: Mapping[str, object], may: Allow, blkio_default: int
+) -> Iterable[Violation]:
+    """Each weight above what ``may`` allows (its allowance, else the engine's default)."""
+    limits = {
+        "cpu_shares": may.cpu_shares or CPU_SHARES_DEFAULT,
+        "blkio_weight": may.blkio_weight or blkio_default,
+    }
+    for key, allowance, raw in _weights_of(svc):
+        value = _int(raw)
+        if value is None:
+            yield Violation(name, key, f"{raw} (not a number)")
+        elif value > limits[allowance]:
+            yield Violation(
+                name,
+                key,
+                f"{value} (above {limits[allowance]}, the highest this box allows: a weight is "
+                "relative to every other container's, so the others get less CPU or disk time)",
+                _scalar_line(name, allowance, value),
+                rewrite=f"`{key}` of {limits[allowance]} or less (or none: the engine's default)",
+            )
 
 
 def _logging(name: str, logging: object, may: Allow) -> Iterable[Violation]:

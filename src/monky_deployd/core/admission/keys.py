@@ -55,7 +55,8 @@ JUDGES = {
     "env_file": "the release's .env only",
     "sources": "files outside the release: refused before compose runs",
     "volumes_from": "another container's mounts: never; a service of the release: judged",
-    "build": "privileged, network (as network_mode), entitlements, ssh, its host paths",
+    "build": "needs build (the context copied, compose builds the copy); privileged, network "
+    "(as network_mode), entitlements, ssh; secrets and caches from host paths: never",
     "networks": "the host's or another project's network (its engine label), a driver beyond "
     "bridge",
     "volumes": "a driver beyond local, driver_opts, another project's volume (its engine label)",
@@ -69,6 +70,9 @@ JUDGES = {
     "logging": "json-file, local, journald, none with their own options; else log_drivers",
     "oom_score_adj": "below 0 (the host's OOM killer spares it) needs oom_score_adj",
     "ulimits": "rtprio (real-time, preempts the host) needs keys; the rest is the container's",
+    "weights": "a weight above the engine's default (cpu_shares 1024, the block-I/O weight: "
+    "500 on cgroup v1, 19 on v2) takes time from every other container: needs cpu_shares / "
+    "blkio_weight; a block device needs devices",
 }
 
 
@@ -95,7 +99,7 @@ _RT = "a real-time CPU budget: real-time tasks preempt every host process"
 # keys shared by a service, a job and a pre_start hook (compose-spec's container_spec)
 _CONTAINER: dict[str, Key] = {
     "annotations": _r("OCI annotations a runtime acts on (runc's org.systemd.property.*)"),
-    "blkio_config": _j("devices"),
+    "blkio_config": _j("weights"),
     "cap_add": _j("capabilities"),
     "cap_drop": _a("only removes capabilities"),
     "cgroup": _j("namespaces"),
@@ -108,7 +112,7 @@ _CONTAINER: dict[str, Key] = {
     "cpu_quota": _a(_LIMIT),
     "cpu_rt_period": _r(_RT),
     "cpu_rt_runtime": _r(_RT),
-    "cpu_shares": _a(_LIMIT),
+    "cpu_shares": _j("weights"),
     "cpus": _a(_LIMIT),
     "cpuset": _a(_LIMIT),
     "credential_spec": _r("Windows only: reads a host file or the host's registry"),

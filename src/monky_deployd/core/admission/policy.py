@@ -38,6 +38,7 @@ from monky_deployd.core.admission.rules import (
     REWRITE_ENV_FILE,
     REWRITE_FLATTEN,
     REWRITE_FROM_ENV,
+    REWRITE_PULL,
     SAFE_SYSCTLS,
     SOURCE,
     UNCONFINED_OPTS,
@@ -66,6 +67,9 @@ def _names(value: object) -> list[str]:
     return [str(v) for v in _list(value)]
 
 
+REWRITE_OWN_NET = "a network of the release's own (its top-level `networks:`), or none"
+REWRITE_SHARED = f"`service:<a service of the release>`, or {REWRITE_OWN_NET}"
+REWRITE_CACHE = "`cache_from`/`cache_to` of the registry (`type=registry,ref=...`) or none"
 _REWRITES = {
     "secrets": REWRITE_FROM_ENV,
     "build.secrets": REWRITE_FROM_ENV,
@@ -166,6 +170,14 @@ def judge(
     written = {real: path for path, real in seen.items() if real and real != path}
     for host_path in policy_host.host_paths(config):
         path = host_path.path
+        if host_path.key in BUILD_HOST_READS:  # read as it is when built: never a copy
+            why = "a host path the build reads or writes as it is when the image is built"
+            rewrite = REWRITE_FROM_ENV if host_path.key == "build.secrets" else REWRITE_CACHE
+            found.append(
+                Violation(host_path.service, host_path.key, f"{path} ({why})", "",
+                          Code.POLICY_BUILD, rewrite)
+            )  # fmt: skip
+            continue
         if path not in seen and path in written:
             host_path, real = host_path._replace(path=written[path]), path
         else:
@@ -187,8 +199,7 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
     if svc.get("privileged") is True and not may.privileged:
         yield Violation(name, "privileged", "true", f"policy.services.{name}.privileged: true")
     for key, ns in HOST_NAMESPACE_KEYS.items():
-        if str(svc.get(key, "")).lower() == "host" and ns not in may.host_namespaces:
-            yield Violation(name, key, "host", scope_line(name, "host_namespaces", ns))
+        yield from namespace_mode(name, key, svc.get(key), ns, may)
     for raw in _names(svc.get("cap_add")):
         cap = capability(raw)
         if cap not in BASELINE_CAPS and cap not in may.cap_add:
@@ -213,9 +224,6 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
     for source in _names(svc.get("volumes_from")):
         if source.startswith("container:"):  # another container's mounts, of any project
             yield Violation(name, "volumes_from", source.rsplit(":ro", 1)[0].rsplit(":rw", 1)[0])
-    for key in ("network_mode", "pid", "ipc"):  # another container's namespace, of any project
-        if str(svc.get(key, "")).startswith("container:"):
-            yield Violation(name, key, str(svc[key]))
     if isinstance(build := svc.get("build"), dict):
         yield from _build(name, build, may)
     parent = svc.get("cgroup_parent")
@@ -244,19 +252,49 @@ def _device_requests(svc: Mapping[str, object]) -> Iterable[tuple[str, str]]:
         yield key, text or "(any)"
 
 
+def namespace_mode(
+    name: str, key: str, value: object, namespace: str, may: Allow
+) -> Iterable[Violation]:
+    """The one judge of a namespace key's value (a service's ``network_mode``, ``pid``, ...,
+    and its build's ``network``, which the engine reads the same way): ``host`` needs
+    ``host_namespaces``; ``container:<x>`` (another container's namespace, of any project)
+    never. A network it names is ``core.admission.names``' (``namespaces``)."""
+    mode = "" if value is None else str(value)
+    if mode.strip().lower() == "host":
+        if namespace not in may.host_namespaces:
+            yield Violation(name, key, "host", scope_line(name, "host_namespaces", namespace))
+    elif mode.strip().lower().startswith("container:"):
+        rewrite = "" if namespace != "network" else REWRITE_OWN_NET
+        rewrite = REWRITE_SHARED if key == "network_mode" else rewrite
+        yield Violation(name, key, f"{mode} (another container's namespace)", rewrite=rewrite)
+
+
+# a build's keys that read or write a host path as it is when the image is built, not a copy
+# (``core.admission.host.host_paths`` finds them): refused whatever the allowances say
+BUILD_HOST_READS = ("build.secrets", "build.cache_from", "build.cache_to")
+
+
 def _build(name: str, build: Mapping[str, object], may: Allow) -> Iterable[Violation]:
-    """A ``build`` (``up`` builds on the box when the image is missing): a privileged build
-    container or the host's network as ``privileged`` and ``host_namespaces: [network]``
-    allow them; a BuildKit entitlement or the agent's SSH agent or keys forwarded
+    """A ``build`` (``up`` builds on the box when the image is missing): refused unless the
+    ``build`` allowance permits it (POLICY_BUILD: a deploy agent pulls); a privileged build
+    container as ``privileged`` allows it; ``network`` judged as ``network_mode``
+    (``namespace_mode``); a BuildKit entitlement or the agent's SSH agent or keys forwarded
     (``ssh``) with no allowance."""
+    if not may.build:
+        yield Violation(
+            name,
+            "build",
+            "builds an image on this box (a deploy agent pulls: a build runs the bundle's "
+            "Dockerfile with the engine's rights and reads host files)",
+            f"policy.services.{name}.build: true",
+            Code.POLICY_BUILD,
+            REWRITE_PULL,
+        )
     if build.get("privileged") is True and not may.privileged:
         yield Violation(
             name, "build.privileged", "true", f"policy.services.{name}.privileged: true"
         )
-    if str(build.get("network", "")).lower() == "host" and "network" not in may.host_namespaces:
-        yield Violation(
-            name, "build.network", "host", scope_line(name, "host_namespaces", "network")
-        )
+    yield from namespace_mode(name, "build.network", build.get("network"), "network", may)
     for entitlement in _names(build.get("entitlements")):
         yield Violation(name, "build.entitlements", entitlement)
     for ssh in _names(build.get("ssh")):
@@ -360,8 +398,11 @@ _GRAVITY = (
     Code.POLICY_SOURCE,
     Code.POLICY_FOREIGN_RESOURCE,
     Code.POLICY_RESOURCE_DRIFT,
+    Code.POLICY_FOREIGN_TAG,
+    Code.POLICY_BUILD_CONTEXT,
     Code.BUNDLE_BUILD_ONLY,
     Code.POLICY_UNKNOWN_KEY,
+    Code.POLICY_BUILD,
     Code.POLICY_REFUSED,
 )
 

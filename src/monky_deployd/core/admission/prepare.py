@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from monky_deployd.core.admission.bundle import Bundle, ManifestEntry, validate
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, EnvError
-from monky_deployd.core.lifecycle.boxsteps import Ready
+from monky_deployd.core.lifecycle.boxsteps import BuildCopies, Ready
 from monky_deployd.core.lifecycle.verify import started_services
 from monky_deployd.core.render import envfile, registry_cred
 from monky_deployd.core.render.registry_cred import Credential
@@ -116,10 +116,16 @@ def credential(bundle: Bundle, env: EnvValues) -> Credential | None:
 
 
 def ready(
-    bundle: Bundle, env_text: str, cred: Credential | None, deploy_id: str = "", model: str = ""
+    bundle: Bundle,
+    env_text: str,
+    cred: Credential | None,
+    deploy_id: str = "",
+    model: str = "",
+    builds: BuildCopies = (),
 ) -> Ready:
     """What the box steps need; ``deploy_id`` (the tick's id) labels the containers;
-    ``model``: the judged model every compose call of the revision runs."""
+    ``model``: the judged model every compose call of the revision runs; ``builds``: the
+    copies its builds read (``core.admission.builds``), made when it is staged."""
     from monky_deployd.core.records import reasons  # off the no-op tick's imports
 
     return Ready(
@@ -136,6 +142,7 @@ def ready(
         if deploy_id
         else "",
         model=model,
+        builds=builds,
     )
 
 

@@ -88,6 +88,21 @@ class Allow:
     # protected files a read-only bind may name exactly (/etc/localtime): regular files only,
     # each as written and with its links resolved (``agent.policy`` drops any other entry)
     read_only_files: frozenset[str] = frozenset()
+    build: bool = False  # ``build:``: the agent copies each context, compose builds the copy
+    # the highest weights a service may ask (0: the engine's default, ``CPU_SHARES_DEFAULT`` /
+    # ``Rules.blkio_default``): above it, the container takes CPU or disk time from the others
+    cpu_shares: int = 0
+    blkio_weight: int = 0
+
+
+# The engine's default CPU weight (``cpu_shares`` unset runs as 1024 on cgroup v1; on v2 runc
+# maps 1024 to cpu.weight 39, below the default 100): a service asks no more than this unless
+# the ``cpu_shares`` allowance says so.
+CPU_SHARES_DEFAULT = 1024
+# The block-I/O weight a service may ask without an allowance, by the engine's cgroup version:
+# v1's default blkio.weight is 500; on v2 runc maps a weight w to io.weight 1+(w-10)*9999/990
+# (io.bfq.weight: w itself), whose default is 100: 19 is the highest weight not above it.
+BLKIO_DEFAULT = {"1": 500, "2": 19}
 
 
 @dataclass(frozen=True)
@@ -100,6 +115,7 @@ class Rules:
     services: Mapping[str, Allow] = field(default_factory=dict)
     protected: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
+    blkio_default: int = BLKIO_DEFAULT["2"]  # the engine's (agent.policy asks its cgroup version)
 
     def allows(self, service: str) -> Allow:
         """What ``service`` may ask: ``allow`` with its own allowances added."""
@@ -122,6 +138,9 @@ class Rules:
             every.log_drivers | own.log_drivers,
             min(every.oom_score_adj, own.oom_score_adj),
             every.read_only_files | own.read_only_files,
+            every.build or own.build,
+            max(every.cpu_shares, own.cpu_shares),
+            max(every.blkio_weight, own.blkio_weight),
         )
 
 
@@ -186,6 +205,14 @@ REWRITE_NAMES = (
 REWRITE_BUILD = (
     "build the image in the release pipeline, push it to the bundle's registry and name it in "
     "`image:` (a box has no build context)"
+)
+REWRITE_PULL = (
+    "build the image in the release pipeline, push it to the bundle's registry, name it in "
+    "`image:` and drop `build:` (a deploy agent pulls)"
+)
+REWRITE_TAG = (
+    "an image name of this project's own for what it builds (`image: "
+    "<registry>/<project>/<service>:<tag>`, a repository only this app uses)"
 )
 # Protected trees a read-only bind of one file (read_only_files) may reach; never the agent's
 # own directories, the engine's sockets or its data, which are protected paths of their own.

@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # (core.records.reasons stays off the no-op tick's imports)
     from monky_deployd.core.records.reasons import Fingerprint
 
 
+# core.admission.builds.Copy's fields (service, key, source, dest, file): that room is above
+BuildCopies = tuple[tuple[str, str, str, str, bool], ...]
+
+
 @dataclass(frozen=True)
 class Stage:
     """Write the registry credential (``<state_dir>/docker/config.json``) and the revision's
@@ -39,6 +43,7 @@ class Stage:
     credential: Credential | None
     labels: str = ""  # the compose override of the containers' labels (core.records.reasons)
     model: str = field(default="", repr=False)  # the judged model (core.admission.artifact.text)
+    builds: BuildCopies = ()  # what its builds read, copied into it (core.admission.builds)
     phase: ClassVar[str] = "stage"
 
 
@@ -135,6 +140,7 @@ class Ready:
     labels: str = field(default="", repr=False)  # core.records.reasons.labels_override
     fingerprint: Fingerprint | None = None  # set by the tick once the checks passed
     model: str = field(default="", repr=False)  # what compose runs (core.admission.artifact.text)
+    builds: BuildCopies = ()  # the copies its builds read (core.admission.builds.Copy)
 
 
 def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
@@ -148,6 +154,7 @@ def apply_steps(plan: Apply, ready: Ready) -> tuple[BoxStep, ...]:
             ready.credential,
             ready.labels,
             ready.model,
+            ready.builds,
         ),
         Pull(ready.project, ready.revision, ready.registry_host, ready.deploy_id),
     ]

@@ -28,6 +28,10 @@ class ReleaseImage:
     id: str  # sha256:... (what the rollback pins: it needs no registry)
     ref: str = ""  # the compose file's image reference (a tag)
     digest: str = ""  # a RepoDigest (repo@sha256:...) when the engine knows one
+    # this project's apply pulled or built it (the engine did not have it before, or had it as
+    # this project's own): the only images the GC removes (issue 45). A record without it (an
+    # agent before issue 45, or a tick that could not ask the engine first) is never removed
+    own: bool = False
 
 
 def _no_images() -> dict[str, ReleaseImage]:

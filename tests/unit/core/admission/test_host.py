@@ -19,7 +19,7 @@ from monky_deployd.core.errors import Code
 STATE = "/var/lib/monky-deployd"
 RELEASE = f"{STATE}/revisions/r1"
 PROTECTED = ("/", "/etc", STATE)
-ROOTS = Allow(bind_roots=("/srv/app",))
+ROOTS = Allow(bind_roots=("/srv/app",), build=True)
 
 
 def config(svc: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:

@@ -37,6 +37,7 @@ def allow_one(key: str, value: Any, service: str | None) -> Rules:
 
 
 SCOPES = st.sampled_from([None, "web", "other"])
+BUILDS = Allow(build=True)
 
 
 @given(st.booleans(), SCOPES)
@@ -333,7 +334,11 @@ def test_another_containers_namespace_is_refused_whatever_the_allowances(
     the release's own."""
     everything = Allow(privileged=True, host_namespaces=frozenset(terms.HOST_NAMESPACES))
     found = judged(dict(keys), Rules(allow=everything))
-    want = {(k, v, "") for k, v in keys.items() if v.startswith("container:")}
+    want = {
+        (k, f"{v} (another container's namespace)", "")
+        for k, v in keys.items()
+        if v.startswith("container:")
+    }
     assert {(v.key, v.asks, v.allow_with) for v in found} == want
 
 
@@ -353,7 +358,7 @@ def test_a_build_that_reaches_the_host_is_refused_unless_allowed(
     build: dict[str, Any], scope: str | None
 ) -> None:
     svc = {"build": {"context": "/r/r1", **build}}
-    found = {(v.key, v.asks, v.allow_with) for v in judged(svc, Rules())}
+    found = {(v.key, v.asks, v.allow_with) for v in judged(svc, Rules(allow=BUILDS))}
     want = set()
     if build.get("privileged") is True:
         want.add(("build.privileged", "true", "policy.services.web.privileged: true"))
@@ -369,9 +374,12 @@ def test_a_build_that_reaches_the_host_is_refused_unless_allowed(
     assert found == want
     # the lines named, followed, let privileged and the host network through; nothing else
     allow = Allow(
-        privileged=True, host_namespaces=frozenset({"network"}), networks=frozenset({"default"})
+        privileged=True,
+        host_namespaces=frozenset({"network"}),
+        networks=frozenset({"default"}),
+        build=True,
     )
-    rules = Rules(allow=allow) if scope is None else Rules(services={scope: allow})
+    rules = Rules(allow=allow) if scope is None else Rules(allow=BUILDS, services={scope: allow})
     left = {(v.key, v.asks) for v in judged(svc, rules)}
     opened = {"build.privileged", "build.network"} if scope != "other" else set()
     assert left == {(k, a) for k, a, _ in want if k not in opened}
@@ -539,7 +547,7 @@ def test_only_a_real_time_priority_limit_is_refused_in_ulimits(
 def test_a_block_devices_io_limit_needs_that_device_allowed(
     key: str, path: str, allowed: bool
 ) -> None:
-    blkio = {"weight": 300, key: [{"path": path, "rate": 1048576}]}
+    blkio = {"weight": 10, key: [{"path": path, "rate": 1048576}]}
     rules = allow_one("devices", frozenset({path}) if allowed else frozenset(), "web")
     found = judged({"blkio_config": blkio}, rules)
     if not path.startswith("/"):
@@ -551,7 +559,7 @@ def test_a_block_devices_io_limit_needs_that_device_allowed(
         assert [(v.key, v.allow_with) for v in found] == [
             (f"blkio_config.{key}", f"policy.services.web.devices: [{path}]")
         ]
-    assert judged({"blkio_config": {"weight": 300}}, Rules()) == []
+    assert judged({"blkio_config": {"weight": 300}}, Rules(blkio_default=500)) == []
 
 
 @given(

@@ -52,7 +52,7 @@ IMAGE_REFS = st.sampled_from(
 @given(ref=IMAGE_REFS, key=st.sampled_from(["cache_from", "cache_to"]))
 def test_an_image_reference_in_a_build_cache_is_allowed(ref: str, key: str) -> None:
     svc = {"build": {"context": "/srv/app", key: [ref]}}
-    assert judged(svc, Rules(allow=Allow(bind_roots=("/srv",)))) == []
+    assert judged(svc, Rules(allow=Allow(bind_roots=("/srv",), build=True))) == []
 
 
 @pytest.mark.parametrize(
@@ -61,32 +61,30 @@ def test_an_image_reference_in_a_build_cache_is_allowed(ref: str, key: str) -> N
         ("cache_from", "type=local,src=/var/cache/app", "/var/cache/app"),
         ("cache_to", "type=local,dest=/var/cache/app,mode=max", "/var/cache/app"),
         ("cache_from", "/var/cache/app", "/var/cache/app"),
+        ("cache_to", "type=local,dest=c", "c"),
     ],
 )
-def test_a_local_cache_is_a_host_path_judged_under_the_roots(
-    key: str, entry: str, path: str
-) -> None:
+def test_a_local_cache_is_refused_whatever_the_roots(key: str, entry: str, path: str) -> None:
+    """A local cache is read or written where it is when the image is built, never a copy
+    (issue 45): refused with the build's code and how to write it, under any root."""
     svc = {"build": {"context": "/srv/app", key: [entry]}}
-    found = judged(svc, Rules(allow=Allow(bind_roots=("/srv",))))
-    assert [(v.key, v.allow_with) for v in found] == [
-        (f"build.{key}", "policy.services.web.bind_roots: [/var/cache]")
-    ]
-    assert f"{path} is outside the allowed roots" in found[0].asks
-    assert judged(svc, Rules(allow=Allow(bind_roots=("/srv", "/var/cache")))) == []
-    guarded = Rules(allow=Allow(bind_roots=("/",)), protected=("/var",))
-    assert [v.code for v in judged(svc, guarded)] == [Code.POLICY_PROTECTED_PATH]
+    for roots in (("/srv",), ("/srv", "/var/cache"), ("/",)):
+        found = judged(svc, Rules(allow=Allow(bind_roots=roots, build=True)))
+        assert [(v.key, v.code, v.allow_with) for v in found] == [
+            (f"build.{key}", Code.POLICY_BUILD, "")
+        ]
+        assert found[0].asks.startswith(f"{path} (") and "registry" in found[0].rewrite
 
 
-def test_a_relative_local_cache_and_another_backend_are_refused() -> None:
-    relative = judged({"build": {"context": "/x", "cache_to": ["type=local,dest=c"]}}, Rules())
-    assert [v.key for v in relative] == ["build.cache_to"]
-    assert admission_rules.RELATIVE in relative[0].asks
+def test_another_cache_backend_is_refused() -> None:
     gha = {"build": {"context": "/x", "cache_from": ["type=gha,scope=main"]}}
-    found = judged(gha, Rules(allow=Allow(bind_roots=("/x",))))
+    found = judged(gha, Rules(allow=Allow(bind_roots=("/x",), build=True)))
     assert [(v.key, v.allow_with) for v in found] == [
         ("services.web.build.cache_from", "policy.keys: [services.web.build.cache_from]")
     ]
-    keyed = Rules(allow=Allow(bind_roots=("/x",)), keys=("services.web.build.cache_from",))
+    keyed = Rules(
+        allow=Allow(bind_roots=("/x",), build=True), keys=("services.web.build.cache_from",)
+    )
     assert judged(gha, keyed) == []
 
 
@@ -180,7 +178,8 @@ def test_build_only_is_graver_than_an_allowance_and_names_its_code() -> None:
     )
     err = policy.refusal("r9", found)
     assert err.code is Code.BUNDLE_BUILD_ONLY
-    assert isinstance(err, admission_rules.Refusal) and len(err.violations) == 2
+    assert isinstance(err, admission_rules.Refusal) and len(err.violations) == 3
+    assert [v.code for v in err.violations][1:] == [Code.POLICY_BUILD, Code.POLICY_REFUSED]
 
 
 # -- ~ up front --------------------------------------------------------------------------------

@@ -103,12 +103,18 @@ def test_prune_removes_only_images_no_kept_release_or_container_uses() -> None:
     from monky_deployd.core.lifecycle.prune import images_to_remove
     from monky_deployd.core.records.release import Release, ReleaseImage
 
-    def rel(rev: str, *ids: str) -> Release:
-        return Release(rev, "p", [], {f"s{i}": ReleaseImage(x) for i, x in enumerate(ids)})
+    def rel(rev: str, *ids: str, own: bool = True) -> Release:
+        images = {f"s{i}": ReleaseImage(x, own=own) for i, x in enumerate(ids)}
+        return Release(rev, "p", [], images)
 
     pruned = [rel("r1", "sha256:a", "sha256:b", "sha256:c"), rel("r0", "sha256:d", "")]
     kept = [rel("r3", "sha256:b")]
     assert images_to_remove(pruned, kept, {"sha256:c"}) == ("sha256:a", "sha256:d")
+    # an image the engine had before this project's pull (another app's rollback image, or a
+    # record written before issue 45) is never this project's to remove
+    foreign = [rel("r1", "sha256:a"), rel("r0", "sha256:e", own=False)]
+    assert images_to_remove(foreign, [], set()) == ("sha256:a",)
+    assert ReleaseImage("sha256:x").own is False
 
 
 # -- no apply-rollback loop: ticks simulated through decide() and after_failure() ---------------

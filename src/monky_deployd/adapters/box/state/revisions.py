@@ -30,6 +30,7 @@ from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
 
 if TYPE_CHECKING:  # (core.records.release: loaded where a release is read)
+    from monky_deployd.core.lifecycle.boxsteps import BuildCopies
     from monky_deployd.core.records.release import Release
 
 COMPOSE_FILE = "compose.yaml"
@@ -77,11 +78,19 @@ class Revisions:
         return self.revisions_dir / revision
 
     def write_revision(
-        self, revision: str, compose_text: str, env_text: str, labels: str = "", model: str = ""
+        self,
+        revision: str,
+        compose_text: str,
+        env_text: str,
+        labels: str = "",
+        model: str = "",
+        builds: BuildCopies = (),
     ) -> Path:
         """Assemble ``revisions/<revision>/`` under a temporary name, then rename it in place
         (``labels``: the compose override of the containers' labels, when given; ``model``:
-        the judged model every compose call runs, ``core.admission.artifact``)."""
+        the judged model every compose call runs, ``core.admission.artifact``; ``builds``: the
+        copies its builds read, ``adapters.box.buildcopy``: POLICY_BUILD_CONTEXT when one
+        cannot be made, and the staging directory is removed)."""
         final = self.revision_dir(revision)
         staging = self.revisions_dir / f".{revision}.staging"
         for path in (self.revisions_dir, staging, final):
@@ -95,6 +104,15 @@ class Revisions:
                 atomic_write(staging / LABELS_FILE, labels.encode(), 0o600)
             if model:
                 atomic_write(staging / MODEL_FILE, model.encode(), 0o600)
+            if builds:
+                from monky_deployd.adapters.box.state import buildcopy
+                from monky_deployd.core.admission.builds import Copy
+
+                try:
+                    buildcopy.make((Copy(*b) for b in builds), staging)
+                except DeployError:
+                    shutil.rmtree(staging, ignore_errors=True)
+                    raise
             if final.exists():
                 old = self.revisions_dir / f".{revision}.old"
                 refuse_link(old)
