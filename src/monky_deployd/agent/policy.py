@@ -15,12 +15,15 @@ import dataclasses
 import os
 from pathlib import Path
 
+from monky_deployd.adapters.box import hostpath
 from monky_deployd.adapters.box.docker import composeconfig, docker_api
 from monky_deployd.adapters.box.state.revisions import MODEL_FILE
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
-from monky_deployd.config_policy import AllowCfg
+from monky_deployd.config_policy import HIDDEN_BY_UNIT, AllowCfg
 from monky_deployd.core.admission import artifact, composefile, policy
 from monky_deployd.core.admission import rules as terms
+from monky_deployd.core.admission.host import HostPath, host_paths
+from monky_deployd.core.admission.paths import Where, faults
 from monky_deployd.core.commands.checks import Check
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
@@ -107,19 +110,16 @@ def protected(cfg: Config, engine: bool = True) -> tuple[str, ...]:
 
 
 def resolve(path: str) -> str:
-    """``path`` with every symbolic link resolved, as the engine will follow them; a part that
-    does not exist yet is kept as written (the engine creates it). A link the agent cannot
-    follow (a directory it may not search, a loop) gives ``""``: not a path, so refused."""
-    try:
-        return os.path.realpath(path, strict=True)
-    except FileNotFoundError:
-        parent, name = os.path.split(path.rstrip("/"))
-        if not name or parent == path:
-            return path
-        found = resolve(parent)
-        return os.path.join(found, name) if found else ""
-    except OSError:  # EACCES, ELOOP, ENOTDIR: what it leads to cannot be known here
-        return ""
+    """``path`` with every symbolic link resolved, as the engine will follow them
+    (``adapters.box.hostpath.follow``: a missing tail no link leads to is kept as written, the
+    engine creates it); ``""`` when it cannot be followed (a loop, a part the agent may not
+    search): not a path, so refused."""
+    return hostpath.follow(path).real
+
+
+def follow(paths: list[HostPath]) -> dict[str, Where]:
+    """Each host path followed (``adapters.box.hostpath.follow``), by the path as written."""
+    return {found.path: hostpath.follow(found.path) for found in paths}
 
 
 def rules(cfg: Config, engine: bool = True) -> terms.Rules:
@@ -157,11 +157,9 @@ def judge(
     if outside:
         return outside, {}
     config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
-    from monky_deployd.core.admission.host import host_paths
-
-    resolved = {found.path: resolve(found.path) for found in host_paths(config)}
-    found = _judged(cfg, config, resolved, project_dir, engine=engine)
-    return found, artifact.pinned(config, resolved)
+    where = follow(host_paths(config))
+    found = _judged(cfg, config, where, project_dir, engine=engine)
+    return found, artifact.pinned(config, {path: at.real for path, at in where.items()})
 
 
 OFFLINE = (
@@ -175,19 +173,25 @@ OFFLINE = (
 def _judged(
     cfg: Config,
     config: dict[str, object],
-    resolved: dict[str, str],
+    where: dict[str, Where],
     project_dir: Path,
     *,
     engine: bool = True,
 ) -> list[terms.Violation]:
-    """The policy's verdict on ``config`` (its paths as written, ``resolved`` where each
-    leads: a line names both): its keys and values, then (``engine``) what the engine says of
-    the box now: the mounts a container can write (on the paths resolved), whose each name is
-    (``names_now``)."""
+    """The policy's verdict on ``config`` (its paths as written, ``where`` each leads: a line
+    names both): its keys and values, each path's way (a dangling link, a directory the unit
+    hides: ``core.admission.paths.faults``), then (``engine``) what the engine says of the box
+    now: the mounts a container can write (compared by identity with the directories on each
+    path's way), whose each name is (``names_now``)."""
+    resolved = {path: at.real for path, at in where.items()}
     found = policy.judge(config, rules(cfg, engine=engine), resolved, str(project_dir))
+    found += faults(host_paths(config), where, HIDDEN_BY_UNIT, str(project_dir))
     if engine:
-        mounts = docker_api.mounts(cfg.docker)
-        found += artifact.swappable(artifact.pinned(config, resolved), mounts)
+        mounts = hostpath.with_identity(docker_api.mounts(cfg.docker))
+        model = artifact.pinned(config, resolved)
+        seen = {**where, **{m.source: hostpath.follow(m.source) for m in mounts}}
+        seen |= {at.real: at for at in where.values() if at.real}  # the pinned model's paths
+        found += artifact.swappable(model, mounts, seen)
         found += names_now(cfg, config, str(config.get("name", "")))
     return sorted(set(found))
 
@@ -254,14 +258,17 @@ def recheck(cfg: Config, revision: str, project_dir: Path) -> None:
     """The revision's judged model (``compose.judged.json``) judged again right before an
     ``up``, as the engine will resolve it now: each pinned path resolves to itself, nothing
     a container can write lies on its way, the policy still allows it. POLICY_* otherwise
-    (nothing was changed by this step yet)."""
+    (nothing was changed by this step yet). Then each pinned path is held as this up finds it
+    (``paths.held.json``: ``adapters.box.hostpath.write_held``), checked on every tick."""
     model = read_model(cfg, project_dir)
-    from monky_deployd.core.admission.host import host_paths
-
-    now = {found.path: resolve(found.path) for found in host_paths(model)}
-    found = artifact.moved(model, now) + _judged(cfg, model, now, project_dir)
+    where = follow(host_paths(model))
+    now = {path: at.real for path, at in where.items()}
+    found = artifact.moved(model, now) + _judged(cfg, model, where, project_dir)
     if found:
         raise policy.refusal(revision, found)
+    from monky_deployd.core.admission.paths import hold
+
+    hostpath.write_held(project_dir, hold(artifact.binds(model), where))
 
 
 def read_model(cfg: Config, project_dir: Path) -> dict[str, object]:

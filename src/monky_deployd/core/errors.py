@@ -118,6 +118,10 @@ class Code(StrEnum):
     POLICY_UNJUDGED = "POLICY_UNJUDGED"
     POLICY_UNKNOWN_KEY = "POLICY_UNKNOWN_KEY"
     POLICY_FOREIGN_RESOURCE = "POLICY_FOREIGN_RESOURCE"
+    # policy: host paths by identity, held (issue 45)
+    POLICY_DANGLING_LINK = "POLICY_DANGLING_LINK"
+    POLICY_HIDDEN_PATH = "POLICY_HIDDEN_PATH"
+    POLICY_PATH_MOVED = "POLICY_PATH_MOVED"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -270,6 +274,10 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.POLICY_UNJUDGED: ("policy", "refused"),
     Code.POLICY_UNKNOWN_KEY: ("policy", "refused"),
     Code.POLICY_FOREIGN_RESOURCE: ("policy", "refused"),
+    # policy: host paths by identity, held (issue 45)
+    Code.POLICY_DANGLING_LINK: ("policy", "refused"),
+    Code.POLICY_HIDDEN_PATH: ("policy", "refused"),
+    Code.POLICY_PATH_MOVED: ("policy", "failed"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),

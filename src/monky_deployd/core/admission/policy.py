@@ -354,6 +354,8 @@ def sources(doc: object) -> list[Violation]:
 # the order a refusal's code is chosen in: what nothing may allow first
 _GRAVITY = (
     Code.POLICY_PROTECTED_PATH,
+    Code.POLICY_DANGLING_LINK,
+    Code.POLICY_HIDDEN_PATH,
     Code.POLICY_SWAPPABLE_PATH,
     Code.POLICY_SOURCE,
     Code.POLICY_FOREIGN_RESOURCE,
