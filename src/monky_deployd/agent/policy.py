@@ -15,8 +15,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from monky_deployd.adapters.box import hostpath
-from monky_deployd.adapters.box.docker import composeconfig, docker_api
+from monky_deployd.adapters.box.docker import composeconfig, docker_api, hostpath
 from monky_deployd.adapters.box.state.revisions import MODEL_FILE
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
 from monky_deployd.config_policy import HIDDEN_BY_UNIT, AllowCfg
@@ -111,14 +110,14 @@ def protected(cfg: Config, engine: bool = True) -> tuple[str, ...]:
 
 def resolve(path: str) -> str:
     """``path`` with every symbolic link resolved, as the engine will follow them
-    (``adapters.box.hostpath.follow``: a missing tail no link leads to is kept as written, the
-    engine creates it); ``""`` when it cannot be followed (a loop, a part the agent may not
-    search): not a path, so refused."""
+    (``adapters.box.docker.hostpath.follow``: a missing tail no link leads to is kept as
+    written, the engine creates it); ``""`` when it cannot be followed (a loop, a part the
+    agent may not search): not a path, so refused."""
     return hostpath.follow(path).real
 
 
 def follow(paths: list[HostPath]) -> dict[str, Where]:
-    """Each host path followed (``adapters.box.hostpath.follow``), by the path as written."""
+    """Each host path followed (``adapters.box.docker.hostpath.follow``), by the path as written."""
     return {found.path: hostpath.follow(found.path) for found in paths}
 
 
@@ -259,7 +258,7 @@ def recheck(cfg: Config, revision: str, project_dir: Path) -> None:
     ``up``, as the engine will resolve it now: each pinned path resolves to itself, nothing
     a container can write lies on its way, the policy still allows it. POLICY_* otherwise
     (nothing was changed by this step yet). Then each pinned path is held as this up finds it
-    (``paths.held.json``: ``adapters.box.hostpath.write_held``), checked on every tick."""
+    (``paths.held.json``: ``adapters.box.docker.hostpath.write_held``), checked on every tick."""
     model = read_model(cfg, project_dir)
     where = follow(host_paths(model))
     now = {path: at.real for path, at in where.items()}

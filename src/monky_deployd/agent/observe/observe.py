@@ -7,7 +7,7 @@
                                  the decision needs them), the update locks, the suspend
                                  record, a killed tick's journal: an ``Observation``
                                  and the applied revision's held host paths checked again
-                                 (``adapters.box.hostpath.held_now``: a few lstat calls)
+                                 (``adapters.box.docker.hostpath.held_now``: a few lstat calls)
     Observation.facts(retry)     the pure decision's input (``core.lifecycle.facts.Facts``)
     settle(state, obs)           the observation's side effects, in one place: a pre-empted
                                  hold dropped, an expired suspend removed, each lock and the
@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from monky_deployd.adapters.box import hostpath, locks
-from monky_deployd.adapters.box.docker import docker_api
+from monky_deployd.adapters.box import locks
+from monky_deployd.adapters.box.docker import docker_api, hostpath
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.agent.observe.locklog import log_locks
 from monky_deployd.config import Config
@@ -120,7 +120,7 @@ class Observation:
     done_jobs: tuple[str, ...] | None = None
     finished: tuple[tuple[str, str], ...] = ()
     # the applied revision's held host paths that no longer lead where they did (checked with
-    # its containers: ``adapters.box.hostpath.held_now``)
+    # its containers: ``adapters.box.docker.hostpath.held_now``)
     moved: tuple[tuple[str, str], ...] = ()
 
     @property

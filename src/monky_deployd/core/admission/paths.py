@@ -1,9 +1,9 @@
 """Host paths by identity, in the engine's view, and held (issue 45). Pure: no I/O.
 
-The adapter (``adapters.box.hostpath.follow``) walks each host path of a release one part at a
-time, as the kernel does when the engine mounts it, and says what it met: a ``Where`` (every
-link followed, the first link whose target does not exist, every path looked at on the way, the
-identity ``(st_dev, st_ino)`` of each part that exists). This module judges those facts:
+The adapter (``adapters.box.docker.hostpath.follow``) walks each host path of a release one
+part at a time, as the kernel does when the engine mounts it, and says what it met: a
+``Where`` (every link followed, the first link whose target does not exist, every path looked
+at on the way, the identity ``(st_dev, st_ino)`` of each part that exists). This module judges those facts:
 
 - ``faults``: a path with a dangling link anywhere on its way (POLICY_DANGLING_LINK: its target
   may be made later, by the release's own ``up`` or anyone, and the engine follows it then), or
@@ -28,18 +28,41 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from monky_deployd.core.admission.artifact import Bind, Mount
     from monky_deployd.core.admission.host import HostPath
     from monky_deployd.core.admission.rules import Violation
 
 Ident = tuple[int, int]  # (st_dev, st_ino)
 
 
+class Mount(Protocol):
+    """A writer: ``core.admission.artifact.Mount`` (who, its source, writable, its identity)."""
+
+    @property
+    def who(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def writable(self) -> bool: ...
+    @property
+    def ident(self) -> Ident | None: ...
+
+
+class Bind(Protocol):
+    """A pinned path: ``core.admission.artifact.Bind`` (service, key, path)."""
+
+    @property
+    def service(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+
+
 class Where(NamedTuple):
-    """One host path as followed (``adapters.box.hostpath.follow``): ``real`` with every link
+    """One host path as followed (``adapters.box.docker.hostpath.follow``): ``real`` with every link
     followed ("" when it cannot be: a loop, a part the agent may not search); ``dangling``: the
     first link on the way whose target does not exist ("": none); ``visited``: every absolute
     path looked at on the way (each part, each link's target's parts); ``chain``: each part of

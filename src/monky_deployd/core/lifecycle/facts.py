@@ -60,5 +60,5 @@ class Facts:
     windows: tuple[schedule.Window, ...] = ()
     # ``(service, why)`` for each held host path of the applied revision that no longer leads
     # where it did at its up, or that a container can now write on the way to
-    # (``adapters.box.hostpath.held_now``; "" for a top-level volume's device: every service)
+    # (``adapters.box.docker.hostpath.held_now``; "" for a top-level volume's device: every service)
     moved: tuple[tuple[str, str], ...] = ()
