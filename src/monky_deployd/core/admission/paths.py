@@ -3,7 +3,8 @@
 The adapter (``adapters.box.docker.hostpath.follow``) walks each host path of a release one
 part at a time, as the kernel does when the engine mounts it, and says what it met: a
 ``Where`` (every link followed, the first link whose target does not exist, every path looked
-at on the way, the identity ``(st_dev, st_ino)`` of each part that exists). This module judges those facts:
+at on the way, the identity ``(st_dev, st_ino)`` of each part that exists). This module judges
+those facts:
 
 - ``faults``: a path with a dangling link anywhere on its way (POLICY_DANGLING_LINK: its target
   may be made later, by the release's own ``up`` or anyone, and the engine follows it then), or
