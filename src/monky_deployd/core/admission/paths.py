@@ -124,8 +124,8 @@ def faults(
         if seen is None:
             continue
         mine = _norm(release_dir)
-        if host.build and all(inside(_norm(v), mine) for v in (host.path, *seen.visited)):
-            continue
+        if host.build and all(inside(_norm(v), mine) for v in (host.path, seen.real or "?")):
+            continue  # the release's own directory, which the agent wrote (no link in it)
         if seen.dangling:
             asks = (
                 f"{host.path}: the link {seen.dangling} on its way leads to nothing that exists "
