@@ -3,10 +3,10 @@
 The loopback fakes (tenancy answers 304 to the applied revision), a loopback Docker Engine API
 that lists the applied project's one container as running, with its one bind (``GET
 /containers/json``; ``GET /volumes``: none), and a state dir holding what an earlier apply
-left: the revision's directory with its held host path (``paths.held.json``: the steady tick follows
-it again and asks the engine's mounts, issue 45), ``applied.json`` and ``host.json``. The first tick spends the lease;
-every tick after it is the no-op a box runs every minute: ``argv`` runs it as the timer does (a
-new process).
+left: the revision's directory with its held host path (``paths.held.json``: the steady tick
+follows it again and asks the engine's mounts, issue 45), ``applied.json`` and ``host.json``.
+The first tick spends the lease; every tick after it is the no-op a box runs every minute:
+``argv`` runs it as the timer does (a new process).
 """
 
 from __future__ import annotations
