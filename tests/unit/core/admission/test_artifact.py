@@ -132,4 +132,3 @@ def test_a_writer_bound_through_a_link_is_the_same_directory_by_identity() -> No
     other = Mount("container bank-1", "bank", "/srv/alias/x", False, ident=(1, 5))
     [w] = artifact.swappable(mine, [other], at)
     assert w.service == "cache" and "container bank-1 mounts" in w.asks
-    )
