@@ -221,9 +221,11 @@ def _killed_tick(f: Facts, desired: str) -> Plan | None:
 
 def _moved_paths(f: Facts, desired: str) -> Plan | None:
     """A held host path of the applied revision leads elsewhere now, or a container can now
-    write on its way: its services stopped, never restored while it lasts (before ``_drift``)."""
+    write on its way: its services stopped, never restored while it lasts (before ``_drift``).
+    ``--retry`` (the operator checked the path): not stopped; the restore judges it anew and
+    holds it as its up finds it."""
     applied = f.applied
-    if not f.moved or applied is None:
+    if not f.moved or applied is None or f.retry:
         return None
     from monky_deployd.core.lifecycle.plans import Stop
 

@@ -549,3 +549,10 @@ def test_a_moved_held_path_stops_the_services_that_mount_it_before_any_restore()
     assert isinstance(volume, Stop) and volume.stop == ("db", "web")
     # once it leads where it did: the dead service is restored
     assert isinstance(decide(facts(304, None, was, stopped, None)), Restore)
+
+
+def test_retry_restores_a_moved_service_which_the_restore_judges_anew() -> None:
+    was, moved = applied("r2"), (("web", "x"),)
+    stopped = (svc("db"), svc("web", "exited"))
+    f = replace(facts(304, None, was, stopped, None), moved=moved, retry=True)
+    assert isinstance(decide(f), Restore)
