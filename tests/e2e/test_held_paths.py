@@ -189,6 +189,10 @@ def test_a_writer_appearing_over_a_held_path_stops_the_service_before_any_swap(
         assert "/etc" not in mounts(lab)
         body = status(lab)
         assert "POLICY_PATH_MOVED" in json.dumps(body), body
+        doctor = lab.cli("doctor")
+        [line] = [ln for ln in doctor.stdout.splitlines() if ln.startswith("FAIL policy:")]
+        assert "a held host path of the running revision" in line, doctor.stdout
+        assert f"{area}/x (volumes) leads to /etc now" in line, doctor.stdout
         # the writer gone and a directory made again (the old one kept: no inode reused):
         # another directory than the one held
         subprocess.run(("docker", "rm", "-f", other), check=True, capture_output=True)

@@ -375,10 +375,29 @@ def running_lines(cfg: Config, docker_dir: Path, revisions_dir: Path, masker: Ma
 
 
 def doctor_check(cfg: Config, masker: Masker) -> Check:
-    """doctor's ``policy`` line: WARN naming the running services today's policy refuses."""
+    """doctor's ``policy`` line: FAIL naming each held host path of the running revision that
+    no longer leads where it did (POLICY_PATH_MOVED, what the tick stops it for); WARN naming
+    the running services today's policy refuses."""
     from monky_deployd.adapters.box.state.state import StateDir
 
     state = StateDir(cfg.state_dir)
+    applied = state.read_applied()
+    try:
+        moved = (
+            hostpath.held_now(cfg.docker, state.revision_dir(applied.revision)) if applied else ()
+        )
+    except DeployError as err:
+        moved = (("", f"its held host paths cannot be checked: {err.message}"),)
+    if moved:
+        return Check(
+            "policy",
+            "FAIL",
+            f"a held host path of the running revision no longer leads where it did at its up "
+            f"(the tick keeps its services stopped): {'; '.join(why for _, why in moved)}",
+            "what changed on the path's way; put it back, then `monky-deployd apply --once "
+            "--retry` (judged anew), or publish a new revision",
+            str(Code.POLICY_PATH_MOVED),
+        )
     lines = running_lines(cfg, state.docker_dir, state.revisions_dir, masker)
     if not lines:
         return Check("policy", "OK", "the running revision (if any) is within this box's policy")
