@@ -165,7 +165,6 @@ def test_a_writer_appearing_over_a_held_path_stops_the_service_before_any_swap(
     lab: Lab, busybox_image: str
 ) -> None:
     area = applied_with_held_bind(lab)
-    web = lab.containers()["web"]
     reports = len(lab.estate.tenancy.reports)
     other = other_app(busybox_image, area)
     try:
