@@ -105,15 +105,21 @@ def hidden_under(path: str, hidden: Iterable[str]) -> str | None:
     return None
 
 
+# where a link's text is not where the kernel goes (``/proc/<pid>/root``, ``.../fd/<n>``): a
+# way through it is refused, whatever the text resolves to
+MAGIC = ("/proc",)
+
+
 def faults(
     found: Iterable[HostPath],
     where: Mapping[str, Where],
     hidden: Iterable[str],
     release_dir: str = "/",
 ) -> list[Violation]:
-    """A dangling link on a host path's way, or a way under a hidden directory (see the
-    module); a build's path that stays inside the release (the agent's own directory) is the
-    release's, judged by ``core.admission.policy``."""
+    """A dangling link on a host path's way, a way under a hidden directory (see the module),
+    or through ``/proc`` (``MAGIC``: POLICY_PROTECTED_PATH); a build's path that stays inside
+    the release (the agent's own directory) is the release's, judged by
+    ``core.admission.policy``."""
     from monky_deployd.core.admission.rules import Violation, inside
     from monky_deployd.core.errors import Code
 
@@ -144,6 +150,13 @@ def faults(
                 )
                 out.append(Violation(host.service, host.key, asks, code=Code.POLICY_HIDDEN_PATH))
                 break
+        magic = next((v for v in (host.path, *seen.visited) if hidden_under(v, MAGIC)), None)
+        if magic is not None:
+            asks = (
+                f"{host.path} passes through {magic}: the kernel follows /proc's links to "
+                "places their text does not name (another process's root or files)"
+            )
+            out.append(Violation(host.service, host.key, asks, code=Code.POLICY_PROTECTED_PATH))
     return out
 
 

@@ -184,3 +184,13 @@ def test_hidden_is_by_directory_not_by_prefix_and_a_builds_own_release_dir_passe
     escaped = Where(rel + "/l", "/tmp/other", visited=(rel + "/l", "/tmp/other"))
     found = faults([bind(rel + "/l", build=True)], {rel + "/l": escaped}, HIDDEN, rel)
     assert [v.code for v in found] == [Code.POLICY_HIDDEN_PATH]
+
+
+def test_a_way_through_proc_is_refused_whatever_its_text_resolves_to() -> None:
+    """``/proc/<pid>/root`` reads as ``/`` and leads into another process's root."""
+    path = "/srv/app/l"
+    at = Where(path, "/srv/app/data", visited=("/srv", "/srv/app", path, "/proc", "/proc/77"))
+    [v] = faults([bind(path)], {path: at}, HIDDEN)
+    assert v.code == Code.POLICY_PROTECTED_PATH and "passes through /proc" in v.asks
+    beside = Where("/srv/procx", "/srv/procx", visited=("/srv", "/srv/procx"))
+    assert faults([bind("/srv/procx")], {"/srv/procx": beside}, HIDDEN) == []
