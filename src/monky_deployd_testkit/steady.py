@@ -1,11 +1,12 @@
 """A box in the steady state, without Docker: for the no-op tick's benchmark and import test.
 
 The loopback fakes (tenancy answers 304 to the applied revision), a loopback Docker Engine API
-that lists the applied project's one container as running (``GET /containers/json``, the only
-engine call a no-op tick makes), and a state dir holding what an earlier apply left:
-the revision's directory, ``applied.json`` and ``host.json``. The first tick spends the lease;
-every tick after it is the no-op a box runs every minute: ``argv`` runs it as the timer does (a
-new process).
+that lists the applied project's one container as running, with its one bind (``GET
+/containers/json``; ``GET /volumes``: none), and a state dir holding what an earlier apply
+left: the revision's directory with its held host path (``paths.held.json``: the steady tick
+follows it again and asks the engine's mounts, issue 45), ``applied.json`` and ``host.json``.
+The first tick spends the lease; every tick after it is the no-op a box runs every minute:
+``argv`` runs it as the timer does (a new process).
 """
 
 from __future__ import annotations
@@ -52,11 +53,14 @@ class _Engine(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.calls.append(self.path)
-        if not self.path.startswith("/containers/json"):
+        if self.path.startswith("/volumes"):
+            body = json.dumps({"Volumes": [], "Warnings": []}).encode()
+        elif not self.path.startswith("/containers/json"):
             self.send_response(404)
             self.end_headers()
             return
-        body = json.dumps(self.rows).encode()
+        else:
+            body = json.dumps(self.rows).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -74,6 +78,7 @@ class SteadyBox:
         self.tmp = tmp
         self.estate: Estate[Any] = Estate(env=ENV)
         engine: type[_Engine] = type("Engine", (_Engine,), {"rows": [], "calls": []})
+        self.data = tmp / "srv" / "data"  # the revision's one bind (writable)
         engine.rows = [
             {
                 "Id": "0" * 64,
@@ -85,6 +90,7 @@ class SteadyBox:
                     "com.docker.compose.project": PROJECT,
                     "com.docker.compose.service": "web",
                 },
+                "Mounts": [{"Type": "bind", "Source": str(self.data), "RW": True}],
             }
         ]
         self.engine_calls: list[str] = engine.calls
@@ -115,6 +121,14 @@ class SteadyBox:
         )
         state = StateDir(self.state_dir).ensure()
         state.write_revision(REVISION, _COMPOSE, "")
+        self.data.mkdir(parents=True, exist_ok=True)
+        from monky_deployd.adapters.box.docker.hostpath import follow, write_held
+        from monky_deployd.core.admission.artifact import Bind
+        from monky_deployd.core.admission.paths import hold
+
+        bind = Bind("web", "volumes", str(self.data), "service web of this release")
+        held = hold([bind], {bind.path: follow(bind.path)})
+        write_held(state.revision_dir(REVISION), held)
         state.write_applied(Applied(REVISION, PROJECT, ["web"], "2026-12-03T00:00:00Z"))
         state.write_host_facts(
             HostFacts(hostname=socket.gethostname(), docker="29.0.1", compose="2.40.0")

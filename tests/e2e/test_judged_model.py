@@ -63,7 +63,7 @@ def test_compose_runs_the_judged_model_not_the_files_read_again(lab: Lab) -> Non
     names = sorted(p.name for p in where.iterdir())
     assert names == [
         *(".env", "compose.judged.json", "compose.labels.yaml", "compose.pinned.yaml"),
-        *("compose.yaml", "release.json"),
+        *("compose.yaml", "paths.held.json", "release.json"),
     ]
     assert oct((where / "compose.judged.json").stat().st_mode & 0o777) == "0o600"
     model = json.loads((where / "compose.judged.json").read_text())

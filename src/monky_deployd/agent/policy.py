@@ -15,12 +15,14 @@ import dataclasses
 import os
 from pathlib import Path
 
-from monky_deployd.adapters.box.docker import composeconfig, docker_api, images
+from monky_deployd.adapters.box.docker import composeconfig, docker_api, hostpath, images
 from monky_deployd.adapters.box.state.revisions import MODEL_FILE
 from monky_deployd.config import DEFAULT_CONFIG_PATH, Config
-from monky_deployd.config_policy import AllowCfg
+from monky_deployd.config_policy import HIDDEN_BY_UNIT, AllowCfg
 from monky_deployd.core.admission import artifact, builds, composefile, policy, reading
 from monky_deployd.core.admission import rules as terms
+from monky_deployd.core.admission.host import HostPath, host_paths
+from monky_deployd.core.admission.paths import Where, faults
 from monky_deployd.core.commands.checks import Check
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
@@ -124,19 +126,16 @@ def blkio_default(cfg: Config, engine: bool = True) -> int:
 
 
 def resolve(path: str) -> str:
-    """``path`` with every symbolic link resolved, as the engine will follow them; a part that
-    does not exist yet is kept as written (the engine creates it). A link the agent cannot
-    follow (a directory it may not search, a loop) gives ``""``: not a path, so refused."""
-    try:
-        return os.path.realpath(path, strict=True)
-    except FileNotFoundError:
-        parent, name = os.path.split(path.rstrip("/"))
-        if not name or parent == path:
-            return path
-        found = resolve(parent)
-        return os.path.join(found, name) if found else ""
-    except OSError:  # EACCES, ELOOP, ENOTDIR: what it leads to cannot be known here
-        return ""
+    """``path`` with every symbolic link resolved, as the engine will follow them
+    (``adapters.box.docker.hostpath.follow``: a missing tail no link leads to is kept as
+    written, the engine creates it); ``""`` when it cannot be followed (a loop, a part the
+    agent may not search): not a path, so refused."""
+    return hostpath.follow(path).real
+
+
+def follow(paths: list[HostPath]) -> dict[str, Where]:
+    """Each host path followed (``adapters.box.docker.hostpath.follow``), by the path as written."""
+    return {found.path: hostpath.follow(found.path) for found in paths}
 
 
 def rules(cfg: Config, engine: bool = True) -> terms.Rules:
@@ -190,10 +189,9 @@ def _judge(
     if outside:
         return outside, {}, []
     config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
-    from monky_deployd.core.admission.host import host_paths
-
-    resolved = {found.path: resolve(found.path) for found in host_paths(config)}
-    found = _judged(cfg, config, resolved, project_dir, engine=engine, masker=masker)
+    where = follow(host_paths(config))
+    resolved = {path: at.real for path, at in where.items()}
+    found = _judged(cfg, config, where, project_dir, engine=engine, masker=masker)
     pinned = artifact.pinned(config, resolved)
     found = sorted({*found, *reading.host_strings(pinned)})  # a path a link led to: pinned
     model, copies = builds.copies(pinned, resolved, str(project_dir))
@@ -212,21 +210,27 @@ OFFLINE = (
 def _judged(
     cfg: Config,
     config: dict[str, object],
-    resolved: dict[str, str],
+    where: dict[str, Where],
     project_dir: Path,
     *,
     engine: bool = True,
     masker: Masker = NO_SECRETS,
 ) -> list[terms.Violation]:
-    """The policy's verdict on ``config`` (its paths as written, ``resolved`` where each
-    leads: a line names both): its keys and values, then (``engine``) what the engine says of
-    the box now: the mounts a container can write (on the paths resolved), whose each name is
-    (``names_now``)."""
+    """The policy's verdict on ``config`` (its paths as written, ``where`` each leads: a line
+    names both): its keys and values, each path's way (a dangling link, a directory the unit
+    hides: ``core.admission.paths.faults``), then (``engine``) what the engine says of the box
+    now: the mounts a container can write (compared by identity with the directories on each
+    path's way), whose each name is (``names_now``)."""
+    resolved = {path: at.real for path, at in where.items()}
     found = policy.judge(config, rules(cfg, engine=engine), resolved, str(project_dir))
     found += reading.host_strings(config)  # what the judges read is what up reads
+    found += faults(host_paths(config), where, HIDDEN_BY_UNIT, str(project_dir))
     if engine:
-        mounts = docker_api.mounts(cfg.docker)
-        found += artifact.swappable(artifact.pinned(config, resolved), mounts)
+        mounts = hostpath.with_identity(docker_api.mounts(cfg.docker))
+        model = artifact.pinned(config, resolved)
+        seen = {**where, **{m.source: hostpath.follow(m.source) for m in mounts}}
+        seen |= {at.real: at for at in where.values() if at.real}  # the pinned model's paths
+        found += artifact.swappable(model, mounts, seen)
         found += names_now(cfg, config, str(config.get("name", "")), masker)
         found += builds.foreign_tags(config, str(config.get("name", "")), images.users(cfg.docker))
     return sorted(set(found))
@@ -306,14 +310,17 @@ def recheck(cfg: Config, revision: str, project_dir: Path, masker: Masker = NO_S
     """The revision's judged model (``compose.judged.json``) judged again right before an
     ``up``, as the engine will resolve it now: each pinned path resolves to itself, nothing
     a container can write lies on its way, the policy still allows it. POLICY_* otherwise
-    (nothing was changed by this step yet)."""
+    (nothing was changed by this step yet). Then each pinned path is held as this up finds it
+    (``paths.held.json``: ``adapters.box.docker.hostpath.write_held``), checked on every tick."""
     model = read_model(cfg, project_dir)
-    from monky_deployd.core.admission.host import host_paths
-
-    now = {found.path: resolve(found.path) for found in host_paths(model)}
-    found = artifact.moved(model, now) + _judged(cfg, model, now, project_dir, masker=masker)
+    where = follow(host_paths(model))
+    now = {path: at.real for path, at in where.items()}
+    found = artifact.moved(model, now) + _judged(cfg, model, where, project_dir, masker=masker)
     if found:
         raise policy.refusal(revision, found)
+    from monky_deployd.core.admission.paths import hold
+
+    hostpath.write_held(project_dir, hold(artifact.binds(model), where))
 
 
 def read_model(cfg: Config, project_dir: Path) -> dict[str, object]:
@@ -424,10 +431,29 @@ def running_lines(cfg: Config, docker_dir: Path, revisions_dir: Path, masker: Ma
 
 
 def doctor_check(cfg: Config, masker: Masker) -> Check:
-    """doctor's ``policy`` line: WARN naming the running services today's policy refuses."""
+    """doctor's ``policy`` line: FAIL naming each held host path of the running revision that
+    no longer leads where it did (POLICY_PATH_MOVED, what the tick stops it for); WARN naming
+    the running services today's policy refuses."""
     from monky_deployd.adapters.box.state.state import StateDir
 
     state = StateDir(cfg.state_dir)
+    applied = state.read_applied()
+    try:
+        moved = (
+            hostpath.held_now(cfg.docker, state.revision_dir(applied.revision)) if applied else ()
+        )
+    except DeployError as err:
+        moved = (("", f"its held host paths cannot be checked: {err.message}"),)
+    if moved:
+        return Check(
+            "policy",
+            "FAIL",
+            f"a held host path of the running revision no longer leads where it did at its up "
+            f"(the tick keeps its services stopped): {'; '.join(why for _, why in moved)}",
+            "what changed on the path's way; put it back, then `monky-deployd apply --once "
+            "--retry` (judged anew), or publish a new revision",
+            str(Code.POLICY_PATH_MOVED),
+        )
     lines = running_lines(cfg, state.docker_dir, state.revisions_dir, masker)
     if not lines:
         return Check("policy", "OK", "the running revision (if any) is within this box's policy")

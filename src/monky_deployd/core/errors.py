@@ -131,6 +131,10 @@ class Code(StrEnum):
     POLICY_BUILD = "POLICY_BUILD"
     POLICY_BUILD_CONTEXT = "POLICY_BUILD_CONTEXT"
     POLICY_FOREIGN_TAG = "POLICY_FOREIGN_TAG"
+    # policy: host paths by identity, held (issue 45)
+    POLICY_DANGLING_LINK = "POLICY_DANGLING_LINK"
+    POLICY_HIDDEN_PATH = "POLICY_HIDDEN_PATH"
+    POLICY_PATH_MOVED = "POLICY_PATH_MOVED"
     # env
     ENV_INCOMPLETE = "ENV_INCOMPLETE"
     ENV_NAME_RESERVED = "ENV_NAME_RESERVED"
@@ -296,6 +300,10 @@ CATALOGUE: dict[Code, tuple[Family, Outcome]] = {
     Code.POLICY_BUILD: ("policy", "refused"),
     Code.POLICY_BUILD_CONTEXT: ("policy", "refused"),
     Code.POLICY_FOREIGN_TAG: ("policy", "refused"),
+    # policy: host paths by identity, held (issue 45)
+    Code.POLICY_DANGLING_LINK: ("policy", "refused"),
+    Code.POLICY_HIDDEN_PATH: ("policy", "refused"),
+    Code.POLICY_PATH_MOVED: ("policy", "failed"),
     # env
     Code.ENV_INCOMPLETE: ("env", "refused"),
     Code.ENV_NAME_RESERVED: ("env", "refused"),

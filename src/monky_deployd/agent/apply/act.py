@@ -24,7 +24,7 @@ from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, TickDeadline, fault_of
 from monky_deployd.core.lifecycle import gates
 from monky_deployd.core.lifecycle.boxsteps import Down, Ready, apply_steps, restore_steps
-from monky_deployd.core.lifecycle.plans import Apply, Restore
+from monky_deployd.core.lifecycle.plans import Apply, Restore, Stop
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.net.bao import Bao
@@ -56,6 +56,25 @@ class Act:
     ) -> None:
         self.ctx, self.rec, self.phase, self.bao, self.token = ctx, ctx.rec, phase, bao, token
         self.obs, self.held, self.options = obs, held, options
+
+    def stop(self, plan: Stop) -> None:
+        """A held host path moved (``core.lifecycle.decide``): the services still running that
+        mount it stopped (``docker compose stop``), then POLICY_PATH_MOVED, reported."""
+        applied = plan.applied
+        if plan.stop:
+            with self.phase("stop"):
+                compose = self.ctx.compose(applied.project, applied.revision, judged=False)
+                compose.stop(plan.stop)
+        done = f"stopped {', '.join(plan.stop)}" if plan.stop else "already stopped"
+        raise DeployError(
+            f"revision {applied.revision}: a host path that {', '.join(plan.services)} mounts "
+            f"no longer leads where it did at its up, so it is kept stopped ({done}): "
+            f"{plan.moved[0][1]}",
+            code=Code.POLICY_PATH_MOVED,
+            hint="what changed on the path's way (a link, a directory renamed, a container with "
+            "a writable mount above it); put it back, or publish a new revision (judged anew)",
+            detail="\n".join(f"{s or 'volume'}: {why}" for s, why in plan.moved),
+        )
 
     def restore(self, plan: Restore) -> None:
         with self.phase("preflight"):

@@ -49,7 +49,16 @@ from monky_deployd.core.commands import diff
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError, TickDeadline, fault_of
 from monky_deployd.core.lifecycle.decide import Noop, decide
-from monky_deployd.core.lifecycle.plans import Apply, Backoff, Hold, Idle, Paused, Restore, Waiting
+from monky_deployd.core.lifecycle.plans import (
+    Apply,
+    Backoff,
+    Hold,
+    Idle,
+    Paused,
+    Restore,
+    Stop,
+    Waiting,
+)
 from monky_deployd.core.records.applied import Applied
 from monky_deployd.core.records.held import Held
 from monky_deployd.core.records.reasons import Fingerprint, fingerprint, key_changes
@@ -151,6 +160,9 @@ class _Dry:
                 )
             )
         if isinstance(plan, Idle | Noop):
+            return out
+        if isinstance(plan, Stop):  # a held host path moved: the tick stops, applies nothing
+            out.notes.append(f"the next tick stops and restores nothing: {plan.reason}")
             return out
         if isinstance(plan, Restore):
             prepare.check_owned(self.ctx, plan.applied.project)  # as the restore would

@@ -6,6 +6,8 @@
     observe(cfg, state, ...)     + the check-in's answer, the project's containers (only when
                                  the decision needs them), the update locks, the suspend
                                  record, a killed tick's journal: an ``Observation``
+                                 and the applied revision's held host paths checked again
+                                 (``adapters.box.docker.hostpath.held_now``: a few lstat calls)
     Observation.facts(retry)     the pure decision's input (``core.lifecycle.facts.Facts``)
     settle(state, obs)           the observation's side effects, in one place: a pre-empted
                                  hold dropped, an expired suspend removed, each lock and the
@@ -26,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box import locks
-from monky_deployd.adapters.box.docker import docker_api
+from monky_deployd.adapters.box.docker import docker_api, hostpath
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.agent.observe.locklog import log_locks
 from monky_deployd.config import Config
@@ -117,6 +119,9 @@ class Observation:
     # found newly done (``settle`` records them in applied.json); None: containers not looked
     done_jobs: tuple[str, ...] | None = None
     finished: tuple[tuple[str, str], ...] = ()
+    # the applied revision's held host paths that no longer lead where they did (checked with
+    # its containers: ``adapters.box.docker.hostpath.held_now``)
+    moved: tuple[tuple[str, str], ...] = ()
 
     @property
     def desired(self) -> str | None:
@@ -149,6 +154,7 @@ class Observation:
             self.local.waiting,
             self.identity,
             self.windows,
+            self.moved,
         )
 
 
@@ -180,9 +186,11 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
     running: tuple[ServiceState, ...] | None = None
     done: tuple[str, ...] | None = None
     finished: tuple[tuple[str, str], ...] = ()
+    moved: tuple[tuple[str, str], ...] = ()
     if applied and local.record and asks_engine(cfg, answer, local, held):
         running = tuple(docker_api.project_containers(cfg.docker, applied.project))
         done, finished = jobs_done(cfg, local.record, running, now)
+        moved = hostpath.held_now(cfg.docker, state.revision_dir(applied.revision))
     scan = locks.scan(cfg.locks.dir)
     lk = cfg.locks
     valid, stale = gates.split_locks(scan.locks, now, lk.default_ttl_s, lk.max_ttl_s)
@@ -201,6 +209,7 @@ def observe(cfg: Config, state: StateDir, answer: Checkin, local: Local, now: fl
         scan.ignored,
         done,
         finished,
+        moved,
     )
 
 

@@ -226,9 +226,9 @@ class _Tick:
         self.rec.reportable = True
         doer = act.Act(self.ctx, self.phase, bao, token.token, obs, held, self.options)
         try:
-            if isinstance(plan, plans.Restore):
+            if isinstance(plan, plans.Restore | plans.Stop):
                 self.rec.revision = plan.applied.revision
-                doer.restore(plan)
+                doer.restore(plan) if isinstance(plan, plans.Restore) else doer.stop(plan)
             else:
                 self.rec.revision = plan.revision
                 doer.apply(plan)

@@ -19,13 +19,15 @@ the release's writable binds and every container's on the box (``Mount``, the en
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from monky_deployd.core.admission.rules import Violation, inside, normpath
+from monky_deployd.core.admission.rules import Violation, normpath
 from monky_deployd.core.errors import Code
+
+if TYPE_CHECKING:
+    from monky_deployd.core.admission.paths import Where
 
 SWAPPABLE = Code.POLICY_SWAPPABLE_PATH
 
@@ -41,6 +43,9 @@ class Mount(NamedTuple):
     source: str
     writable: bool
     key: tuple[str, str] = ("", "")  # (service, key) of a Violation naming it
+    # the source's identity (st_dev, st_ino), links followed, when it exists (the adapter's
+    # stat): a writer is compared with a path's directories by identity, not by text
+    ident: tuple[int, int] | None = None
 
 
 class Bind(NamedTuple):
@@ -136,24 +141,40 @@ def text(model: Mapping[str, object]) -> str:
     return _PAIR.sub(_astral, escaped.replace("\x7f", "\\u007f")) + "\n"
 
 
-def own_mounts(model: Mapping[str, object]) -> list[Mount]:
-    """The release's own writers: each writable bind and bind volume of ``binds``."""
+def own_mounts(
+    model: Mapping[str, object], where: Mapping[str, Where] | None = None
+) -> list[Mount]:
+    """The release's own writers: each writable bind and bind volume of ``binds`` (with its
+    identity when ``where`` knows the path)."""
     project = str(model.get("name", ""))
+    seen = where or {}
     return [
-        Mount(b.writer, project, b.path, True, (b.service, b.key)) for b in binds(model) if b.writer
+        Mount(b.writer, project, b.path, True, (b.service, b.key), _ident(seen.get(b.path)))
+        for b in binds(model)
+        if b.writer
     ]
 
 
-def swappable(model: Mapping[str, object], engine: Iterable[Mount]) -> list[Violation]:
+def _ident(at: Where | None) -> tuple[int, int] | None:
+    return at.ident if at is not None else None
+
+
+def swappable(
+    model: Mapping[str, object],
+    engine: Iterable[Mount],
+    where: Mapping[str, Where] | None = None,
+) -> list[Violation]:
     """Each bind whose parent directory a writer can write (see the module): the release's
     binds against every writer, and the binds of the box's other projects against the
-    release's writers."""
+    release's writers. ``where``: each path followed (``core.admission.paths.Where``, the
+    release's binds and the engine's mount sources): writers compared by identity too."""
     project = str(model.get("name", ""))
-    own = own_mounts(model)
+    seen_at = where or {}
+    own = own_mounts(model, seen_at)
     seen = list(engine)
     found: list[Violation] = []
     for bind in binds(model):
-        writer = _writer_above(bind.path, [*own, *seen])
+        writer = _writer_above(bind.path, [*own, *seen], seen_at.get(bind.path))
         if writer is not None:
             asks = (
                 f"{bind.path} lies in {normpath(writer.source)}, which {writer.who} can write: "
@@ -162,7 +183,7 @@ def swappable(model: Mapping[str, object], engine: Iterable[Mount]) -> list[Viol
             )
             found.append(Violation(bind.service, bind.key, asks, code=SWAPPABLE))
     for other in (m for m in seen if m.project != project):
-        writer = _writer_above(other.source, own)
+        writer = _writer_above(other.source, own, seen_at.get(other.source))
         if writer is not None:
             asks = (
                 f"{normpath(writer.source)} (writable) holds {normpath(other.source)}, which "
@@ -173,17 +194,12 @@ def swappable(model: Mapping[str, object], engine: Iterable[Mount]) -> list[Viol
     return found
 
 
-def _writer_above(path: str, mounts: Iterable[Mount]) -> Mount | None:
-    """The first writable mount at or above ``path``'s parent directory (None: none)."""
-    norm = normpath(path)
-    parent = posixpath.dirname(norm)
-    if not norm.startswith("/") or parent == norm:
-        return None
-    for mount in mounts:
-        root = normpath(mount.source)
-        if mount.writable and root.startswith("/") and inside(parent, root):
-            return mount
-    return None
+def _writer_above(path: str, mounts: Iterable[Mount], at: Where | None = None) -> Mount | None:
+    """The first writable mount at or above ``path``'s parent directory, by identity or by
+    text (``core.admission.paths.above``; None: none)."""
+    from monky_deployd.core.admission.paths import above
+
+    return next((m for m in mounts if above(path, at, m)), None)
 
 
 def moved(model: Mapping[str, object], now: Mapping[str, str]) -> list[Violation]:

@@ -394,6 +394,8 @@ _GRAVITY = (
     Code.POLICY_HOST_STRING,  # what the judge read is not what up reads: first
     Code.POLICY_TWO_READINGS,
     Code.POLICY_PROTECTED_PATH,
+    Code.POLICY_DANGLING_LINK,
+    Code.POLICY_HIDDEN_PATH,
     Code.POLICY_SWAPPABLE_PATH,
     Code.POLICY_SOURCE,
     Code.POLICY_FOREIGN_RESOURCE,

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-
     from monky_deployd.core.lifecycle.plans import Idle as Idle
     from monky_deployd.core.lifecycle.plans import Paused as Paused
     from monky_deployd.core.lifecycle.plans import Restore as Restore
+    from monky_deployd.core.lifecycle.plans import Stop as Stop
     from monky_deployd.core.lifecycle.plans import Waiting as Waiting
 
 # -- what the tick is for ----------------------------------------------------------------------
@@ -50,7 +51,7 @@ class Noop:
 
 
 if TYPE_CHECKING:
-    Plan = Idle | Noop | Restore | Apply | Hold | Backoff | Paused | Waiting
+    Plan = Idle | Noop | Restore | Stop | Apply | Hold | Backoff | Paused | Waiting
 
 # steps after which a killed tick may have left another revision's containers behind
 INTERRUPTING = frozenset({"down", "up", "verify", "rollback"})
@@ -218,6 +219,32 @@ def _killed_tick(f: Facts, desired: str) -> Plan | None:
     )
 
 
+def _moved_paths(f: Facts, desired: str) -> Plan | None:
+    """A held host path of the applied revision leads elsewhere now, or a container can now
+    write on its way: its services stopped, never restored while it lasts (before ``_drift``).
+    ``--retry`` (the operator checked the path): not stopped; the restore judges it anew and
+    holds it as its up finds it."""
+    applied = f.applied
+    if not f.moved or applied is None or f.retry:
+        return None
+    from monky_deployd.core.lifecycle.plans import Stop
+
+    named = {service for service, _ in f.moved}
+    every = applied.declared or applied.services
+    services = every if "" in named else tuple(s for s in every if s in named)
+    up = {s.name for s in f.running or () if s.state in ("running", "restarting", "paused")}
+    stop = tuple(s for s in services if s in up)
+    why = "; ".join(w for _, w in f.moved)
+    return Stop(
+        applied,
+        services,
+        stop,
+        f.moved,
+        f"revision {desired}: {', '.join(services)} stopped: a host path it mounts no longer "
+        f"leads where it did at its up: {why}",
+    )
+
+
 def _unknown_containers(f: Facts, desired: str) -> Plan | None:
     if f.running is not None:
         return None
@@ -261,6 +288,7 @@ DECISIONS: tuple[Rule, ...] = (
     _held_revision,
     _new_revision,
     _killed_tick,  # ... the applied revision
+    _moved_paths,
     _unknown_containers,
     _drift,
     _steady,

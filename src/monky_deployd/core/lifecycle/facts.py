@@ -58,3 +58,7 @@ class Facts:
     seen: schedule.Seen | None = None
     identity: str = ""
     windows: tuple[schedule.Window, ...] = ()
+    # ``(service, why)`` for each held host path of the applied revision that no longer leads
+    # where it did at its up, or that a container can now write on the way to
+    # (``adapters.box.docker.hostpath.held_now``; "" for a top-level volume's device: every service)
+    moved: tuple[tuple[str, str], ...] = ()

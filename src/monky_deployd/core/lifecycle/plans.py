@@ -46,6 +46,20 @@ class Restore:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """A held host path of the applied revision no longer leads where it did at its up
+    (``core.admission.paths.moved``): its services are stopped (those still running: ``stop``)
+    and the tick fails with POLICY_PATH_MOVED, reported; nothing restores them while it lasts."""
+
+    applied: AppliedFacts
+    services: tuple[str, ...]
+    stop: tuple[str, ...]  # of ``services``, those whose container still runs
+    moved: tuple[tuple[str, str], ...]  # ``(service, why)``
+    reason: str
+    kind: ClassVar[str] = "stop"
+
+
+@dataclass(frozen=True)
 class Apply:
     """A new (or not yet successfully applied) revision: the full apply."""
 

@@ -108,3 +108,27 @@ def test_moved_names_a_pinned_path_that_leads_elsewhere_now() -> None:
     assert "leads to /etc now" in v.asks
     [v] = artifact.moved(m, {"/srv/app": ""})
     assert "cannot follow" in v.asks
+
+
+def test_a_writer_bound_through_a_link_is_the_same_directory_by_identity() -> None:
+    """Issue 45: another app binds the root through a link (another text): its source's
+    identity is a directory above the bind, so the bind is refused; and the release's own
+    writer above another project's bind, by identity, both ways."""
+    from monky_deployd.core.admission.paths import Where
+
+    chain = (("/", 1, 2), ("/srv", 1, 3), ("/srv/root", 1, 4), ("/srv/root/x", 1, 5))
+    where = {"/srv/root/x": Where("/srv/root/x", "/srv/root/x", chain=chain, is_dir=True)}
+    m = model(("web", "/srv/root/x", True))
+    linked = Mount("container other-1", "other", "/srv/alias", True, ident=(1, 4))
+    [v] = artifact.swappable(m, [linked], where)
+    assert "lies in /srv/alias, which container other-1 can write" in v.asks
+    assert artifact.swappable(m, [linked]) == []  # by text alone it was no writer
+    assert artifact.swappable(m, [linked._replace(ident=(1, 9))], where) == []
+    # the other way: the release writes /srv/root (its identity), another project binds below
+    # it through a link
+    mine = model(("cache", "/srv/root", False))
+    at = {"/srv/root": Where("/srv/root", "/srv/root", chain=chain[:3], is_dir=True)}
+    at["/srv/alias/x"] = Where("/srv/alias/x", "/srv/root/x", chain=chain, is_dir=True)
+    other = Mount("container bank-1", "bank", "/srv/alias/x", False, ident=(1, 5))
+    [w] = artifact.swappable(mine, [other], at)
+    assert w.service == "cache" and "container bank-1 mounts" in w.asks

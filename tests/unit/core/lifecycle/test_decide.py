@@ -528,3 +528,31 @@ def test_a_policy_refusal_is_held_until_the_revision_changes_or_retry(
         assert isinstance(plan, Hold) and "this box's policy refused it" in plan.reason
     # a new desired revision is not held by another's refusal
     assert not isinstance(decide(replace(base, desired_revision="r3")), Hold)
+
+
+def test_a_moved_held_path_stops_the_services_that_mount_it_before_any_restore() -> None:
+    """Issue 45: on the steady tick (304) too; only what still runs is stopped; a volume's
+    device ("") names every service; a dead service is not restored while it lasts."""
+    from monky_deployd.core.lifecycle.plans import Stop
+
+    was = applied("r2")
+    moved = (("web", "/srv/x (volumes) leads to /etc now"),)
+    running = (svc("db"), svc("web"))
+    plan = decide(replace(facts(304, None, was, running, None), moved=moved))
+    assert isinstance(plan, Stop)
+    assert (plan.services, plan.stop, plan.moved) == (("web",), ("web",), moved)
+    assert "leads to /etc now" in plan.reason
+    stopped = (svc("db"), svc("web", "exited"))
+    again = decide(replace(facts(304, None, was, stopped, None), moved=moved))
+    assert isinstance(again, Stop) and again.stop == ()  # not restored: still moved
+    volume = decide(replace(facts(304, None, was, running, None), moved=(("", "x"),)))
+    assert isinstance(volume, Stop) and volume.stop == ("db", "web")
+    # once it leads where it did: the dead service is restored
+    assert isinstance(decide(facts(304, None, was, stopped, None)), Restore)
+
+
+def test_retry_restores_a_moved_service_which_the_restore_judges_anew() -> None:
+    was, moved = applied("r2"), (("web", "x"),)
+    stopped = (svc("db"), svc("web", "exited"))
+    f = replace(facts(304, None, was, stopped, None), moved=moved, retry=True)
+    assert isinstance(decide(f), Restore)

@@ -135,6 +135,11 @@ class Compose:
             which = ("--remove-orphans", "--no-deps", *rest)
         self._up("--detach", *which)
 
+    def stop(self, services: tuple[str, ...]) -> None:
+        """``stop <services>``: their containers stopped, kept (a held host path moved)."""
+        if services:
+            self._run("stop", *services, timeout=self.cfg.up_timeout_s, code=Code.DOWN_FAILED)
+
     def create(self, services: tuple[str, ...]) -> None:
         """``up --no-start --no-deps <services>``: their containers made (again) with this
         config and not started: jobs done for that config whose container was another's."""

@@ -56,7 +56,7 @@ CONFIG_NAME = "config.json"  # docker/'s one file, the registry login (docker_co
 LOGIN = (CONFIG_NAME, 64 * 1024 * 1024)  # and fsutil.read_if_exists's cap for it
 REVISION_FILES = (
     *(rev.COMPOSE_FILE, rev.ENV_FILE, rev.MODEL_FILE, rev.LABELS_FILE, rev.PINS_FILE),
-    rev.RELEASE_FILE,
+    *(rev.RELEASE_FILE, rev.HELD_FILE),
 )
 
 log = logging.getLogger("monky_deployd")

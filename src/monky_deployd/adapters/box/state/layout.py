@@ -39,6 +39,7 @@ from monky_deployd.adapters.box.state import aside, statelock
 from monky_deployd.adapters.box.state.revisions import (
     COMPOSE_FILE,
     ENV_FILE,
+    HELD_FILE,
     LABELS_FILE,
     MODEL_FILE,
     Revisions,
@@ -114,7 +115,7 @@ class Layout(Revisions):
                 if entry.is_symlink():
                     raise link_error(Path(entry.path))
                 if directory == self.revisions_dir and entry.is_dir(follow_symlinks=False):
-                    for name in (COMPOSE_FILE, ENV_FILE, LABELS_FILE, MODEL_FILE):
+                    for name in (COMPOSE_FILE, ENV_FILE, LABELS_FILE, MODEL_FILE, HELD_FILE):
                         refuse_link(Path(entry.path) / name)
 
     # -- lock --------------------------------------------------------------------------------

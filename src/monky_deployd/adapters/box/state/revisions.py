@@ -39,6 +39,9 @@ RELEASE_FILE = "release.json"
 PINS_FILE = "compose.pinned.yaml"
 LABELS_FILE = "compose.labels.yaml"
 MODEL_FILE = "compose.judged.json"  # the judged model (core.admission.artifact): what compose runs
+HELD_FILE = (
+    "paths.held.json"  # its host paths as its last up found them (adapters.box.docker.hostpath)
+)
 RELEASE_CAP = 1024 * 1024
 
 
