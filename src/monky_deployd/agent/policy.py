@@ -159,9 +159,15 @@ def judge(
     config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
     from monky_deployd.core.admission.host import host_paths
 
+    values: object = None
+    if names := artifact.environment_reads(config):  # what `up` reads from its environment
+        override = artifact.reads(names)
+        args = (cfg.docker, docker_dir, project, project_dir, release, masker, override)
+        config = composeconfig.effective(*args)
+        values = config.pop(artifact.READS_KEY, None)
     resolved = {found.path: resolve(found.path) for found in host_paths(config)}
     found = _judged(cfg, config, resolved, project_dir, engine=engine)
-    return found, artifact.pinned(config, resolved)
+    return found, artifact.supplied(artifact.pinned(config, resolved), values)
 
 
 OFFLINE = (

@@ -45,12 +45,15 @@ def effective(
     project_dir: Path,
     release: tuple[str, str],
     masker: Masker = NO_SECRETS,
+    override: str = "",
 ) -> dict[str, object]:
     """The effective configuration of ``release`` (its compose file and rendered .env, handed
-    over in memory) run from ``project_dir``. POLICY_UNJUDGED when compose cannot read it (the
-    bundle's compose file is at fault: ``up`` would refuse it too)."""
-    with _memfiles(*release) as fds:
+    over in memory) run from ``project_dir``; ``override``: a compose file of the agent's own
+    read after it (``core.admission.artifact.reads``). POLICY_UNJUDGED when compose cannot read
+    it (the bundle's compose file is at fault: ``up`` would refuse it too)."""
+    with _memfiles(*release, *((override,) if override else ())) as fds:
         files = ("--file", f"/dev/fd/{fds[0]}", "--env-file", f"/dev/fd/{fds[1]}")
+        files += tuple(x for fd in fds[2:] for x in ("--file", f"/dev/fd/{fd}"))
         argv = (
             cfg.binary,
             "compose",
