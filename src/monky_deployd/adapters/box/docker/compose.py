@@ -5,8 +5,9 @@ what the policy judged, interpolation done, host paths pinned) with ``--env-file
 compose reads no ``.env`` of its own, so nothing of the release sets a variable compose reads or a
 value it interpolates. A secret or config read from ``environment:`` reads a variable of the
 agent's own name (``MONKY_DEPLOYD_VALUE_<n>``) whose judged value the model carries: ``up``
-hands compose exactly those (``artifact.child_environment``), and nothing else of the model. Only ``down`` of a revision staged before the model existed
-(``judged=False``, an older agent's) falls back to its compose file: a down runs nothing.
+hands compose exactly those (``artifact.child_environment``), and nothing else of the model.
+Only ``down`` of a revision staged before the model existed (``judged=False``, an older
+agent's) falls back to its compose file: a down runs nothing.
 
 The docker CLI always runs with ``DOCKER_CONFIG=<state_dir>/docker`` (the agent's own registry
 credential, never ``$HOME/.docker``) and, when configured, ``DOCKER_HOST``. Pull failures are
@@ -25,7 +26,6 @@ from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code
 from monky_deployd.core.render import pullerrors
 from monky_deployd.core.render.mask import NO_SECRETS, Masker
-
 
 _MODEL_CAP = 1 << 28  # the judged model is compose's own input: it reads it whole too
 

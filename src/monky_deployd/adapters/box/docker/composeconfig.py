@@ -52,7 +52,7 @@ def effective(
     read after it (``core.admission.artifact.reads``). POLICY_UNJUDGED when compose cannot read
     it (the bundle's compose file is at fault: ``up`` would refuse it too)."""
     with _memfiles(*release, *((override,) if override else ())) as fds:
-        files = ("--file", f"/dev/fd/{fds[0]}", "--env-file", f"/dev/fd/{fds[1]}")
+        files: tuple[str, ...] = ("--file", f"/dev/fd/{fds[0]}", "--env-file", f"/dev/fd/{fds[1]}")
         files += tuple(x for fd in fds[2:] for x in ("--file", f"/dev/fd/{fd}"))
         argv = (
             cfg.binary,
