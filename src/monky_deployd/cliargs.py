@@ -12,9 +12,13 @@ subparser's default, and one given after it wins. Every command and sub-action h
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
+import sys
 import textwrap
 from collections.abc import Iterator, Mapping
+from itertools import pairwise
 from pathlib import Path
 
 from monky_deployd import __version__
@@ -309,10 +313,36 @@ def config_path(given: Path | None, environ: Mapping[str, str] | None = None) ->
 
 
 def parse(argv: list[str] | None, environ: Mapping[str, str] | None = None) -> argparse.Namespace:
-    """The command line (exits 2 on a usage error, 0 after --help); ``config`` resolved."""
-    args = parser().parse_args(argv)
+    """The command line (exits 2 on a usage error, 0 after --help); ``config`` resolved
+    (``config_named``: by the flag or ``$MONKY_DEPLOYD_CONFIG``, not the default). ``bundle
+    check --format json`` refused by the parser: its JSON verdict on stdout too."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if not _json_check(words):
+        args = parser().parse_args(argv)
+    else:
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                args = parser().parse_args(argv)
+        except SystemExit as exc:
+            sys.stderr.write(said.getvalue())
+            if exc.code == 2:
+                from monky_deployd.agent.commands.bundlecheck import emit, usage_json
+
+                lines = said.getvalue().strip().splitlines()
+                emit(usage_json(lines[-1] if lines else "the command line is not valid"))
+            raise
+        sys.stderr.write(said.getvalue())
+    env = os.environ if environ is None else environ
+    args.config_named = args.config is not None or bool(env.get(CONFIG_ENV, ""))
     args.config = config_path(args.config, environ)
     return args
+
+
+def _json_check(words: list[str]) -> bool:
+    """``bundle check`` asked for a JSON verdict (a pipeline step reads stdout as JSON)."""
+    asked = "--format=json" in words or ("--format", "json") in set(pairwise(words))
+    return asked and "bundle" in words and "check" in words
 
 
 def commands(top: argparse.ArgumentParser | None = None) -> Iterator[tuple[str, ...]]:

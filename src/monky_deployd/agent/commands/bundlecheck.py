@@ -39,77 +39,112 @@ DEFAULT_ENV = "bundle-check"
 _NUMBER_SUFFIXES = ("PORT", "_COUNT", "_REPLICAS", "_SIZE", "_TIMEOUT", "_UID", "_GID")
 
 
+STAGES = ("bundle", "render", "policy")  # a tick's phases, in the order it judges them
+
+
 @dataclass
 class Verdict:
-    """What ``bundle check`` found: ``error`` None when admitted."""
+    """What ``bundle check`` found: each refusing stage's fault, in stage order (none:
+    admitted); ``outcome``: "usage" or "unchecked" when no verdict was reached."""
 
     revision: str
     project: str = ""
-    stage: str = ""
-    error: DeployError | None = None
+    refusals: list[tuple[str, DeployError]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    outcome: str = ""
+    message: str = ""
+
+    @property
+    def error(self) -> DeployError | None:
+        """The first refusal: what a box's tick stops at."""
+        return self.refusals[0][1] if self.refusals else None
+
+    @property
+    def stage(self) -> str:
+        return self.refusals[0][0] if self.refusals else ""
+
+    def refuse(self, stage: str, err: DeployError) -> None:
+        self.refusals.append((stage, err))
 
     def violations(self) -> list[dict[str, str]]:
-        """One entry per violation: its code, service, key path, why, the allowance that would
-        permit it, how to write the bundle instead, and its line (the tick's detail line)."""
-        from monky_deployd.core.admission.rules import Refusal
+        """One entry per violation of every refusing stage: its stage, code, service, key path,
+        why, the allowance that would permit it, how to write the bundle instead, and its line
+        (the tick's detail line)."""
+        return [v for stage, err in self.refusals for v in _entries(stage, err)]
 
-        err = self.error
-        if err is None:
-            return []
-        if isinstance(err, Refusal):
-            return [
-                {
-                    "code": str(v.code),
-                    "service": v.service,
-                    "key": v.key,
-                    "why": v.asks,
-                    "allow_with": v.allow_with,
-                    "rewrite": v.rewrite,
-                    "line": v.line(),
-                }
-                for v in err.violations
-            ]
-        lines = err.detail.splitlines() or err.message.splitlines()[1:] or [err.message]
-        return [
-            {
-                "code": str(err.code),
-                "service": "",
-                "key": _where(line),
-                "why": line,
-                "allow_with": "",
-                "rewrite": "",
-                "line": line,
-            }
-            for line in lines
-            if line.strip()
-        ]
+    def exit_status(self) -> int:
+        if self.outcome == "usage":
+            return EXIT_USAGE
+        if self.outcome == "unchecked":
+            return EXIT_UNCHECKED
+        return EXIT_REFUSED if self.refusals else EXIT_OK
 
     def as_json(self) -> dict[str, Any]:
         err = self.error
+        verdict = self.outcome or ("refused" if err else "admitted")
         return {
-            "verdict": "refused" if err else "admitted",
+            "verdict": verdict,
+            "exit": self.exit_status(),
             "revision": self.revision,
             "project": self.project,
-            "stage": self.stage if err else "",
+            "stage": self.stage,
+            "stages": [stage for stage, _ in self.refusals],
             "code": str(err.code) if err else None,
-            "message": err.message.splitlines()[0] if err else "",
+            "message": err.message.splitlines()[0] if err else self.message,
             "hint": err.hint if err else "",
             "violations": self.violations(),
             "notes": self.notes,
         }
 
     def text(self) -> list[str]:
-        err = self.error
-        if err is None:
+        if self.outcome:
+            return [f"monky-deployd bundle check: {self.message}"]
+        if not self.refusals:
             out = [f"ADMITTED: revision {self.revision} of project {self.project} passes"]
         else:
-            out = [f"REFUSED {err.code} ({self.stage}): {err.message.splitlines()[0]}"]
-            out += [f"  {v['code']} {v['line']}" for v in self.violations()]
-            if err.hint:
-                out.append(f"hint: {err.hint}")
+            out = []
+            for stage, err in self.refusals:
+                out.append(f"REFUSED {err.code} ({stage}): {err.message.splitlines()[0]}")
+                out += [f"  {v['code']} ({stage}) {v['line']}" for v in _entries(stage, err)]
+                if err.hint:
+                    out.append(f"hint ({stage}): {err.hint}")
         out += [f"note: {n}" for n in self.notes]
         return out
+
+
+def _entries(stage: str, err: DeployError) -> list[dict[str, str]]:
+    from monky_deployd.core.admission.rules import Refusal
+
+    if isinstance(err, Refusal):
+        return [
+            {
+                "stage": stage,
+                "code": str(v.code),
+                "service": v.service,
+                "key": v.key,
+                "why": v.asks,
+                "allow_with": v.allow_with,
+                "rewrite": v.rewrite,
+                "line": v.line(),
+            }
+            for v in err.violations
+        ]
+    lines = err.detail.splitlines() or err.message.splitlines()[1:] or [err.message]
+    where = "env_template" if stage == "render" else ""
+    return [
+        {
+            "stage": stage,
+            "code": str(err.code),
+            "service": "",
+            "key": _where(line) or where,
+            "why": line,
+            "allow_with": "",
+            "rewrite": err.hint if stage == "render" else "",
+            "line": line,
+        }
+        for line in lines
+        if line.strip()
+    ]
 
 
 def _where(line: str) -> str:
@@ -123,16 +158,39 @@ def main(args: argparse.Namespace) -> int:
     try:
         verdict = run(args)
     except Usage as exc:
-        print(f"monky-deployd bundle check: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        verdict = Verdict(args.revision, outcome="usage", message=str(exc))
     except DeployError as err:  # the check itself could not run here (no docker CLI)
-        print(str(err), file=sys.stderr)
-        return EXIT_UNCHECKED
+        verdict = Verdict(args.revision, outcome="unchecked", message=str(err))
+    if verdict.outcome:
+        print("\n".join(verdict.text()), file=sys.stderr)
     if args.format == "json":
-        print(json.dumps(verdict.as_json(), indent=2, ensure_ascii=False))
+        shown = json.dumps(verdict.as_json(), indent=2, ensure_ascii=False)
     else:
-        print("\n".join(verdict.text()))
-    return EXIT_REFUSED if verdict.error is not None else EXIT_OK
+        shown = "" if verdict.outcome else "\n".join(verdict.text())
+    if shown:
+        emit(shown)
+    return verdict.exit_status()
+
+
+def emit(text: str) -> None:
+    """``text`` and a newline on stdout; a reader that has gone (``| head``) ends the output
+    quietly (the exit status stays the verdict's)."""
+    import os
+
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # no second error when Python exits
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def usage_json(message: str) -> str:
+    """The JSON verdict of a command line the parser refused (``cliargs``)."""
+    from monky_deployd.cliargs import BUNDLE_CHECK_REVISION
+
+    found = Verdict(BUNDLE_CHECK_REVISION, outcome="usage", message=message).as_json()
+    return json.dumps(found, indent=2, ensure_ascii=False)
 
 
 def _yaml_section(path: Path, key: str) -> object:
@@ -150,18 +208,26 @@ def _yaml_section(path: Path, key: str) -> object:
 
 
 def config_for(args: argparse.Namespace) -> Any:
-    """The Config whose policy judges: ``--policy``'s section over the defaults, else
-    config.yaml's; ``--trust``'s section as its trust (no trust: signatures not verified)."""
+    """The Config whose policy judges: ``--policy``'s section over the defaults, or over the
+    config.yaml ``-c`` (or ``$MONKY_DEPLOYD_CONFIG``) names (its ``policy:`` replaced whole,
+    the rest kept: its state_dir, locks.dir and docker.host are protected paths and roots);
+    else config.yaml's; ``--trust``'s section as its trust (no trust: signatures not
+    verified)."""
     from pydantic import ValidationError
 
     from monky_deployd.config import Config, load
 
     try:
         if args.policy is not None:
-            env = args.env or DEFAULT_ENV
-            cfg = Config.model_validate(
-                {"env": env, "policy": _yaml_section(args.policy, "policy")}
-            )
+            section = _yaml_section(args.policy, "policy")
+            if section is None:
+                raise Usage(
+                    f"{args.policy}'s policy: section is empty: write `policy: {{}}` for the "
+                    "defaults (no allowance), as a box's config.yaml must"
+                )
+            cfg = Config.model_validate({"env": args.env or DEFAULT_ENV, "policy": section})
+            if getattr(args, "config_named", False):  # -c's config.yaml, its policy replaced
+                cfg = load(args.config).model_copy(update={"policy": cfg.policy})
         else:
             cfg = load(args.config)
         trust = _yaml_section(args.trust, "trust") if args.trust is not None else {}
@@ -184,36 +250,117 @@ def placeholder(name: str) -> str:
 
 
 def run(args: argparse.Namespace) -> Verdict:
-    """The verdict on ``args.bundle`` (see the module)."""
-    from monky_deployd.agent import policy as performed
-    from monky_deployd.core.admission import prepare
+    """The verdict on ``args.bundle`` (see the module): every stage that can run, each judging
+    what the one before did not refuse outright."""
+    from monky_deployd.core.admission import bundle as contract
+    from monky_deployd.core.admission.bundle import REVISION_RE
 
+    if not REVISION_RE.fullmatch(args.revision):
+        raise Usage(
+            f"--revision {args.revision!r} is not a revision: 1-64 of A-Z a-z 0-9 . _ - "
+            "starting with a letter or digit"
+        )
     cfg = config_for(args)
     raw = read_bundle(args.bundle)
     verdict = Verdict(revision=args.revision, project=str(raw.get("project", "")))
+    size = len(json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > cfg.max_bundle_bytes:
+        verdict.refuse("bundle", _too_large(size, cfg.max_bundle_bytes))
+    _stage(verdict, "bundle", lambda: _signatures(cfg, args.revision, raw, verdict))
     try:
-        verdict.stage = "bundle"
-        _signatures(cfg, args.revision, raw, verdict)
-        bundle = prepare.check_bundle(args.revision, raw)
-        verdict.stage = "render"
-        env_text = _rendered(bundle)
-        verdict.stage = "policy"
-        project_dir = cfg.state_dir.absolute() / "revisions" / bundle.revision
-        with tempfile.TemporaryDirectory(prefix="monky-bundle-check-") as docker_dir:
-            release = (bundle.compose, env_text)
-            found = performed.judge(
-                cfg, Path(docker_dir), bundle.project, project_dir, release, engine=False
-            )[0]
-        verdict.notes.append(performed.OFFLINE)
-        if found:
-            from monky_deployd.core.admission import policy
+        bundle = contract.validate(args.revision, raw, binds=False)
+    except DeployError as err:  # malformed: nothing more can be read
+        verdict.refuse("bundle", err)
+        return verdict
+    _stage(verdict, "bundle", lambda: _binds(bundle))
+    relative = {
+        v.service
+        for _, err in verdict.refusals
+        for v in getattr(err, "violations", ())
+        if err.code is Code.BUNDLE_RELATIVE_BIND
+    }
+    _stage(verdict, "bundle", lambda: _registry(bundle))
+    env_text = _stage(verdict, "render", lambda: _rendered(bundle))
+    if env_text is None:
+        verdict.notes.append("policy: not judged (the .env could not be rendered)")
+        return verdict
+    _stage(verdict, "policy", lambda: _policy(cfg, bundle, env_text, verdict, relative))
+    return verdict
 
-            raise policy.refusal(bundle.revision, found)
+
+def _stage(verdict: Verdict, stage: str, step: Any) -> Any:
+    """``step()``'s result; its refusal recorded at ``stage`` (None returned). The check's
+    own faults (no docker CLI, compose hung) end the run."""
+    try:
+        return step()
     except DeployError as err:
         if err.code in (Code.COMMAND_NOT_FOUND, Code.COMMAND_TIMEOUT):
             raise
-        verdict.error = err
-    return verdict
+        verdict.refuse(stage, err)
+        return None
+
+
+def _too_large(size: int, cap: int) -> DeployError:
+    return DeployError(
+        f"the bundle is at least {size} bytes, more than the {cap} a box reads "
+        "(max_bundle_bytes): a box refuses it unread",
+        code=Code.TENANCY_RESPONSE_TOO_LARGE,
+        hint="the bundle (a compose file and template of megabytes is a mistake), or the "
+        "boxes' max_bundle_bytes",
+    )
+
+
+def _binds(bundle: Bundle) -> None:
+    from monky_deployd.core.admission import bundle as contract
+    from monky_deployd.core.admission import composefile
+
+    contract.check_binds(bundle.revision, dict(_dict(composefile.load(bundle.compose))))
+
+
+def _dict(value: object) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _registry(bundle: Bundle) -> None:
+    from monky_deployd.core.render import registry_cred
+
+    registry_cred.select_entry([{"name": e.name, "use": e.use} for e in bundle.manifest])
+
+
+def _policy(cfg: Any, bundle: Bundle, env_text: str, verdict: Verdict, relative: set[str]) -> None:
+    """The policy on compose's model; a bind of ``relative``'s services that a relative or
+    ``~`` path led into the revision directory is not named again (the bundle stage did)."""
+    from monky_deployd.agent import policy as performed
+    from monky_deployd.core.admission import policy
+
+    project_dir = cfg.state_dir.absolute() / "revisions" / bundle.revision
+    with tempfile.TemporaryDirectory(prefix="monky-bundle-check-") as docker_dir:
+        release = (bundle.compose, env_text)
+        found, model = performed.judge(
+            cfg, Path(docker_dir), bundle.project, project_dir, release, engine=False
+        )
+    verdict.notes.append(performed.OFFLINE)
+    inside = str(project_dir)
+    found = [
+        v for v in found if not (v.key == "volumes" and v.service in relative and inside in v.asks)
+    ]
+    if found:
+        raise policy.refusal(bundle.revision, found)
+    _model_budget(cfg, model)
+
+
+def _model_budget(cfg: Any, model: dict[str, object]) -> None:
+    """The judged model a box writes must be one it reads back before each ``up``."""
+    from monky_deployd.core.admission import artifact
+
+    size, cap = len(artifact.text(model).encode()), cfg.max_bundle_bytes * 8
+    if size > cap:
+        raise DeployError(
+            f"the judged model of this release would be {size} bytes, more than the {cap} a "
+            "box reads back before each up (max_bundle_bytes x 8)",
+            code=Code.POLICY_UNJUDGED,
+            hint="the bundle's compose file and .env (their size), or the boxes' max_bundle_bytes",
+        )
 
 
 def _signatures(cfg: Any, revision: str, raw: dict[str, Any], verdict: Verdict) -> None:

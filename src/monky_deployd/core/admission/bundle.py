@@ -76,7 +76,9 @@ class Bundle:
         return tuple(e for e in self.manifest if e.use == REGISTRY_AUTH)
 
 
-def validate(revision: str, raw: dict[str, Any]) -> Bundle:
+def validate(revision: str, raw: dict[str, Any], *, binds: bool = True) -> Bundle:
+    """The bundle, validated (BUNDLE_INVALID); ``binds``: its relative and ``~`` binds refused
+    too (BUNDLE_RELATIVE_BIND; ``bundle check`` judges them apart, ``check_binds``)."""
     problems: list[str] = []
 
     def bad(where: str, what: str) -> None:
@@ -135,7 +137,8 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
 
     if problems:
         raise _invalid(revision, problems)
-    _check_binds(revision, doc)
+    if binds:
+        check_binds(revision, doc)
     assert isinstance(project, str) and isinstance(compose, str) and isinstance(template, str)
     return Bundle(
         revision=revision,
@@ -158,7 +161,7 @@ def _where(where: str) -> tuple[str, str]:
     return (parts[1] if parts[0] == "services" and len(parts) > 2 else ""), path
 
 
-def _check_binds(revision: str, doc: dict[Any, Any]) -> None:
+def check_binds(revision: str, doc: dict[Any, Any]) -> None:
     """BUNDLE_RELATIVE_BIND: a bind whose host path is relative or starts with a variable
     (``composefile.relative_binds``), or one that starts with ``~`` (``home_paths``), each a
     line with how the bundle writes it instead."""
