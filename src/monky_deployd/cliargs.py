@@ -122,9 +122,12 @@ EXITS: dict[str, str] = {
     "bundle check": f"""\
   0  admitted: a box with this policy would apply it (its own facts aside)
   1  the check cannot run here (the docker CLI is missing: COMMAND_NOT_FOUND)
-{_USAGE_EXIT}: the bundle, the config.yaml, the --policy or --trust file cannot be read
-  5  refused, as a box would refuse it (one line per violation: code, key, why, the
-     allowance that would permit it, how to write the bundle instead)""",
+{_USAGE_EXIT}: the bundle, the config.yaml, the --policy or --trust file cannot be read,
+     an empty policy:, a --revision that is no revision
+  5  refused, as a box would refuse it (every stage that can run: one line per violation:
+     code, stage, key, why, the allowance that would permit it, how to write the bundle
+     instead)
+  --format json: the verdict on stdout for every exit ("verdict", "exit")""",
 }
 
 ABOUT: dict[str, str] = {
@@ -396,8 +399,9 @@ def _bundle_check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--policy",
         type=Path,
-        help="a YAML file holding a policy: section (config.yaml's); without it, "
-        "-c/--config's config.yaml",
+        help="a YAML file holding a policy: section (config.yaml's); with -c/--config (or "
+        "$MONKY_DEPLOYD_CONFIG) it replaces that config.yaml's policy: and keeps the rest; "
+        "without it, -c/--config's config.yaml",
     )
     check.add_argument(
         "--trust",
