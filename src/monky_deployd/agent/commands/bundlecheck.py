@@ -314,7 +314,9 @@ def _binds(bundle: Bundle) -> None:
     from monky_deployd.core.admission import bundle as contract
     from monky_deployd.core.admission import composefile
 
-    contract.check_binds(bundle.revision, dict(_dict(composefile.load(bundle.compose))))
+    doc = dict(_dict(composefile.load(bundle.compose)))
+    env = composefile.literal_values(bundle.env_template, (e.name for e in bundle.manifest))
+    contract.check_binds(bundle.revision, doc, env)
 
 
 def _dict(value: object) -> dict[Any, Any]:

@@ -138,7 +138,7 @@ def validate(revision: str, raw: dict[str, Any], *, binds: bool = True) -> Bundl
     if problems:
         raise _invalid(revision, problems)
     if binds:
-        check_binds(revision, doc)
+        check_binds(revision, doc, _literals(template, manifest))
     assert isinstance(project, str) and isinstance(compose, str) and isinstance(template, str)
     return Bundle(
         revision=revision,
@@ -161,23 +161,45 @@ def _where(where: str) -> tuple[str, str]:
     return (parts[1] if parts[0] == "services" and len(parts) > 2 else ""), path
 
 
-def check_binds(revision: str, doc: dict[Any, Any]) -> None:
+def _literals(template: object, manifest: tuple[ManifestEntry, ...]) -> dict[str, str]:
+    """What the .env template assigns literally (``composefile.literal_values``)."""
+    if not isinstance(template, str):
+        return {}
+    return composefile.literal_values(template, (e.name for e in manifest))
+
+
+def check_binds(revision: str, doc: dict[Any, Any], env: dict[str, str] | None = None) -> None:
     """BUNDLE_RELATIVE_BIND: a bind whose host path is relative or starts with a variable
     (``composefile.relative_binds``), or one that starts with ``~`` (``home_paths``), each a
     line with how the bundle writes it instead."""
     from monky_deployd.core.admission.rules import HOME, REWRITE_BIND, Refusal, Violation
 
-    binds = composefile.relative_binds(doc)
+    binds = composefile.relative_binds(doc, env)
     homes = composefile.home_paths(doc)
     if not binds and not homes:
         return
     found = [
         Violation(
             *_where(where),
-            f"{source} is not an absolute host path: it would live in the agent's revision "
-            "directory, replaced on every apply and pruned",
+            (
+                f"{source} is not an absolute host path: it would live in the agent's revision "
+                "directory, replaced on every apply and pruned"
+            )
+            if not source.startswith("$")
+            else (
+                f"{source} starts with a variable the .env template does not set to an "
+                "absolute path on a line of its own (a manifest variable, one assigned "
+                "nothing or a relative path): compose would read a relative bind, in the "
+                "agent's revision directory, replaced on every apply and pruned"
+            ),
             code=Code.BUNDLE_RELATIVE_BIND,
-            rewrite=REWRITE_BIND + ", or an absolute host path written out (/srv/app/data)",
+            rewrite=REWRITE_BIND
+            + ", or an absolute host path written out (/srv/app/data)"
+            + (
+                ", or the variable set in the env_template (`DATA=/srv/app/data`)"
+                if source.startswith("$")
+                else ""
+            ),
         )
         for where, source in binds
     ]

@@ -14,7 +14,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -115,10 +116,53 @@ def env_file_services(doc: object) -> tuple[str, ...]:
 # -- bind mounts -------------------------------------------------------------------------------
 
 
-def relative_binds(doc: dict[Any, Any]) -> list[tuple[str, str]]:
+def literal_values(template: str, secrets: Iterable[str] = ()) -> dict[str, str]:
+    """The variables the ``.env`` template assigns a literal value (no reference, no ``$``),
+    as compose reads them (the last assignment wins), but ``secrets`` (the manifest's: the
+    agent fills them); {} for a template compose could not read (ENV_TEMPLATE_INVALID says so
+    at render)."""
+    from monky_deployd.core.faults import EnvError
+    from monky_deployd.core.render.dotenv import parse
+
+    try:
+        assignments = parse(template)
+    except EnvError:
+        return {}
+    found: dict[str, str] = {}
+    for a in assignments:
+        parts = a.parts_of(template)
+        value = "".join(text for text, _ in parts)
+        if any(ref for _, ref in parts) or "$" in value:
+            found.pop(a.name, None)
+        else:
+            found[a.name] = value
+    for name in secrets:
+        found.pop(name, None)
+    return found
+
+
+_LEADING_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _applied(source: str, env: Mapping[str, str]) -> str:
+    """``source`` with a leading ``${VAR}`` or ``$VAR`` the .env assigns literally (``env``)
+    put in, as compose interpolates it; as written otherwise."""
+    lead = _LEADING_VARIABLE.match(source)
+    if lead is None:
+        return source
+    value = env.get(lead.group(1) or lead.group(2) or "")
+    return source if value is None else value + source[lead.end() :]
+
+
+def relative_binds(
+    doc: dict[Any, Any], env: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
     """``(where, source)`` of every bind mount whose host path is not absolute once Compose
     reads it: it starts with ``.`` (relative to the project directory) or with a variable
-    (``${DATA}:/data``: its value may be relative, and it is only known after rendering)."""
+    (``${DATA}:/data``: its value may be relative, and it is only known after rendering),
+    unless the .env template assigns that variable a literal value (``env``,
+    ``literal_values``) that makes it absolute: judged as compose will read it."""
+    env = env or {}
     found: list[tuple[str, str]] = []
     services = doc.get("services")
     for name, svc in services.items() if isinstance(services, dict) else ():
@@ -126,14 +170,14 @@ def relative_binds(doc: dict[Any, Any]) -> list[tuple[str, str]]:
         for i, vol in enumerate(volumes if isinstance(volumes, list) else ()):
             where = f"compose.services.{name}.volumes[{i}]"
             source = _bind_source(vol)
-            if source is not None and _not_absolute(source):
+            if source is not None and _not_absolute(source, env):
                 found.append((where, source))
     volumes = doc.get("volumes")
     for name, spec in volumes.items() if isinstance(volumes, dict) else ():
         opts = spec.get("driver_opts") if isinstance(spec, dict) else None
         device = opts.get("device") if isinstance(opts, dict) else None
         binds = bool(mount_options(opts) & BIND_OPTIONS)  # (an overlay's device: 'overlay')
-        if binds and isinstance(device, str) and _not_absolute(device):
+        if binds and isinstance(device, str) and _not_absolute(device, env):
             found.append((f"compose.volumes.{name}.driver_opts.device", device))
     return found
 
@@ -187,8 +231,11 @@ def _bind_source(vol: object) -> str | None:
     return None
 
 
-def _not_absolute(path: str) -> bool:
-    return not path.startswith(("/", "~"))
+def _not_absolute(path: str, env: Mapping[str, str] | None = None) -> bool:
+    """``path`` is relative as compose reads it (``~`` is ``home_paths``'s, as written; a
+    value the .env puts in must be absolute itself)."""
+    applied = _applied(path, env or {})
+    return not applied.startswith(("/", "~") if applied == path else "/")
 
 
 # -- images ------------------------------------------------------------------------------------

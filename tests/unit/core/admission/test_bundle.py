@@ -569,3 +569,34 @@ def test_a_bad_rollout_is_refused_word_for_word(rollout: object, line: str) -> N
         validate("r42", {**good(), "rollout": rollout})
     assert info.value.code == "BUNDLE_INVALID"
     assert line in info.value.message.splitlines()
+
+
+@given(
+    st.sampled_from(["/srv/media", "/", "./media", "media", "~/m", ""]),
+    st.sampled_from(["${MEDIA}", "$MEDIA", "${MEDIA}/sub"]),
+    st.booleans(),
+)
+def test_a_bind_led_by_a_variable_is_judged_after_the_env_is_applied(
+    value: str, source: str, secret: bool
+) -> None:
+    """Issue 47: ``${MEDIA}:/media`` after ``MEDIA=/srv/media`` in the template is an absolute
+    bind, as compose reads it; a relative value, a manifest variable (a secret the agent fills:
+    unknown here) or no assignment stays BUNDLE_RELATIVE_BIND, saying how to set it."""
+    import yaml
+
+    raw = good()
+    compose = yaml.safe_load(raw["compose"])
+    compose["services"]["web"]["volumes"] = [f"{source}:/media"]
+    raw["compose"] = yaml.safe_dump(compose)
+    raw["env_template"] = f"MEDIA={value}\n" if not secret else "MEDIA=${MEDIA}\n"
+    if secret:
+        raw["manifest"] = [{"name": "MEDIA", "path": "envs/x/app", "key": "media"}]
+    rest = source.removeprefix("${MEDIA}").removeprefix("$MEDIA")
+    if (value + rest).startswith("/") and not secret:  # as compose reads it (`/sub` too)
+        validate("r1", raw)
+        return
+    with pytest.raises(DeployError) as caught:
+        validate("r1", raw)
+    assert caught.value.code == "BUNDLE_RELATIVE_BIND"
+    if not value.startswith("~") or secret:
+        assert "the variable set in the env_template" in caught.value.detail
