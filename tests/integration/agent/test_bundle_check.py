@@ -302,3 +302,21 @@ def test_every_stage_that_can_run_reports_and_the_box_s_limits_hold(
     assert [(v["code"], v["key"]) for v in render] == [("ENV_COMPOSE_SETTING", "env_template")]
     assert "rename the variable" in render[0]["rewrite"] and "prefix" in render[0]["why"]
     assert "policy: not judged (the .env could not be rendered)" in found["notes"]
+
+
+def test_compose_s_own_error_is_shown_whole_naming_the_bundle_s_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Compose cannot read the file: its own message whole (not the user's line alone), the
+    file named as the bundle's (not /dev/fd/N), its warnings not shown as violations."""
+    svc = {"image": "x", "command": "echo $(date)${", "environment": {"A": "${UNSET_47}"}}
+    path = write_bundle(tmp_path, {"services": {"web": svc}})
+    rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
+    assert rc == 5 and [v["code"] for v in found["violations"]] == ["POLICY_UNJUDGED"], found
+    why = found["violations"][0]["why"]
+    assert "invalid interpolation format" in why and "escape any $ with another $" in why, why
+    assert "UNSET_47" not in why and "level=warning" not in found["message"]
+    path = write_bundle(tmp_path, {"services": {"web": {"image": "x", "bogus_key_47": 1}}})
+    rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
+    assert rc == 5 and "/dev/fd/" not in json.dumps(found), found
+    assert "the bundle's compose file" in found["violations"][0]["why"], found

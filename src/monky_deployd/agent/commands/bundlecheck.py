@@ -130,6 +130,8 @@ def _entries(stage: str, err: DeployError) -> list[dict[str, str]]:
             for v in err.violations
         ]
     lines = err.detail.splitlines() or err.message.splitlines()[1:] or [err.message]
+    if err.code is Code.POLICY_UNJUDGED:  # compose's own error: one fault, whole
+        lines = [" ".join(ln.strip() for ln in lines)]
     where = "env_template" if stage == "render" else ""
     return [
         {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +37,20 @@ def _memfiles(*texts: str) -> Iterator[tuple[int, ...]]:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+# what each file handed to compose is, as its words name it (not /dev/fd/N)
+_NAMES = ("the bundle's compose file", "the rendered .env", "the agent's override")
+_WARNING = re.compile(r'^(?:time="[^"]*" )?level=warning\b|^WARN\[')
+
+
+def _said(output: str, names: dict[str, str]) -> list[str]:
+    """Compose's own error, whole (its warnings left out: they refuse nothing), each memory
+    file named as what it holds."""
+    lines = [ln for ln in output.splitlines() if ln.strip() and not _WARNING.match(ln)]
+    for fd, name in names.items():
+        lines = [ln.replace(fd, name) for ln in lines]
+    return lines
 
 
 def effective(
@@ -77,14 +92,16 @@ def effective(
             check=False,
             pass_fds=fds,
         )
+        names = {f"/dev/fd/{fd}": name for fd, name in zip(fds, _NAMES, strict=False)}
     if result.returncode != 0:
         err = runner.failure(result, Code.POLICY_UNJUDGED, masker)
+        said = _said(err.detail, names)
         raise DeployError(
             f"compose cannot resolve the release of project {project}, so this box's policy "
-            f"cannot judge it: {runner.last_line(err.detail)}",
+            f"cannot judge it: {' '.join(said) or '(no output)'}",
             code=Code.POLICY_UNJUDGED,
             hint="the bundle's compose file (`docker compose config` of it names the fault)",
-            detail=err.detail,
+            detail="\n".join(said),
         )
     try:
         found = json.loads(result.stdout)
