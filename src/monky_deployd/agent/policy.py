@@ -54,7 +54,13 @@ def _allow(cfg: AllowCfg) -> terms.Allow:
         security_opt=frozenset(terms.security_opt(o) for o in cfg.security_opt),
         sysctls=frozenset(cfg.sysctls),
         cgroup_parent=frozenset(cfg.cgroup_parent),
-        bind_roots=tuple(os.path.realpath(r) for r in cfg.bind_roots),
+        # each root as written and resolved: a path is judged in both forms (a root or a
+        # path through a link, /lib -> /usr/lib, is allowed the same way on both sides)
+        bind_roots=tuple(
+            dict.fromkeys(
+                f for r in cfg.bind_roots for f in (terms.normpath(str(r)), os.path.realpath(r))
+            )
+        ),
         providers=frozenset(cfg.providers),
         volumes=frozenset(cfg.volumes),
         networks=frozenset(cfg.networks),

@@ -125,10 +125,15 @@ def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Vio
     if all(any(inside(f, r) for r in roots) for f in forms):
         return None
     shown = path if normpath(resolved) == normpath(path) else f"{path} (-> {normpath(resolved)})"
-    parent = posixpath.dirname(normpath(resolved)) or "/"
-    parent = normpath(resolved) if parent == "/" else parent  # "/" is no root to allow
-    line = scope_line(service, "bind_roots", parent)
+    parents = ", ".join(dict.fromkeys(_root_for(f) for f in (normpath(path), normpath(resolved))))
+    line = scope_line(service, "bind_roots", parents)  # a path through a link: both forms
     return Violation(service, key, f"{shown} is outside the allowed roots", line, rewrite=rewrite)
+
+
+def _root_for(form: str) -> str:
+    """The root that allows ``form``: its directory ("/" is no root to allow: itself)."""
+    parent = posixpath.dirname(form) or "/"
+    return form if parent == "/" else parent
 
 
 def judge(
