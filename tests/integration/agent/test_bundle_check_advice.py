@@ -1,0 +1,144 @@
+"""``bundle check``'s advice works (issue 47), in process with the real parser and compose CLI:
+over generated bundles mixing the classes of refusal the check knows, the author's loop (apply
+every printed allowance to the policy, every printed rewrite to the bundle, check again) makes
+each violation go away and adds no new one of the same kind; what no allowance permits says how
+to write it instead. A path through a link (a root that is a link, ``/lib`` -> ``/usr/lib``) is
+allowed by what is printed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from monky_deployd import cli
+from monky_deployd_testkit.lab import bind_root
+
+pytestmark = pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI")
+
+# each class of refusal: the web service's keys, and the top-level keys it needs
+CLASSES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "cap_add": ({"cap_add": ["NET_ADMIN"]}, {}),
+    "pid": ({"pid": "host"}, {}),
+    "ipc": ({"ipc": "host"}, {}),
+    "privileged": ({"privileged": True}, {}),
+    "security_opt": ({"security_opt": ["apparmor:unconfined"]}, {}),
+    "devices": ({"devices": ["/dev/fuse:/dev/fuse"]}, {}),
+    "sysctls": ({"sysctls": {"net.core.somaxconn": "1024"}}, {}),
+    "cgroup_parent": ({"cgroup_parent": "x.slice"}, {}),
+    "oom": ({"oom_score_adj": -500}, {}),
+    "log": ({"logging": {"driver": "syslog"}}, {}),
+    "bind": ({"volumes": ["{root}/data/a:/a"]}, {}),
+    "link": ({"volumes": ["{root}/link/b:/b"]}, {}),
+    "file": ({"volumes": ["/etc/hosts:/h:ro"]}, {}),
+    "ext_volume": ({"volumes": ["ext:/e"]}, {"volumes": {"ext": {"external": True}}}),
+    "ext_network": ({"networks": ["extnet"]}, {"networks": {"extnet": {"external": True}}}),
+    "relative": ({"volumes": ["./conf:/conf"]}, {}),
+    "secret_file": ({"secrets": ["db"]}, {"secrets": {"db": {"file": "./db.txt"}}}),
+    "env_file": ({"env_file": ["web.env"]}, {}),
+}
+
+
+def merged(shapes: list[str], root: Path) -> dict[str, Any]:
+    web: dict[str, Any] = {"image": "busybox"}
+    top: dict[str, Any] = {}
+    for name in shapes:
+        keys, more = CLASSES[name]
+        text = json.dumps(keys).replace("{root}", str(root))
+        for key, value in json.loads(text).items():
+            web[key] = [*web[key], *value] if isinstance(value, list) and key in web else value
+        for key, value in more.items():
+            top.setdefault(key, {}).update(value)
+    return {"services": {"web": web}, **top}
+
+
+def check(capsys: pytest.CaptureFixture[str], policy: Path, compose: dict[str, Any], tmp: Path,
+          env_template: str = "") -> dict[str, Any]:  # fmt: skip
+    bundle = tmp / "bundle.json"
+    raw = {"project": "shop", "compose": yaml.safe_dump(compose), "env_template": env_template,
+           "manifest": []}  # fmt: skip
+    bundle.write_text(json.dumps(raw))
+    cli.main(["bundle", "check", "--policy", str(policy), "--format", "json", str(bundle)])
+    found: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return found
+
+
+def allow(policy: dict[str, Any], line: str) -> None:
+    """``policy.services.web.cap_add: [NET_ADMIN]`` applied to ``policy`` (lists extended)."""
+    path, _, value = line.partition(": ")
+    words = path.split(".")
+    assert words[0] == "policy", line
+    where = policy
+    for word in words[1:-1]:
+        where = where.setdefault(word, {})
+    given_value = yaml.safe_load(value)
+    if isinstance(given_value, list):
+        where[words[-1]] = [*where.get(words[-1], []), *given_value]
+    else:
+        where[words[-1]] = given_value
+
+
+def rewrite(compose: dict[str, Any], v: dict[str, Any]) -> str:
+    """The printed rewrite applied as the author reads it; the template's line it needs."""
+    web = compose["services"]["web"]
+    said = v["rewrite"]
+    if v["key"].endswith(".external"):  # "drop `external:` and `name:`"
+        kind, name = v["key"].split(".")[:2]
+        assert "drop `external:`" in said
+        compose[kind][name].pop("external")
+    elif v["code"] == "BUNDLE_RELATIVE_BIND":  # "a named volume (`data:/data` ...)"
+        assert "a named volume" in said
+        web["volumes"] = [x if not x.startswith("./") else "conf:/conf" for x in web["volumes"]]
+        compose.setdefault("volumes", {})["conf"] = {}
+    elif v["key"] == "secrets":  # "`secrets.<name>.environment: VAR`, VAR from the .env"
+        assert said.startswith("`secrets.<name>.environment")
+        compose["secrets"]["db"] = {"environment": "DB_PASSWORD"}
+        return "DB_PASSWORD=x\n"
+    elif v["key"] == "env_file":  # "`env_file: [.env]`"
+        assert said.startswith("`env_file: [.env]`")
+        web["env_file"] = [".env"]
+    else:
+        raise AssertionError(f"a violation with neither an allowance nor a rewrite: {v}")
+    return ""
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(st.sampled_from(sorted(CLASSES)), unique=True, min_size=1, max_size=6))
+@example(sorted(CLASSES))
+def test_the_authors_loop_makes_each_violation_go_away(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shapes: list[str]
+) -> None:
+    root = bind_root("advice")
+    try:
+        (root / "data").mkdir()
+        (root / "real").mkdir()
+        (root / "link").symlink_to(root / "real")
+        compose = merged(shapes, root)
+        policy: dict[str, Any] = {"allow": {}}
+        path = tmp_path / "policy.yaml"
+        path.write_text(yaml.safe_dump({"policy": policy}))
+        first = check(capsys, path, compose, tmp_path)
+        assert first["verdict"] == "refused", first
+        template = ""
+        for v in first["violations"]:
+            if v["allow_with"]:
+                allow(policy, v["allow_with"])
+            else:
+                template += rewrite(compose, v)
+        path.write_text(yaml.safe_dump({"policy": policy}))
+        second = check(capsys, path, compose, tmp_path, template)
+        assert second["verdict"] == "admitted", (shapes, first, second)
+    finally:
+        shutil.rmtree(root)
