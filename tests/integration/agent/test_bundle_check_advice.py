@@ -39,7 +39,11 @@ CLASSES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "file": ({"volumes": ["/etc/hosts:/h:ro"]}, {}),
     "ext_volume": ({"volumes": ["ext:/e"]}, {"volumes": {"ext": {"external": True}}}),
     "ext_network": ({"networks": ["extnet"]}, {"networks": {"extnet": {"external": True}}}),
-    "relative": ({"volumes": ["./conf:/conf"]}, {}),
+    "code": ({"volumes": ["./:/app"]}, {}),
+    "one_file": ({"volumes": ["./nginx.conf:/etc/nginx/nginx.conf:ro"]}, {}),
+    "conf_folder": ({"volumes": ["./conf.d:/etc/nginx/conf.d"]}, {}),
+    "data": ({"volumes": ["./data:/var/lib/app"]}, {}),
+    "etc_folder": ({"volumes": ["/etc/myapp-47:/etc/myapp"]}, {}),
     "secret_file": ({"secrets": ["db"]}, {"secrets": {"db": {"file": "./db.txt"}}}),
     "env_file": ({"env_file": ["web.env"]}, {}),
 }
@@ -92,10 +96,27 @@ def rewrite(compose: dict[str, Any], v: dict[str, Any]) -> str:
         kind, name = v["key"].split(".")[:2]
         assert "drop `external:`" in said
         compose[kind][name].pop("external")
-    elif v["code"] == "BUNDLE_RELATIVE_BIND":  # "a named volume (`data:/data` ...)"
-        assert "a named volume" in said
-        web["volumes"] = [x if not x.startswith("./") else "conf:/conf" for x in web["volumes"]]
-        compose.setdefault("volumes", {})["conf"] = {}
+    elif v["key"].startswith("services.web.volumes[") or v["key"] == "volumes":
+        source = v["why"].split()[0]
+        vol = next(x for x in web["volumes"] if x.split(":")[0] == source)
+        web["volumes"].remove(vol)
+        target = vol.split(":")[1]
+        if said.startswith("the app's code in its image"):  # the image has it: no bind
+            assert f"`COPY {source.rstrip('/') or '.'} {target}`" in said, said
+        elif said.startswith("a config with the file's text"):
+            name = source.rsplit("/", 1)[-1]
+            assert f"`configs: [{{source: {name}, target: {target}}}]`" in said, said
+            compose.setdefault("configs", {})[name] = {"content": "user $$HOME\n"}
+            web.setdefault("configs", []).append({"source": name, "target": target})
+        elif said.startswith("one config per file of the folder"):
+            assert f"`target: {target}/a.conf`" in said, said
+            compose.setdefault("configs", {})["a.conf"] = {"content": "a $$b\n"}
+            web.setdefault("configs", []).append({"source": "a.conf", "target": f"{target}/a.conf"})
+        else:  # "a named volume (`data:<target>` ..." / REWRITE_ETC's "app-data:<target>"
+            named = "data" if said.startswith("a named volume") else "app-data"
+            assert f"`{named}:" in said, said
+            web["volumes"].append(f"{named}:{target}")
+            compose.setdefault("volumes", {})[named] = {}
     elif v["key"] == "secrets":  # "`secrets.<name>.environment: VAR`, VAR from the .env"
         assert said.startswith("`secrets.<name>.environment")
         compose["secrets"]["db"] = {"environment": "DB_PASSWORD"}
@@ -140,5 +161,64 @@ def test_the_authors_loop_makes_each_violation_go_away(
         path.write_text(yaml.safe_dump({"policy": policy}))
         second = check(capsys, path, compose, tmp_path, template)
         assert second["verdict"] == "admitted", (shapes, first, second)
+    finally:
+        shutil.rmtree(root)
+
+
+def test_the_printed_flatten_command_keeps_binds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``extends.file`` is POLICY_SOURCE and the printed command flattens it: run as printed
+    (and its one written step: `type: bind` for a bind led by a variable), the flattened file
+    keeps every bind a bind, as written (no CI checkout's path baked in, no undefined volume):
+    the check then judges each bind as it would have judged it in one file."""
+    import re
+    import subprocess
+
+    root = bind_root("flatten")
+    try:
+        (tmp_path / "common.yml").write_text(
+            yaml.safe_dump(
+                {
+                    "services": {
+                        "base": {
+                            "image": "busybox",
+                            "command": "echo $$HOME",
+                            "volumes": [
+                                f"{root}/data:/data",
+                                "./conf.d:/etc/app/conf.d",
+                                "${MEDIA}:/media",
+                            ],
+                        }
+                    }
+                }  # fmt: skip
+            )
+        )
+        compose = {"services": {"web": {"extends": {"file": "common.yml", "service": "base"}}}}
+        (tmp_path / "compose.yaml").write_text(yaml.safe_dump(compose))
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(yaml.safe_dump({"policy": {"allow": {"bind_roots": [str(root)]}}}))
+        first = check(capsys, policy, compose, tmp_path)
+        said = next(v["rewrite"] for v in first["violations"] if v["key"].startswith("extends"))
+        command = re.search(r"`(docker compose [^`]*)`", said)
+        assert command is not None, said
+        proc = subprocess.run(
+            command.group(1).split(), cwd=tmp_path, capture_output=True, text=True, check=True
+        )
+        flat: dict[str, Any] = yaml.safe_load(proc.stdout)
+        assert "`type: bind`" in said
+        for vol in flat["services"]["web"]["volumes"]:
+            if vol["source"].startswith("$"):  # compose printed it `type: volume`
+                vol["type"] = "bind"
+                vol.pop("volume", None)
+        assert str(tmp_path) not in json.dumps(flat)  # the checkout's path is not baked in
+        template = "MEDIA=/srv/media-47\n"
+        policy.write_text(yaml.safe_dump({"policy": {"allow": {"bind_roots": [str(root),
+                                                                              "/srv"]}}}))  # fmt: skip
+        second = check(capsys, policy, flat, tmp_path, template)
+        assert [(v["code"], v["why"].split()[0]) for v in second["violations"]] == [
+            ("BUNDLE_RELATIVE_BIND", "conf.d")
+        ], second
+        assert second["violations"][0]["rewrite"].startswith("one config per file")
     finally:
         shutil.rmtree(root)

@@ -168,11 +168,28 @@ def _literals(template: object, manifest: tuple[ManifestEntry, ...]) -> dict[str
     return composefile.literal_values(template, (e.name for e in manifest))
 
 
+def _target(doc: dict[Any, Any], where: str) -> str:
+    """The container path of the bind at ``where`` (``compose.services.web.volumes[0]``); ""
+    for a volume's device."""
+    head, _, index = where.removeprefix("compose.services.").rpartition(".volumes[")
+    services = doc.get("services")
+    svc = services.get(head) if isinstance(services, dict) else None
+    vols = svc.get("volumes") if isinstance(svc, dict) else None
+    try:
+        vol = vols[int(index.rstrip("]"))] if isinstance(vols, list) else None
+    except (ValueError, IndexError):
+        return ""
+    if isinstance(vol, dict):
+        return str(vol.get("target", ""))
+    parts = str(vol).split(":") if vol is not None else []
+    return parts[1] if len(parts) > 1 else ""
+
+
 def check_binds(revision: str, doc: dict[Any, Any], env: dict[str, str] | None = None) -> None:
     """BUNDLE_RELATIVE_BIND: a bind whose host path is relative or starts with a variable
     (``composefile.relative_binds``), or one that starts with ``~`` (``home_paths``), each a
     line with how the bundle writes it instead."""
-    from monky_deployd.core.admission.rules import HOME, REWRITE_BIND, Refusal, Violation
+    from monky_deployd.core.admission.rules import HOME, Refusal, Violation, bind_rewrite
 
     binds = composefile.relative_binds(doc, env)
     homes = composefile.home_paths(doc)
@@ -193,8 +210,7 @@ def check_binds(revision: str, doc: dict[Any, Any], env: dict[str, str] | None =
                 "agent's revision directory, replaced on every apply and pruned"
             ),
             code=Code.BUNDLE_RELATIVE_BIND,
-            rewrite=REWRITE_BIND
-            + ", or an absolute host path written out (/srv/app/data)"
+            rewrite=bind_rewrite(source, _target(doc, where))
             + (
                 ", or the variable set in the env_template (`DATA=/srv/app/data`)"
                 if source.startswith("$")

@@ -171,14 +171,19 @@ REWRITE_FROM_ENV = (
     "`secrets.<name>.environment: VAR`, VAR from the release's .env (a manifest entry fills it "
     "from OpenBao)"
 )
-REWRITE_CONFIG = "`configs.<name>.content: ...` (the file's text in the compose file)"
+REWRITE_CONFIG = (
+    "`configs.<name>.content: ...` (the file's text in the compose file; compose interpolates "
+    "it: write each `$` in it as `$$`)"
+)
 REWRITE_ENV_FILE = (
     "`env_file: [.env]` (the release's .env, rendered from env_template), or the variables "
     "in `environment:`"
 )
 REWRITE_FLATTEN = (
-    "one flattened compose file (`docker compose -f compose.yaml config --no-interpolate` "
-    "prints it)"
+    "one flattened compose file (`docker compose -f compose.yaml config --no-interpolate "
+    "--no-path-resolution --no-normalize` prints it, each `${VAR}` and relative path as "
+    "written, no project or network name of the checkout's directory; it prints a "
+    "bind led by a variable, `${DATA}:/data`, as `type: volume`: write `type: bind` there)"
 )
 REWRITE_NAMES = (
     "drop `external:` and `name:` (compose names it <project>_<name>, the release's own)"
@@ -187,6 +192,49 @@ REWRITE_BUILD = (
     "build the image in the release pipeline, push it to the bundle's registry and name it in "
     "`image:` (a box has no build context)"
 )
+REWRITE_ETC = (
+    "for data the app writes, a named volume at the same target (`app-data:<target>` with "
+    "`volumes: {app-data: {}}`); for config files it reads, one config each "
+    "(`configs: {<file>: {content: ...}}`, `target:` the file's path; each `$` written `$$`); or "
+    "a host directory outside /etc under the box's bind_roots (/srv/<app>/...)"
+)
+# where a bind's target says it holds the app's code (a named volume would keep the first
+# image's code forever), and the folders apps read configuration from
+_CODE_TARGETS = ("/app", "/src", "/code", "/usr/src", "/var/www", "/opt/app", "/workspace")
+_CODE_SOURCES = (".", "./", "./src", "./app", "./code", "./www", "./html", "./public")
+_CONFIG_WORDS = ("conf", "config", "etc", "settings", "templates", "rules", "provisioning")
+
+
+def bind_rewrite(source: str, target: str) -> str:
+    """How a bundle writes a relative bind ``source:target`` instead, by what it holds: the
+    app's code (its image), one file (a config), a folder of config files (a config each), or
+    data (a named volume); each also as an absolute host path written out."""
+    src, dst = source.rstrip("/") or source, target.rstrip("/") or "/"
+    leaf = posixpath.basename(src)
+    words = (leaf.lower(), posixpath.basename(dst).lower())
+    if src in _CODE_SOURCES or any(inside(dst, t) for t in _CODE_TARGETS):
+        how = (
+            f"the app's code in its image: copy it in the Dockerfile (`COPY {src} {dst}`), "
+            "build and push the image in the release pipeline and name it in `image:` (a "
+            "named volume would keep the first image's code forever)"
+        )
+    elif any("." in w.lstrip(".") and not w.endswith(".d") for w in words):  # one file
+        how = (
+            f"a config with the file's text: `configs: {{{leaf or 'app.conf'}: {{content: ...}}}}` "
+            f"and `configs: [{{source: {leaf or 'app.conf'}, target: {dst}}}]` in the service "
+            "(each `$` in it written `$$`)"
+        )
+    elif inside(dst, "/etc") or any(w in name for w in _CONFIG_WORDS for name in words):
+        how = (
+            "one config per file of the folder (`configs: {a.conf: {content: ...}}`, each with "
+            f"`target: {dst}/a.conf`; each `$` written `$$`), or the files copied into the "
+            "image in the release pipeline"
+        )
+    else:
+        how = f"a named volume (`data:{dst}` with `volumes: {{data: {{}}}}`)"
+    return how + ", or an absolute host path written out (/srv/app/data)"
+
+
 # Protected trees a read-only bind of one file (read_only_files) may reach; never the agent's
 # own directories, the engine's sockets or its data, which are protected paths of their own.
 FILE_TREES = ("/etc",)

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.admission.bundle import Bundle, ManifestEntry, validate
-from monky_deployd.core.admission.rules import REWRITE_BIND
+from monky_deployd.core.admission.rules import bind_rewrite
 from monky_deployd.core.faults import DeployError
 
 
@@ -466,8 +466,8 @@ def test_a_relative_bind_is_refused_with_its_own_code_where_and_source() -> None
     assert err.detail.splitlines() == [
         "services.web.volumes[0] ./data is not an absolute host path: it would live in the "
         "agent's revision directory, replaced on every apply and pruned (no allowance permits "
-        f"it; write instead: {REWRITE_BIND}, or an absolute host path written out "
-        "(/srv/app/data))"
+        "it; write instead: a named volume (`data:/data` with `volumes: {data: {}}`), or an "
+        "absolute host path written out (/srv/app/data))"
     ]
 
 
@@ -600,3 +600,28 @@ def test_a_bind_led_by_a_variable_is_judged_after_the_env_is_applied(
     assert caught.value.code == "BUNDLE_RELATIVE_BIND"
     if not value.startswith("~") or secret:
         assert "the variable set in the env_template" in caught.value.detail
+
+
+@pytest.mark.parametrize(
+    ("bind", "starts"),
+    [
+        ("./:/app", "the app's code in its image: copy it in the Dockerfile (`COPY . /app`)"),
+        (".:/usr/src/app", "the app's code in its image"),
+        ("./src:/srv/x", "the app's code in its image"),
+        ("./nginx.conf:/etc/nginx/nginx.conf:ro", "a config with the file's text"),
+        ("./conf:/app.ini", "a config with the file's text"),
+        ("./conf.d:/etc/nginx/conf.d", "one config per file of the folder"),
+        ("./config:/config", "one config per file of the folder"),
+        ("./data:/var/lib/postgresql/data", "a named volume (`data:/var/lib/postgresql/data`"),
+        ("./uploads:/uploads", "a named volume"),
+    ],
+)
+def test_a_relative_bind_s_rewrite_follows_what_it_holds(bind: str, starts: str) -> None:
+    """Issue 47: code is the image's (a named volume would keep the first image's code), one
+    file a config, a folder of config files a config each, data a named volume."""
+    source, target = bind.split(":")[:2]
+    said = bind_rewrite(source, target)
+    assert said.startswith(starts), said
+    assert said.endswith(", or an absolute host path written out (/srv/app/data)")
+    if "config" in starts:
+        assert "each `$` in it written `$$`" in said or "each `$` written `$$`" in said
