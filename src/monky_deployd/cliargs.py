@@ -333,7 +333,8 @@ def parse(argv: list[str] | None, environ: Mapping[str, str] | None = None) -> a
                 from monky_deployd.agent.commands.bundlecheck import emit, usage_json
 
                 lines = said.getvalue().strip().splitlines()
-                emit(usage_json(lines[-1] if lines else "the command line is not valid"))
+                said_last = lines[-1] if lines else "the command line is not valid"
+                emit(usage_json(BUNDLE_CHECK_REVISION, said_last))
             raise
         sys.stderr.write(said.getvalue())
     env = os.environ if environ is None else environ

@@ -187,11 +187,9 @@ def emit(text: str) -> None:
         os.close(devnull)
 
 
-def usage_json(message: str) -> str:
+def usage_json(revision: str, message: str) -> str:
     """The JSON verdict of a command line the parser refused (``cliargs``)."""
-    from monky_deployd.cliargs import BUNDLE_CHECK_REVISION
-
-    found = Verdict(BUNDLE_CHECK_REVISION, outcome="usage", message=message).as_json()
+    found = Verdict(revision, outcome="usage", message=message).as_json()
     return json.dumps(found, indent=2, ensure_ascii=False)
 
 
