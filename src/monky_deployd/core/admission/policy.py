@@ -121,7 +121,7 @@ def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Vio
         shown = path if form == normpath(path) else f"{path} (-> {form})"
         line = scope_line(service, "read_only_files", normpath(path)) if single else ""
         asks = f"{shown} reaches {guarded}" + (" (read-only, one file)" if single else "")
-        if not rewrite and key == "volumes" and guarded in FILE_TREES and form != guarded:
+        if not (rewrite or single) and key == "volumes" and guarded in FILE_TREES:
             rewrite = REWRITE_ETC  # a folder or a writable file of /etc: what it holds instead
         return Violation(service, key, asks, line, code=Code.POLICY_PROTECTED_PATH, rewrite=rewrite)
     roots = [normpath(r) for r in may.bind_roots]

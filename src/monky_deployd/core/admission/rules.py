@@ -9,6 +9,7 @@ every judge shares. Pure. The judges are ``core.admission.policy``, ``.host``, `
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -200,8 +201,9 @@ REWRITE_ETC = (
 )
 # where a bind's target says it holds the app's code (a named volume would keep the first
 # image's code forever), and the folders apps read configuration from
-_CODE_TARGETS = ("/app", "/src", "/code", "/usr/src", "/var/www", "/opt/app", "/workspace")
-_CODE_SOURCES = (".", "./", "./src", "./app", "./code", "./www", "./html", "./public")
+_CODE_TARGETS = ("/app", "/src", "/code", "/usr/src/app", "/var/www", "/var/www/html", "/workspace")
+_CODE_SOURCES = (".", "./")
+_CODE_LEAVES = ("src", "app", "code", "lib", "www", "html", "public")
 _CONFIG_WORDS = ("conf", "config", "etc", "settings", "templates", "rules", "provisioning")
 
 
@@ -211,8 +213,10 @@ def bind_rewrite(source: str, target: str) -> str:
     data (a named volume); each also as an absolute host path written out."""
     src, dst = source.rstrip("/") or source, target.rstrip("/") or "/"
     leaf = posixpath.basename(src)
+    # the volume's name from the folder's own: two binds rewritten get two volumes
+    vol = re.sub(r"[^a-z0-9_-]+", "-", leaf.lower()).strip("-_.") or "data"
     words = (leaf.lower(), posixpath.basename(dst).lower())
-    if src in _CODE_SOURCES or any(inside(dst, t) for t in _CODE_TARGETS):
+    if src in _CODE_SOURCES or dst in _CODE_TARGETS or leaf in _CODE_LEAVES:
         how = (
             f"the app's code in its image: copy it in the Dockerfile (`COPY {src} {dst}`), "
             "build and push the image in the release pipeline and name it in `image:` (a "
@@ -226,12 +230,13 @@ def bind_rewrite(source: str, target: str) -> str:
         )
     elif inside(dst, "/etc") or any(w in name for w in _CONFIG_WORDS for name in words):
         how = (
-            "one config per file of the folder (`configs: {a.conf: {content: ...}}`, each with "
-            f"`target: {dst}/a.conf`; each `$` written `$$`), or the files copied into the "
-            "image in the release pipeline"
+            f"for what the app writes there (a database, state), a named volume (`{vol}:{dst}` "
+            f"with `volumes: {{{vol}: {{}}}}`); for config files it only reads, one config per "
+            f"file (`configs: {{a.conf: {{content: ...}}}}`, each with `target: {dst}/a.conf`; "
+            "each `$` written `$$`) or the files copied into the image in the release pipeline"
         )
     else:
-        how = f"a named volume (`data:{dst}` with `volumes: {{data: {{}}}}`)"
+        how = f"a named volume (`{vol}:{dst}` with `volumes: {{{vol}: {{}}}}`)"
     return how + ", or an absolute host path written out (/srv/app/data)"
 
 

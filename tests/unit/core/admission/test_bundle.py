@@ -610,10 +610,16 @@ def test_a_bind_led_by_a_variable_is_judged_after_the_env_is_applied(
         ("./src:/srv/x", "the app's code in its image"),
         ("./nginx.conf:/etc/nginx/nginx.conf:ro", "a config with the file's text"),
         ("./conf:/app.ini", "a config with the file's text"),
-        ("./conf.d:/etc/nginx/conf.d", "one config per file of the folder"),
-        ("./config:/config", "one config per file of the folder"),
+        (
+            "./conf.d:/etc/nginx/conf.d",
+            "for what the app writes there (a database, state), a named volume "
+            "(`conf-d:/etc/nginx/conf.d`",
+        ),
+        ("./config:/config", "for what the app writes there"),
         ("./data:/var/lib/postgresql/data", "a named volume (`data:/var/lib/postgresql/data`"),
-        ("./uploads:/uploads", "a named volume"),
+        ("./uploads:/uploads", "a named volume (`uploads:/uploads` with `volumes: {uploads: {}}`)"),
+        ("./export:/usr/src/paperless/export", "a named volume (`export:"),
+        ("./backend/src:/code/src:ro", "the app's code in its image"),
     ],
 )
 def test_a_relative_bind_s_rewrite_follows_what_it_holds(bind: str, starts: str) -> None:
@@ -623,5 +629,5 @@ def test_a_relative_bind_s_rewrite_follows_what_it_holds(bind: str, starts: str)
     said = bind_rewrite(source, target)
     assert said.startswith(starts), said
     assert said.endswith(", or an absolute host path written out (/srv/app/data)")
-    if "config" in starts:
+    if "config" in said:
         assert "each `$` in it written `$$`" in said or "each `$` written `$$`" in said
