@@ -301,7 +301,13 @@ def test_every_stage_that_can_run_reports_and_the_box_s_limits_hold(
     render = [v for v in found["violations"] if v["stage"] == "render"]
     assert [(v["code"], v["key"]) for v in render] == [("ENV_COMPOSE_SETTING", "env_template")]
     assert "rename the variable" in render[0]["rewrite"] and "prefix" in render[0]["why"]
-    assert "policy: not judged (the .env could not be rendered)" in found["notes"]
+    # a name alone refused: the policy judges the rest of the template in the same run
+    note = "policy: judged without the template's lines of DOCKER_SOCK (render refused them)"
+    assert note in found["notes"] and "policy" in found["stages"], found
+    path = write_bundle(tmp_path, compose, env_template="A=${NOT_IN_THE_MANIFEST}\n")
+    rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
+    assert [v["code"] for v in found["violations"] if v["stage"] == "render"] == ["ENV_INCOMPLETE"]
+    assert "policy: not judged (the .env could not be rendered)" in found["notes"], found
 
 
 def test_compose_s_own_error_is_shown_whole_naming_the_bundle_s_file(

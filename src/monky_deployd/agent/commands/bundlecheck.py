@@ -281,11 +281,47 @@ def run(args: argparse.Namespace) -> Verdict:
     }
     _stage(verdict, "bundle", lambda: _registry(bundle))
     env_text = _stage(verdict, "render", lambda: _rendered(bundle))
+    if env_text is None:  # a refused name: the policy judges the rest of the template
+        env_text = _without_refused_names(bundle, verdict)
     if env_text is None:
         verdict.notes.append("policy: not judged (the .env could not be rendered)")
         return verdict
     _stage(verdict, "policy", lambda: _policy(cfg, bundle, env_text, verdict, relative))
     return verdict
+
+
+def _without_refused_names(bundle: Bundle, verdict: Verdict) -> str | None:
+    """The .env rendered without the assignments render refused by their name alone
+    (ENV_COMPOSE_SETTING, ENV_NAME_RESERVED: the rest of the template is whole), so the policy
+    still judges the release in this run; None for any other render refusal."""
+    import dataclasses
+
+    from monky_deployd.core.render import envfile
+    from monky_deployd.core.render.dotenv import parse
+
+    err = verdict.refusals[-1][1]
+    if err.code not in (Code.ENV_COMPOSE_SETTING, Code.ENV_NAME_RESERVED):
+        return None
+    template = bundle.env_template
+    refused = set(envfile.compose_settings(a.name for a in parse(template)))
+    refused |= {a.name for a in parse(template)} & envfile.RESERVED_NAMES
+    kept, pos = [], 0
+    for a in parse(template):
+        if a.name in refused:
+            head = template.rfind("\n", 0, a.start) + 1
+            tail = template.find("\n", a.end)
+            kept.append(template[pos:head])
+            pos = len(template) if tail < 0 else tail + 1
+    kept.append(template[pos:])
+    try:
+        text = _rendered(dataclasses.replace(bundle, env_template="".join(kept)))
+    except DeployError:
+        return None
+    verdict.notes.append(
+        f"policy: judged without the template's lines of {', '.join(sorted(refused))} "
+        "(render refused them)"
+    )
+    return text
 
 
 def _stage(verdict: Verdict, stage: str, step: Any) -> Any:

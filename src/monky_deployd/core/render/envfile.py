@@ -167,7 +167,8 @@ def _check_compose_settings(assignments: list[Assignment]) -> None:
             + "): a release may not set how compose reads and runs it (compose runs the model "
             "this box's policy judged, never the release's .env)",
             code=Code.ENV_COMPOSE_SETTING,
-            hint="rename the variable in the bundle's env_template; names starting "
+            hint="rename the variable in the bundle's env_template and each `${NAME}` of it in "
+            "the compose file; names starting "
             + ", ".join(COMPOSE_SETTING_PREFIXES)
             + " are compose's and the docker CLI's",
         )
