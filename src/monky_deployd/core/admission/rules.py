@@ -216,7 +216,8 @@ def bind_rewrite(source: str, target: str) -> str:
     # the volume's name from the folder's own: two binds rewritten get two volumes
     vol = re.sub(r"[^a-z0-9_-]+", "-", leaf.lower()).strip("-_.") or "data"
     words = (leaf.lower(), posixpath.basename(dst).lower())
-    if src in _CODE_SOURCES or dst in _CODE_TARGETS or leaf in _CODE_LEAVES:
+    code_dir = dst in _CODE_TARGETS or posixpath.dirname(dst) in _CODE_TARGETS  # and its files
+    if src in _CODE_SOURCES or code_dir or leaf in _CODE_LEAVES:
         how = (
             f"the app's code in its image: copy it in the Dockerfile (`COPY {src} {dst}`), "
             "build and push the image in the release pipeline and name it in `image:` (a "

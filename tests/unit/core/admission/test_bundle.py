@@ -620,6 +620,7 @@ def test_a_bind_led_by_a_variable_is_judged_after_the_env_is_applied(
         ("./uploads:/uploads", "a named volume (`uploads:/uploads` with `volumes: {uploads: {}}`)"),
         ("./export:/usr/src/paperless/export", "a named volume (`export:"),
         ("./backend/src:/code/src:ro", "the app's code in its image"),
+        ("./backend/package.json:/code/package.json", "the app's code in its image"),
     ],
 )
 def test_a_relative_bind_s_rewrite_follows_what_it_holds(bind: str, starts: str) -> None:
