@@ -273,12 +273,12 @@ def run(args: argparse.Namespace) -> Verdict:
         verdict.refuse("bundle", err)
         return verdict
     _stage(verdict, "bundle", lambda: _binds(bundle))
-    relative = {
-        v.service
+    relative = [
+        v
         for _, err in verdict.refusals
         for v in getattr(err, "violations", ())
         if err.code is Code.BUNDLE_RELATIVE_BIND
-    }
+    ]
     _stage(verdict, "bundle", lambda: _registry(bundle))
     env_text = _stage(verdict, "render", lambda: _rendered(bundle))
     if env_text is None:  # a refused name: the policy judges the rest of the template
@@ -365,9 +365,9 @@ def _registry(bundle: Bundle) -> None:
     registry_cred.select_entry([{"name": e.name, "use": e.use} for e in bundle.manifest])
 
 
-def _policy(cfg: Any, bundle: Bundle, env_text: str, verdict: Verdict, relative: set[str]) -> None:
-    """The policy on compose's model; a bind of ``relative``'s services that a relative or
-    ``~`` path led into the revision directory is not named again (the bundle stage did)."""
+def _policy(cfg: Any, bundle: Bundle, env_text: str, verdict: Verdict, relative: list[Any]) -> None:
+    """The policy on compose's model; a bind the bundle stage named (``relative``: a relative
+    or ``~`` path compose resolves from the revision directory) is not named again."""
     from monky_deployd.agent import policy as performed
     from monky_deployd.core.admission import policy
 
@@ -378,13 +378,29 @@ def _policy(cfg: Any, bundle: Bundle, env_text: str, verdict: Verdict, relative:
             cfg, Path(docker_dir), bundle.project, project_dir, release, engine=False
         )
     verdict.notes.append(performed.OFFLINE)
-    inside = str(project_dir)
-    found = [
-        v for v in found if not (v.key == "volumes" and v.service in relative and inside in v.asks)
-    ]
+    found = [v for v in found if not _named_before(v, relative, str(project_dir))]
     if found:
         raise policy.refusal(bundle.revision, found)
     _model_budget(cfg, model)
+
+
+def _named_before(v: Any, relative: list[Any], project_dir: str) -> bool:
+    """``v`` judges a bind the bundle stage named: one of its service's relative sources as
+    compose resolves it (from the revision directory, ``..`` too), or a ``~`` one (there)."""
+    import posixpath
+
+    if v.key != "volumes":
+        return False
+    path = v.asks.split(" ", 1)[0]
+    for r in relative:
+        source = r.asks.split(" ", 1)[0]
+        if r.service != v.service:
+            continue
+        if path == posixpath.normpath(posixpath.join(project_dir, source)) or (
+            source.startswith("~") and path.startswith(project_dir)
+        ):
+            return True
+    return False
 
 
 def _model_budget(cfg: Any, model: dict[str, object]) -> None:

@@ -35,6 +35,7 @@ from monky_deployd.core.admission.rules import (
     RELATIVE,
     REWRITE_BUILD,
     REWRITE_CONFIG,
+    REWRITE_DEV,
     REWRITE_ENV_FILE,
     REWRITE_ETC,
     REWRITE_FLATTEN,
@@ -123,6 +124,8 @@ def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Vio
         asks = f"{shown} reaches {guarded}" + (" (read-only, one file)" if single else "")
         if not (rewrite or single) and key == "volumes" and guarded in FILE_TREES:
             rewrite = REWRITE_ETC  # a folder or a writable file of /etc: what it holds instead
+        elif not rewrite and key == "volumes" and guarded == "/dev" and form != guarded:
+            rewrite = REWRITE_DEV
         return Violation(service, key, asks, line, code=Code.POLICY_PROTECTED_PATH, rewrite=rewrite)
     roots = [normpath(r) for r in may.bind_roots]
     if all(any(inside(f, r) for r in roots) for f in forms):

@@ -193,6 +193,11 @@ REWRITE_BUILD = (
     "build the image in the release pipeline, push it to the bundle's registry and name it in "
     "`image:` (a box has no build context)"
 )
+REWRITE_DEV = (
+    "the device itself in `devices:` (`devices: [/dev/ttyACM0]`, which "
+    "`policy.services.<name>.devices` allows on a box); the engine makes its node in the "
+    "container"
+)
 REWRITE_ETC = (
     "for data the app writes, a named volume at the same target (`app-data:<target>` with "
     "`volumes: {app-data: {}}`); for config files it reads, one config each "
@@ -214,7 +219,8 @@ def bind_rewrite(source: str, target: str) -> str:
     src, dst = source.rstrip("/") or source, target.rstrip("/") or "/"
     leaf = posixpath.basename(src)
     # the volume's name from the folder's own: two binds rewritten get two volumes
-    vol = re.sub(r"[^a-z0-9_-]+", "-", leaf.lower()).strip("-_.") or "data"
+    # (its path's words: ./ha/config and ./mqtt/config are two volumes, not one)
+    vol = re.sub(r"[^a-z0-9_-]+", "-", src.lower().lstrip("./~$")).strip("-_") or "data"
     words = (leaf.lower(), posixpath.basename(dst).lower())
     code_dir = dst in _CODE_TARGETS or posixpath.dirname(dst) in _CODE_TARGETS  # and its files
     if src in _CODE_SOURCES or code_dir or leaf in _CODE_LEAVES:
