@@ -209,7 +209,10 @@ REWRITE_ETC = (
 _CODE_TARGETS = ("/app", "/src", "/code", "/usr/src/app", "/var/www", "/var/www/html", "/workspace")
 _CODE_SOURCES = (".", "./")
 _CODE_LEAVES = ("src", "app", "code", "lib", "www", "html", "public")
-_CONFIG_WORDS = ("conf", "config", "etc", "settings", "templates", "rules", "provisioning")
+_DATA_WORDS = (
+    *("data", "db", "database", "postgres", "mysql", "mariadb", "redis", "log", "upload"),
+    *("media", "cache", "storage", "state", "backup", "export", "consume", "library", "files"),
+)
 
 
 def bind_rewrite(source: str, target: str) -> str:
@@ -235,15 +238,16 @@ def bind_rewrite(source: str, target: str) -> str:
             f"and `configs: [{{source: {leaf or 'app.conf'}, target: {dst}}}]` in the service "
             "(each `$` in it written `$$`)"
         )
-    elif inside(dst, "/etc") or any(w in name for w in _CONFIG_WORDS for name in words):
+    elif any(w in name for w in _DATA_WORDS for name in words) and not inside(dst, "/etc"):
+        how = f"a named volume (`{vol}:{dst}` with `volumes: {{{vol}: {{}}}}`)"
+    else:  # a folder: what the app writes there, or files shipped with it (a volume starts empty)
         how = (
             f"for what the app writes there (a database, state), a named volume (`{vol}:{dst}` "
-            f"with `volumes: {{{vol}: {{}}}}`); for config files it only reads, one config per "
-            f"file (`configs: {{a.conf: {{content: ...}}}}`, each with `target: {dst}/a.conf`; "
-            "each `$` written `$$`) or the files copied into the image in the release pipeline"
+            f"with `volumes: {{{vol}: {{}}}}`); for files shipped with the app (config, "
+            "dashboards, templates: a new named volume starts empty), one config per file "
+            f"(`configs: {{a.conf: {{content: ...}}}}`, each with `target: {dst}/a.conf`; each "
+            "`$` written `$$`) or the files copied into the image in the release pipeline"
         )
-    else:
-        how = f"a named volume (`{vol}:{dst}` with `volumes: {{{vol}: {{}}}}`)"
     return how + ", or an absolute host path written out (/srv/app/data)"
 
 
