@@ -161,7 +161,7 @@ def _where(where: str) -> tuple[str, str]:
     return (parts[1] if parts[0] == "services" and len(parts) > 2 else ""), path
 
 
-def _literals(template: object, manifest: tuple[ManifestEntry, ...]) -> dict[str, str]:
+def _literals(template: object, manifest: tuple[ManifestEntry, ...]) -> dict[str, str | None]:
     """What the .env template assigns literally (``composefile.literal_values``)."""
     if not isinstance(template, str):
         return {}
@@ -185,7 +185,9 @@ def _target(doc: dict[Any, Any], where: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def check_binds(revision: str, doc: dict[Any, Any], env: dict[str, str] | None = None) -> None:
+def check_binds(
+    revision: str, doc: dict[Any, Any], env: dict[str, str | None] | None = None
+) -> None:
     """BUNDLE_RELATIVE_BIND: a bind whose host path is relative or starts with a variable
     (``composefile.relative_binds``), or one that starts with ``~`` (``home_paths``), each a
     line with how the bundle writes it instead."""

@@ -116,11 +116,11 @@ def env_file_services(doc: object) -> tuple[str, ...]:
 # -- bind mounts -------------------------------------------------------------------------------
 
 
-def literal_values(template: str, secrets: Iterable[str] = ()) -> dict[str, str]:
-    """The variables the ``.env`` template assigns a literal value (no reference, no ``$``),
-    as compose reads them (the last assignment wins), but ``secrets`` (the manifest's: the
-    agent fills them); {} for a template compose could not read (ENV_TEMPLATE_INVALID says so
-    at render)."""
+def literal_values(template: str, secrets: Iterable[str] = ()) -> dict[str, str | None]:
+    """The variables the ``.env`` template assigns, as compose reads them (the last assignment
+    wins): a literal value (no reference, no ``$``) as itself, any other (a reference, a
+    ``$``) and ``secrets`` (the manifest's: the agent fills them) None, not known here; {} for
+    a template compose could not read (ENV_TEMPLATE_INVALID says so at render)."""
     from monky_deployd.core.faults import EnvError
     from monky_deployd.core.render.dotenv import parse
 
@@ -128,34 +128,44 @@ def literal_values(template: str, secrets: Iterable[str] = ()) -> dict[str, str]
         assignments = parse(template)
     except EnvError:
         return {}
-    found: dict[str, str] = {}
+    found: dict[str, str | None] = {}
     for a in assignments:
         parts = a.parts_of(template)
         value = "".join(text for text, _ in parts)
-        if any(ref for _, ref in parts) or "$" in value:
-            found.pop(a.name, None)
-        else:
-            found[a.name] = value
+        known = not any(ref for _, ref in parts) and "$" not in value
+        found[a.name] = value if known else None
     for name in secrets:
-        found.pop(name, None)
+        found[name] = None
     return found
 
 
-_LEADING_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_LEADING_VARIABLE = re.compile(
+    r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?-)(?P<default>[^${}]*))?\}"
+    r"|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))"
+)
 
 
-def _applied(source: str, env: Mapping[str, str]) -> str:
-    """``source`` with a leading ``${VAR}`` or ``$VAR`` the .env assigns literally (``env``)
-    put in, as compose interpolates it; as written otherwise."""
+def _applied(source: str, env: Mapping[str, str | None]) -> str:
+    """``source`` with a leading ``${VAR}``, ``$VAR``, ``${VAR:-default}`` or ``${VAR-default}``
+    put in as compose interpolates it from the .env (``env``: ``literal_values``): the
+    template's literal value, or the default where compose takes it (VAR unset; ``:-``: or
+    empty); as written when the value is not known here (a manifest variable, a reference)
+    or VAR is set nowhere and has no default."""
     lead = _LEADING_VARIABLE.match(source)
     if lead is None:
         return source
-    value = env.get(lead.group(1) or lead.group(2) or "")
+    name = lead.group("braced") or lead.group("plain") or ""
+    op, default = lead.group("op"), lead.group("default") or ""
+    if name in env and env[name] is None:
+        return source
+    value = env.get(name)
+    if (op == ":-" and not value) or (op == "-" and value is None):
+        value = default
     return source if value is None else value + source[lead.end() :]
 
 
 def relative_binds(
-    doc: dict[Any, Any], env: Mapping[str, str] | None = None
+    doc: dict[Any, Any], env: Mapping[str, str | None] | None = None
 ) -> list[tuple[str, str]]:
     """``(where, source)`` of every bind mount whose host path is not absolute once Compose
     reads it: it starts with ``.`` (relative to the project directory) or with a variable
@@ -231,7 +241,7 @@ def _bind_source(vol: object) -> str | None:
     return None
 
 
-def _not_absolute(path: str, env: Mapping[str, str] | None = None) -> bool:
+def _not_absolute(path: str, env: Mapping[str, str | None] | None = None) -> bool:
     """``path`` is relative as compose reads it (``~`` is ``home_paths``'s, as written; a
     value the .env puts in must be absolute itself)."""
     applied = _applied(path, env or {})

@@ -632,3 +632,35 @@ def test_a_relative_bind_s_rewrite_follows_what_it_holds(bind: str, starts: str)
     assert said.endswith(", or an absolute host path written out (/srv/app/data)")
     if "config" in said:
         assert "each `$` in it written `$$`" in said or "each `$` written `$$`" in said
+
+
+@pytest.mark.parametrize(
+    ("template", "source", "refused"),
+    [
+        ("", "${CONFIG_DIR:-/var/lib/plex}/config", False),  # unset: compose takes the default
+        ("CONFIG_DIR=/srv/plex\n", "${CONFIG_DIR:-./x}/config", False),
+        ("CONFIG_DIR=\n", "${CONFIG_DIR:-/srv/plex}", False),  # `:-`: empty takes it too
+        ("CONFIG_DIR=\n", "${CONFIG_DIR-/srv/plex}", True),  # `-`: empty is empty
+        ("", "${CONFIG_DIR:-./config}", True),
+        ("CONFIG_DIR=${CONFIG_DIR}\n", "${CONFIG_DIR:-/srv/plex}", True),  # a secret: unknown
+        ("", "${CONFIG_DIR}/config", True),  # set nowhere: named, not judged as empty
+    ],
+)
+def test_a_variable_s_default_is_read_as_compose_reads_it(
+    template: str, source: str, refused: bool
+) -> None:
+    import yaml
+
+    raw = good()
+    compose = yaml.safe_load(raw["compose"])
+    compose["services"]["web"]["volumes"] = [f"{source}:/config"]
+    raw["compose"] = yaml.safe_dump(compose)
+    raw["env_template"] = template
+    if "${CONFIG_DIR}" in template:
+        raw["manifest"] = [{"name": "CONFIG_DIR", "path": "envs/x/app", "key": "dir"}]
+    if not refused:
+        validate("r1", raw)
+        return
+    with pytest.raises(DeployError) as caught:
+        validate("r1", raw)
+    assert caught.value.code == "BUNDLE_RELATIVE_BIND"
