@@ -181,8 +181,9 @@ def _target(doc: dict[Any, Any], where: str) -> str:
         return ""
     if isinstance(vol, dict):
         return str(vol.get("target", ""))
-    parts = str(vol).split(":") if vol is not None else []
-    return parts[1] if len(parts) > 1 else ""
+    text = str(vol) if vol is not None else ""
+    cut = composefile.first_colon(text)
+    return text[cut + 1 :].split(":", 1)[0] if cut >= 0 else ""
 
 
 def check_binds(

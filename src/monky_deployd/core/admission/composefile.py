@@ -231,14 +231,29 @@ def mount_options(opts: object) -> frozenset[str]:
 def _bind_source(vol: object) -> str | None:
     """The host path of a bind mount in either syntax; None for a named or anonymous volume."""
     if isinstance(vol, str):
-        source, sep, _ = vol.partition(":")
-        if not sep:  # "/data": an anonymous volume
+        cut = first_colon(vol)
+        if cut < 0:  # "/data": an anonymous volume
             return None
+        source = vol[:cut]
         return source if source.startswith((".", "/", "~", "$")) else None  # else: a name
     if isinstance(vol, dict) and vol.get("type") == "bind":
         long_source = vol.get("source")
         return long_source if isinstance(long_source, str) else None
     return None
+
+
+def first_colon(text: str) -> int:
+    """Where the short syntax's source ends: its first ``:`` outside a ``${...}`` (compose
+    interpolates before it splits: ``${DIR:-/srv}/x:/x``); -1 for none."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "{" and i and text[i - 1] == "$":
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+        elif ch == ":" and not depth:
+            return i
+    return -1
 
 
 def _not_absolute(path: str, env: Mapping[str, str | None] | None = None) -> bool:
