@@ -330,7 +330,7 @@ def parse(argv: list[str] | None, environ: Mapping[str, str] | None = None) -> a
         except SystemExit as exc:
             sys.stderr.write(said.getvalue())
             if exc.code == 2:
-                from monky_deployd.agent.commands.bundlecheck import emit, usage_json
+                from monky_deployd.agent.commands.bundleverdict import emit, usage_json
 
                 lines = said.getvalue().strip().splitlines()
                 said_last = lines[-1] if lines else "the command line is not valid"
