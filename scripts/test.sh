@@ -76,6 +76,7 @@ DOCKER_HOST=unix:///run/monky-docker26/docker.sock pytest -n "$second_workers" -
   tests/e2e/test_policy_names.py tests/e2e/test_builds_names.py tests/e2e/test_held_paths.py \
   tests/e2e/test_kill_replacement.py tests/e2e/test_judged_model.py tests/e2e/test_bundle_check.py \
   tests/e2e/test_one_reading.py \
+  tests/e2e/test_environment_values.py \
   tests/integration/box/test_preflight.py tests/integration/box/test_verify_docker.py \
   tests/integration/box/test_policy_names_engine.py \
   >"$second_log" 2>&1 &

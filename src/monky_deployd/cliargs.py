@@ -12,9 +12,13 @@ subparser's default, and one given after it wins. Every command and sub-action h
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
+import sys
 import textwrap
 from collections.abc import Iterator, Mapping
+from itertools import pairwise
 from pathlib import Path
 
 from monky_deployd import __version__
@@ -118,9 +122,12 @@ EXITS: dict[str, str] = {
     "bundle check": f"""\
   0  admitted: a box with this policy would apply it (its own facts aside)
   1  the check cannot run here (the docker CLI is missing: COMMAND_NOT_FOUND)
-{_USAGE_EXIT}: the bundle, the config.yaml, the --policy or --trust file cannot be read
-  5  refused, as a box would refuse it (one line per violation: code, key, why, the
-     allowance that would permit it, how to write the bundle instead)""",
+{_USAGE_EXIT}: the bundle, the config.yaml, the --policy or --trust file cannot be read,
+     an empty policy:, a --revision that is no revision
+  5  refused, as a box would refuse it (every stage that can run: one line per violation:
+     code, stage, key, why, the allowance that would permit it, how to write the bundle
+     instead)
+  --format json: the verdict on stdout for every exit ("verdict", "exit")""",
 }
 
 ABOUT: dict[str, str] = {
@@ -309,10 +316,37 @@ def config_path(given: Path | None, environ: Mapping[str, str] | None = None) ->
 
 
 def parse(argv: list[str] | None, environ: Mapping[str, str] | None = None) -> argparse.Namespace:
-    """The command line (exits 2 on a usage error, 0 after --help); ``config`` resolved."""
-    args = parser().parse_args(argv)
+    """The command line (exits 2 on a usage error, 0 after --help); ``config`` resolved
+    (``config_named``: by the flag or ``$MONKY_DEPLOYD_CONFIG``, not the default). ``bundle
+    check --format json`` refused by the parser: its JSON verdict on stdout too."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if not _json_check(words):
+        args = parser().parse_args(argv)
+    else:
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                args = parser().parse_args(argv)
+        except SystemExit as exc:
+            sys.stderr.write(said.getvalue())
+            if exc.code == 2:
+                from monky_deployd.agent.commands.bundleverdict import emit, usage_json
+
+                lines = said.getvalue().strip().splitlines()
+                said_last = lines[-1] if lines else "the command line is not valid"
+                emit(usage_json(BUNDLE_CHECK_REVISION, said_last))
+            raise
+        sys.stderr.write(said.getvalue())
+    env = os.environ if environ is None else environ
+    args.config_named = args.config is not None or bool(env.get(CONFIG_ENV, ""))
     args.config = config_path(args.config, environ)
     return args
+
+
+def _json_check(words: list[str]) -> bool:
+    """``bundle check`` asked for a JSON verdict (a pipeline step reads stdout as JSON)."""
+    asked = "--format=json" in words or ("--format", "json") in set(pairwise(words))
+    return asked and "bundle" in words and "check" in words
 
 
 def commands(top: argparse.ArgumentParser | None = None) -> Iterator[tuple[str, ...]]:
@@ -366,8 +400,9 @@ def _bundle_check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--policy",
         type=Path,
-        help="a YAML file holding a policy: section (config.yaml's); without it, "
-        "-c/--config's config.yaml",
+        help="a YAML file holding a policy: section (config.yaml's); with -c/--config (or "
+        "$MONKY_DEPLOYD_CONFIG) it replaces that config.yaml's policy: and keeps the rest; "
+        "without it, -c/--config's config.yaml",
     )
     check.add_argument(
         "--trust",

@@ -56,7 +56,13 @@ def _allow(cfg: AllowCfg) -> terms.Allow:
         security_opt=frozenset(terms.security_opt(o) for o in cfg.security_opt),
         sysctls=frozenset(cfg.sysctls),
         cgroup_parent=frozenset(cfg.cgroup_parent),
-        bind_roots=tuple(os.path.realpath(r) for r in cfg.bind_roots),
+        # each root as written and resolved: a path is judged in both forms (a root or a
+        # path through a link, /lib -> /usr/lib, is allowed the same way on both sides)
+        bind_roots=tuple(
+            dict.fromkeys(
+                f for r in cfg.bind_roots for f in (terms.normpath(str(r)), os.path.realpath(r))
+            )
+        ),
         providers=frozenset(cfg.providers),
         volumes=frozenset(cfg.volumes),
         networks=frozenset(cfg.networks),
@@ -189,12 +195,18 @@ def _judge(
     if outside:
         return outside, {}, []
     config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
+    values: object = None
+    if names := artifact.environment_reads(config):  # what `up` reads from its environment
+        override = artifact.reads(names)
+        args = (cfg.docker, docker_dir, project, project_dir, release, masker, override)
+        config = composeconfig.effective(*args)
+        values = config.pop(artifact.READS_KEY, None)
     where = follow(host_paths(config))
     resolved = {path: at.real for path, at in where.items()}
     found = _judged(cfg, config, where, project_dir, engine=engine, masker=masker)
     pinned = artifact.pinned(config, resolved)
     found = sorted({*found, *reading.host_strings(pinned)})  # a path a link led to: pinned
-    model, copies = builds.copies(pinned, resolved, str(project_dir))
+    model, copies = builds.copies(artifact.supplied(pinned, values), resolved, str(project_dir))
     return found, model, copies
 
 

@@ -52,20 +52,31 @@ def test_the_refused_example_names_each_violation_with_its_rewrite(
     lines = out.splitlines()
     assert lines[0].startswith("REFUSED BUNDLE_RELATIVE_BIND (bundle): the compose file of ")
     body = [ln for ln in lines if ln.startswith("  ")]
-    assert len(body) == 2 and all(ln.startswith("  BUNDLE_RELATIVE_BIND ") for ln in body)
-    assert "./nginx.conf is not an absolute host path" in body[0] and "content:" in body[0]
-    assert "~/uploads starts with ~" in body[1]
+    binds = [ln for ln in body if ln.startswith("  BUNDLE_RELATIVE_BIND (bundle) ")]
+    assert len(binds) == 2, body
+    assert "./nginx.conf is not an absolute host path" in binds[0] and "content:" in binds[0]
+    assert "~/uploads starts with ~" in binds[1]
+    # the policy stage judged the rest in the same run (issue 47), each line its stage
+    assert [ln.split()[:2] for ln in body[2:]] == [
+        ["POLICY_PROTECTED_PATH", "(policy)"],
+        ["POLICY_SOURCE", "(policy)"],
+        ["BUNDLE_BUILD_ONLY", "(policy)"],
+    ], body
     rc, out, _ = check(capsys, "--policy", str(POLICY), "--format", "json", bundle)
     found = json.loads(out)
     assert rc == 5
-    assert (found["verdict"], found["code"], found["stage"]) == (
+    assert (found["verdict"], found["code"], found["stage"], found["stages"]) == (
         "refused",
         "BUNDLE_RELATIVE_BIND",
         "bundle",
+        ["bundle", "policy"],
     )
-    assert [v["key"] for v in found["violations"]] == [
-        "services.web.volumes[0]",
-        "services.web.volumes[1]",
+    assert [(v["stage"], v["key"]) for v in found["violations"]] == [
+        ("bundle", "services.web.volumes[0]"),
+        ("bundle", "services.web.volumes[1]"),
+        ("policy", "secrets"),
+        ("policy", "env_file"),
+        ("policy", "build"),
     ]
     assert all(v["rewrite"] and v["line"].endswith(f"{v['rewrite']})") for v in found["violations"])
 
@@ -223,3 +234,128 @@ def test_a_host_string_compose_and_the_judge_read_apart_is_refused_before_publis
     del compose["volumes"]
     rc, out, _ = check(capsys, "--policy", str(POLICY), str(write_bundle(tmp_path, compose)))
     assert rc == 0, out
+
+
+def verdict_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    try:
+        rc = cli.main(["bundle", "check", "--format", "json", *args])
+    except SystemExit as exc:  # the parser's own refusal
+        rc = int(str(exc.code))
+    found: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert found["exit"] == rc, found
+    return rc, found
+
+
+def test_every_exit_prints_its_json_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 47: a pipeline step that reads stdout as JSON gets JSON for every exit, and every
+    usage fault exits 2 (a bad --revision, an empty policy:, the parser's own)."""
+    admitted = str(DOCS / "bundle-admitted.json")
+    (tmp_path / "empty.yaml").write_text("policy:\n")
+    usage = [
+        ("--policy", str(POLICY), str(tmp_path / "absent.json")),
+        ("--policy", str(POLICY), "--revision", "a/b", admitted),
+        ("--policy", str(tmp_path / "empty.yaml"), admitted),
+        ("--policy", str(POLICY), "--no-such-flag", admitted),
+    ]
+    for args in usage:
+        rc, found = verdict_json(capsys, *args)
+        assert (rc, found["verdict"]) == (2, "usage"), (args, found)
+        assert found["message"] and found["violations"] == [], found
+    assert "not a revision" in verdict_json(capsys, *usage[1])[1]["message"]
+    assert "policy: {}" in verdict_json(capsys, *usage[2])[1]["message"]
+    cfg = config(tmp_path, binary=str(tmp_path / "no-docker"))
+    rc, found = verdict_json(capsys, "-c", cfg, admitted)
+    assert (rc, found["verdict"]) == (1, "unchecked") and "COMMAND_NOT_FOUND" in found["message"]
+    rc, found = verdict_json(capsys, "--policy", str(POLICY), admitted)
+    assert (rc, found["verdict"], found["stages"]) == (0, "admitted", [])
+
+
+def test_a_closed_pipe_ends_the_output_quietly(tmp_path: Path) -> None:
+    """``bundle check ... | head -1``: the reader goes, no traceback, the verdict's status."""
+    import subprocess
+
+    from monky_deployd_testkit.lab import CLI
+
+    argv = (*CLI, "bundle", "check", "--policy", str(POLICY), str(DOCS / "bundle-refused.json"))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before a byte is read: every write meets a closed pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 5, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_policy_over_config_keeps_the_config_s_box(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-c`` and ``--policy`` together: the policy is --policy's, the box (its state dir,
+    a protected path) is -c's config.yaml's (documented in --help and docs/bundle-check.md)."""
+    from monky_deployd_testkit.lab import bind_root
+
+    root = bind_root("bundle-check")
+    try:
+        state = root / "state"
+        compose = {"services": {"web": {"image": "x", "volumes": [f"{state}:/s"]}}}
+        path = write_bundle(tmp_path, compose)
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text(yaml.safe_dump({"env": "env-ci-01", "state_dir": str(state)}))
+        policy = tmp_path / "open.yaml"
+        policy.write_text(yaml.safe_dump({"policy": {"allow": {"bind_roots": [str(root)]}}}))
+        rc, found = verdict_json(capsys, "-c", str(cfg), "--policy", str(policy), str(path))
+        assert rc == 5 and [v["code"] for v in found["violations"]] == ["POLICY_PROTECTED_PATH"]
+        assert str(state) in found["violations"][0]["why"]
+        rc, found = verdict_json(capsys, "--policy", str(policy), str(path))
+        assert rc == 0, found  # without -c: the default box, whose state dir is elsewhere
+    finally:
+        shutil.rmtree(root)
+
+
+def test_every_stage_that_can_run_reports_and_the_box_s_limits_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bundle over max_bundle_bytes (a box refuses it unread), a relative bind and a policy
+    fault: all three in one run, each at its stage; a render refusal names the template and
+    how to fix it, and says the policy was not judged."""
+    compose = {"services": {"web": {"image": "x", "volumes": ["./d:/d"], "cap_add": ["NET_ADMIN"]}}}
+    path = write_bundle(tmp_path, compose, env_template="# " + "x" * 2000 + "\n")
+    cfg = tmp_path / "small.yaml"
+    cfg.write_text(yaml.safe_dump({"env": "env-ci-01", "max_bundle_bytes": 1024}))
+    rc, found = verdict_json(capsys, "-c", str(cfg), str(path))
+    assert rc == 5 and found["stages"] == ["bundle", "bundle", "policy"], found
+    assert [v["code"] for v in found["violations"]] == [
+        "TENANCY_RESPONSE_TOO_LARGE",
+        "BUNDLE_RELATIVE_BIND",
+        "POLICY_REFUSED",
+    ], found
+    path = write_bundle(tmp_path, compose, env_template="DOCKER_SOCK=/x\n")
+    rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
+    render = [v for v in found["violations"] if v["stage"] == "render"]
+    assert [(v["code"], v["key"]) for v in render] == [("ENV_COMPOSE_SETTING", "env_template")]
+    assert "rename the variable" in render[0]["rewrite"] and "prefix" in render[0]["why"]
+    # a name alone refused: the policy judges the rest of the template in the same run
+    note = "policy: judged without the template's lines of DOCKER_SOCK (render refused them)"
+    assert note in found["notes"] and "policy" in found["stages"], found
+    path = write_bundle(tmp_path, compose, env_template="A=${NOT_IN_THE_MANIFEST}\n")
+    rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
+    assert [v["code"] for v in found["violations"] if v["stage"] == "render"] == ["ENV_INCOMPLETE"]
+    assert "policy: not judged (the .env could not be rendered)" in found["notes"], found
+
+
+def test_compose_s_own_error_is_shown_whole_naming_the_bundle_s_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Compose cannot read the file: its own message whole (not the user's line alone), the
+    file named as the bundle's (not /dev/fd/N), its warnings not shown as violations."""
+    svc = {"image": "x", "command": "echo $(date)${", "environment": {"A": "${UNSET_47}"}}
+    path = write_bundle(tmp_path, {"services": {"web": svc}})
+    rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
+    assert rc == 5 and [v["code"] for v in found["violations"]] == ["POLICY_UNJUDGED"], found
+    why = found["violations"][0]["why"]
+    assert "invalid interpolation format" in why and "escape any $ with another $" in why, why
+    assert "UNSET_47" not in why and "level=warning" not in found["message"]
+    path = write_bundle(tmp_path, {"services": {"web": {"image": "x", "bogus_key_47": 1}}})
+    rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
+    assert rc == 5 and "/dev/fd/" not in json.dumps(found), found
+    assert "the bundle's compose file" in found["violations"][0]["why"], found

@@ -213,3 +213,65 @@ def moved(model: Mapping[str, object], now: Mapping[str, str]) -> list[Violation
             asks = f"{bind.path} leads to {shown} now, not to what was judged"
             found.append(Violation(bind.service, bind.key, asks, code=SWAPPABLE))
     return found
+
+
+# A secret or config read from ``environment: VAR`` (compose reads VAR from its own environment
+# at ``up``): the judged model carries the value compose resolved when it was judged, under a
+# name of the agent's own (``VALUE_PREFIX``: never a variable compose or the docker CLI reads
+# as a setting), and every ``up`` hands compose exactly those variables (``child_environment``).
+READS_KEY = "x-monky-deployd-reads"  # the override that asks compose each value (``reads``)
+VALUES_KEY = "x-monky-deployd-values"  # the values in the judged model, as compose wrote them
+VALUE_PREFIX = "MONKY_DEPLOYD_VALUE_"
+
+
+def environment_reads(model: Mapping[str, object]) -> list[str]:
+    """Every variable a top-level secret or config of ``model`` reads with ``environment:``
+    (distinct, sorted)."""
+    found = set()
+    for kind in ("secrets", "configs"):
+        for spec in _dict(model.get(kind)).values():
+            var = _dict(spec).get("environment")
+            if isinstance(var, str) and var:
+                found.add(var)
+    return sorted(found)
+
+
+def reads(names: Iterable[str]) -> str:
+    """An override file asking compose the value of each of ``names`` as it interpolates
+    (the release's .env; ``?``: an unset one stops compose with its own words, as ``up``
+    would)."""
+    why = "a secret or config reads it with environment:, and the release's .env does not set it"
+    return json.dumps({READS_KEY: {name: "${" + name + "?" + why + "}" for name in names}})
+
+
+def supplied(model: Mapping[str, object], values: object) -> dict[str, object]:
+    """A copy of ``model`` whose secrets and configs read from ``environment:`` read the
+    agent's own variable instead, with its value (``values``: each variable's value as
+    compose wrote it, a literal ``$`` as ``$$``) kept in ``VALUES_KEY``; nothing else is
+    changed. A variable missing from ``values`` keeps its name (compose names it at ``up``)."""
+    values = _dict(values)
+    out: dict[str, object] = json.loads(json.dumps(model))
+    out.pop(VALUES_KEY, None)
+    names = {v: f"{VALUE_PREFIX}{i}" for i, v in enumerate(environment_reads(out), 1)}
+    kept: dict[str, str] = {}
+    for kind in ("secrets", "configs"):
+        for spec in _dict(out.get(kind)).values():
+            var = _dict(spec).get("environment")
+            value = values.get(var) if isinstance(var, str) else None
+            if isinstance(spec, dict) and isinstance(var, str) and isinstance(value, str):
+                spec["environment"] = names[var]
+                kept[names[var]] = value
+    if kept:
+        out[VALUES_KEY] = kept
+    return out
+
+
+def child_environment(model: Mapping[str, object]) -> dict[str, str]:
+    """The variables ``up`` of ``model`` hands compose (``supplied``): each value as compose
+    reads it (``$$`` is a literal ``$``)."""
+    found = _dict(model.get(VALUES_KEY))
+    return {
+        name: value.replace("$$", "$")
+        for name, value in found.items()
+        if name.startswith(VALUE_PREFIX) and isinstance(value, str) and "\0" not in value
+    }

@@ -76,7 +76,9 @@ class Bundle:
         return tuple(e for e in self.manifest if e.use == REGISTRY_AUTH)
 
 
-def validate(revision: str, raw: dict[str, Any]) -> Bundle:
+def validate(revision: str, raw: dict[str, Any], *, binds: bool = True) -> Bundle:
+    """The bundle, validated (BUNDLE_INVALID); ``binds``: its relative and ``~`` binds refused
+    too (BUNDLE_RELATIVE_BIND; ``bundle check`` judges them apart, ``check_binds``)."""
     problems: list[str] = []
 
     def bad(where: str, what: str) -> None:
@@ -135,7 +137,8 @@ def validate(revision: str, raw: dict[str, Any]) -> Bundle:
 
     if problems:
         raise _invalid(revision, problems)
-    _check_binds(revision, doc)
+    if binds:
+        check_binds(revision, doc, _literals(template, manifest))
     assert isinstance(project, str) and isinstance(compose, str) and isinstance(template, str)
     return Bundle(
         revision=revision,
@@ -158,23 +161,64 @@ def _where(where: str) -> tuple[str, str]:
     return (parts[1] if parts[0] == "services" and len(parts) > 2 else ""), path
 
 
-def _check_binds(revision: str, doc: dict[Any, Any]) -> None:
+def _literals(template: object, manifest: tuple[ManifestEntry, ...]) -> dict[str, str | None]:
+    """What the .env template assigns literally (``composefile.literal_values``)."""
+    if not isinstance(template, str):
+        return {}
+    return composefile.literal_values(template, (e.name for e in manifest))
+
+
+def _target(doc: dict[Any, Any], where: str) -> str:
+    """The container path of the bind at ``where`` (``compose.services.web.volumes[0]``); ""
+    for a volume's device."""
+    head, _, index = where.removeprefix("compose.services.").rpartition(".volumes[")
+    services = doc.get("services")
+    svc = services.get(head) if isinstance(services, dict) else None
+    vols = svc.get("volumes") if isinstance(svc, dict) else None
+    try:
+        vol = vols[int(index.rstrip("]"))] if isinstance(vols, list) else None
+    except (ValueError, IndexError):
+        return ""
+    if isinstance(vol, dict):
+        return str(vol.get("target", ""))
+    text = str(vol) if vol is not None else ""
+    cut = composefile.first_colon(text)
+    return text[cut + 1 :].split(":", 1)[0] if cut >= 0 else ""
+
+
+def check_binds(
+    revision: str, doc: dict[Any, Any], env: dict[str, str | None] | None = None
+) -> None:
     """BUNDLE_RELATIVE_BIND: a bind whose host path is relative or starts with a variable
     (``composefile.relative_binds``), or one that starts with ``~`` (``home_paths``), each a
     line with how the bundle writes it instead."""
-    from monky_deployd.core.admission.rules import HOME, REWRITE_BIND, Refusal, Violation
+    from monky_deployd.core.admission.rules import HOME, Refusal, Violation, bind_rewrite
 
-    binds = composefile.relative_binds(doc)
+    binds = composefile.relative_binds(doc, env)
     homes = composefile.home_paths(doc)
     if not binds and not homes:
         return
     found = [
         Violation(
             *_where(where),
-            f"{source} is not an absolute host path: it would live in the agent's revision "
-            "directory, replaced on every apply and pruned",
+            (
+                f"{source} is not an absolute host path: it would live in the agent's revision "
+                "directory, replaced on every apply and pruned"
+            )
+            if not source.startswith("$")
+            else (
+                f"{source} starts with a variable the .env template does not set to an "
+                "absolute path on a line of its own (a manifest variable, one assigned "
+                "nothing or a relative path): compose would read a relative bind, in the "
+                "agent's revision directory, replaced on every apply and pruned"
+            ),
             code=Code.BUNDLE_RELATIVE_BIND,
-            rewrite=REWRITE_BIND + ", or an absolute host path written out (/srv/app/data)",
+            rewrite=bind_rewrite(source, _target(doc, where))
+            + (
+                ", or the variable set in the env_template (`DATA=/srv/app/data`)"
+                if source.startswith("$")
+                else ""
+            ),
         )
         for where, source in binds
     ]

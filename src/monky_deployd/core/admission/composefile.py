@@ -14,7 +14,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -115,10 +116,63 @@ def env_file_services(doc: object) -> tuple[str, ...]:
 # -- bind mounts -------------------------------------------------------------------------------
 
 
-def relative_binds(doc: dict[Any, Any]) -> list[tuple[str, str]]:
+def literal_values(template: str, secrets: Iterable[str] = ()) -> dict[str, str | None]:
+    """The variables the ``.env`` template assigns, as compose reads them (the last assignment
+    wins): a literal value (no reference, no ``$``) as itself, any other (a reference, a
+    ``$``) and ``secrets`` (the manifest's: the agent fills them) None, not known here; {} for
+    a template compose could not read (ENV_TEMPLATE_INVALID says so at render)."""
+    from monky_deployd.core.faults import EnvError
+    from monky_deployd.core.render.dotenv import parse
+
+    try:
+        assignments = parse(template)
+    except EnvError:
+        return {}
+    found: dict[str, str | None] = {}
+    for a in assignments:
+        parts = a.parts_of(template)
+        value = "".join(text for text, _ in parts)
+        known = not any(ref for _, ref in parts) and "$" not in value
+        found[a.name] = value if known else None
+    for name in secrets:
+        found[name] = None
+    return found
+
+
+_LEADING_VARIABLE = re.compile(
+    r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?-)(?P<default>[^${}]*))?\}"
+    r"|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+def _applied(source: str, env: Mapping[str, str | None]) -> str:
+    """``source`` with a leading ``${VAR}``, ``$VAR``, ``${VAR:-default}`` or ``${VAR-default}``
+    put in as compose interpolates it from the .env (``env``: ``literal_values``): the
+    template's literal value, or the default where compose takes it (VAR unset; ``:-``: or
+    empty); as written when the value is not known here (a manifest variable, a reference)
+    or VAR is set nowhere and has no default."""
+    lead = _LEADING_VARIABLE.match(source)
+    if lead is None:
+        return source
+    name = lead.group("braced") or lead.group("plain") or ""
+    op, default = lead.group("op"), lead.group("default") or ""
+    if name in env and env[name] is None:
+        return source
+    value = env.get(name)
+    if (op == ":-" and not value) or (op == "-" and value is None):
+        value = default
+    return source if value is None else value + source[lead.end() :]
+
+
+def relative_binds(
+    doc: dict[Any, Any], env: Mapping[str, str | None] | None = None
+) -> list[tuple[str, str]]:
     """``(where, source)`` of every bind mount whose host path is not absolute once Compose
     reads it: it starts with ``.`` (relative to the project directory) or with a variable
-    (``${DATA}:/data``: its value may be relative, and it is only known after rendering)."""
+    (``${DATA}:/data``: its value may be relative, and it is only known after rendering),
+    unless the .env template assigns that variable a literal value (``env``,
+    ``literal_values``) that makes it absolute: judged as compose will read it."""
+    env = env or {}
     found: list[tuple[str, str]] = []
     services = doc.get("services")
     for name, svc in services.items() if isinstance(services, dict) else ():
@@ -126,14 +180,14 @@ def relative_binds(doc: dict[Any, Any]) -> list[tuple[str, str]]:
         for i, vol in enumerate(volumes if isinstance(volumes, list) else ()):
             where = f"compose.services.{name}.volumes[{i}]"
             source = _bind_source(vol)
-            if source is not None and _not_absolute(source):
+            if source is not None and _not_absolute(source, env):
                 found.append((where, source))
     volumes = doc.get("volumes")
     for name, spec in volumes.items() if isinstance(volumes, dict) else ():
         opts = spec.get("driver_opts") if isinstance(spec, dict) else None
         device = opts.get("device") if isinstance(opts, dict) else None
         binds = bool(mount_options(opts) & BIND_OPTIONS)  # (an overlay's device: 'overlay')
-        if binds and isinstance(device, str) and _not_absolute(device):
+        if binds and isinstance(device, str) and _not_absolute(device, env):
             found.append((f"compose.volumes.{name}.driver_opts.device", device))
     return found
 
@@ -177,9 +231,10 @@ def mount_options(opts: object) -> frozenset[str]:
 def _bind_source(vol: object) -> str | None:
     """The host path of a bind mount in either syntax; None for a named or anonymous volume."""
     if isinstance(vol, str):
-        source, sep, _ = vol.partition(":")
-        if not sep:  # "/data": an anonymous volume
+        cut = first_colon(vol)
+        if cut < 0:  # "/data": an anonymous volume
             return None
+        source = vol[:cut]
         return source if source.startswith((".", "/", "~", "$")) else None  # else: a name
     if isinstance(vol, dict) and vol.get("type") == "bind":
         long_source = vol.get("source")
@@ -187,8 +242,25 @@ def _bind_source(vol: object) -> str | None:
     return None
 
 
-def _not_absolute(path: str) -> bool:
-    return not path.startswith(("/", "~"))
+def first_colon(text: str) -> int:
+    """Where the short syntax's source ends: its first ``:`` outside a ``${...}`` (compose
+    interpolates before it splits: ``${DIR:-/srv}/x:/x``); -1 for none."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "{" and i and text[i - 1] == "$":
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+        elif ch == ":" and not depth:
+            return i
+    return -1
+
+
+def _not_absolute(path: str, env: Mapping[str, str | None] | None = None) -> bool:
+    """``path`` is relative as compose reads it (``~`` is ``home_paths``'s, as written; a
+    value the .env puts in must be absolute itself)."""
+    applied = _applied(path, env or {})
+    return not applied.startswith(("/", "~") if applied == path else "/")
 
 
 # -- images ------------------------------------------------------------------------------------

@@ -35,7 +35,9 @@ from monky_deployd.core.admission.rules import (
     RELATIVE,
     REWRITE_BUILD,
     REWRITE_CONFIG,
+    REWRITE_DEV,
     REWRITE_ENV_FILE,
+    REWRITE_ETC,
     REWRITE_FLATTEN,
     REWRITE_FROM_ENV,
     REWRITE_PULL,
@@ -124,15 +126,24 @@ def _bind(rules: Rules, found: HostPath, resolved: str, release_dir: str) -> Vio
         shown = path if form == normpath(path) else f"{path} (-> {form})"
         line = scope_line(service, "read_only_files", normpath(path)) if single else ""
         asks = f"{shown} reaches {guarded}" + (" (read-only, one file)" if single else "")
+        if not (rewrite or single) and key == "volumes" and guarded in FILE_TREES:
+            rewrite = REWRITE_ETC  # a folder or a writable file of /etc: what it holds instead
+        elif not rewrite and key == "volumes" and guarded == "/dev" and form != guarded:
+            rewrite = REWRITE_DEV
         return Violation(service, key, asks, line, code=Code.POLICY_PROTECTED_PATH, rewrite=rewrite)
     roots = [normpath(r) for r in may.bind_roots]
     if all(any(inside(f, r) for r in roots) for f in forms):
         return None
     shown = path if normpath(resolved) == normpath(path) else f"{path} (-> {normpath(resolved)})"
-    parent = posixpath.dirname(normpath(resolved)) or "/"
-    parent = normpath(resolved) if parent == "/" else parent  # "/" is no root to allow
-    line = scope_line(service, "bind_roots", parent)
+    parents = ", ".join(dict.fromkeys(_root_for(f) for f in (normpath(path), normpath(resolved))))
+    line = scope_line(service, "bind_roots", parents)  # a path through a link: both forms
     return Violation(service, key, f"{shown} is outside the allowed roots", line, rewrite=rewrite)
+
+
+def _root_for(form: str) -> str:
+    """The root that allows ``form``: its directory ("/" is no root to allow: itself)."""
+    parent = posixpath.dirname(form) or "/"
+    return form if parent == "/" else parent
 
 
 def judge(

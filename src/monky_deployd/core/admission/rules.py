@@ -9,6 +9,7 @@ every judge shares. Pure. The judges are ``core.admission.policy``, ``.host``, `
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -190,14 +191,19 @@ REWRITE_FROM_ENV = (
     "`secrets.<name>.environment: VAR`, VAR from the release's .env (a manifest entry fills it "
     "from OpenBao)"
 )
-REWRITE_CONFIG = "`configs.<name>.content: ...` (the file's text in the compose file)"
+REWRITE_CONFIG = (
+    "`configs.<name>.content: ...` (the file's text in the compose file; compose interpolates "
+    "it: write each `$` in it as `$$`)"
+)
 REWRITE_ENV_FILE = (
     "`env_file: [.env]` (the release's .env, rendered from env_template), or the variables "
     "in `environment:`"
 )
 REWRITE_FLATTEN = (
-    "one flattened compose file (`docker compose -f compose.yaml config --no-interpolate` "
-    "prints it)"
+    "one flattened compose file (`docker compose -f compose.yaml config --no-interpolate "
+    "--no-path-resolution --no-normalize` prints it, each `${VAR}` and relative path as "
+    "written, no project or network name of the checkout's directory; it prints a "
+    "bind led by a variable, `${DATA}:/data`, as `type: volume`: write `type: bind` there)"
 )
 REWRITE_NAMES = (
     "drop `external:` and `name:` (compose names it <project>_<name>, the release's own)"
@@ -214,6 +220,64 @@ REWRITE_TAG = (
     "an image name of this project's own for what it builds (`image: "
     "<registry>/<project>/<service>:<tag>`, a repository only this app uses)"
 )
+REWRITE_DEV = (
+    "the device itself in `devices:` (`devices: [/dev/ttyACM0]`, which "
+    "`policy.services.<name>.devices` allows on a box); the engine makes its node in the "
+    "container"
+)
+REWRITE_ETC = (
+    "for data the app writes, a named volume at the same target (`app-data:<target>` with "
+    "`volumes: {app-data: {}}`); for config files it reads, one config each "
+    "(`configs: {<file>: {content: ...}}`, `target:` the file's path; each `$` written `$$`); or "
+    "a host directory outside /etc under the box's bind_roots (/srv/<app>/...)"
+)
+# where a bind's target says it holds the app's code (a named volume would keep the first
+# image's code forever), and the folders apps read configuration from
+_CODE_TARGETS = ("/app", "/src", "/code", "/usr/src/app", "/var/www", "/var/www/html", "/workspace")
+_CODE_SOURCES = (".", "./")
+_CODE_LEAVES = ("src", "app", "code", "lib", "www", "html", "public")
+_DATA_WORDS = (
+    *("data", "db", "database", "postgres", "mysql", "mariadb", "redis", "log", "upload"),
+    *("media", "cache", "storage", "state", "backup", "export", "consume", "library", "files"),
+)
+
+
+def bind_rewrite(source: str, target: str) -> str:
+    """How a bundle writes a relative bind ``source:target`` instead, by what it holds: the
+    app's code (its image), one file (a config), a folder of config files (a config each), or
+    data (a named volume); each also as an absolute host path written out."""
+    src, dst = source.rstrip("/") or source, target.rstrip("/") or "/"
+    leaf = posixpath.basename(src)
+    # the volume's name from the folder's own: two binds rewritten get two volumes
+    # (its path's words: ./ha/config and ./mqtt/config are two volumes, not one)
+    vol = re.sub(r"[^a-z0-9_-]+", "-", src.lower().lstrip("./~$")).strip("-_") or "data"
+    words = (leaf.lower(), posixpath.basename(dst).lower())
+    code_dir = dst in _CODE_TARGETS or posixpath.dirname(dst) in _CODE_TARGETS  # and its files
+    if src in _CODE_SOURCES or code_dir or leaf in _CODE_LEAVES:
+        how = (
+            f"the app's code in its image: copy it in the Dockerfile (`COPY {src} {dst}`), "
+            "build and push the image in the release pipeline and name it in `image:` (a "
+            "named volume would keep the first image's code forever)"
+        )
+    elif any("." in w.lstrip(".") and not w.endswith(".d") for w in words):  # one file
+        how = (
+            f"a config with the file's text: `configs: {{{leaf or 'app.conf'}: {{content: ...}}}}` "
+            f"and `configs: [{{source: {leaf or 'app.conf'}, target: {dst}}}]` in the service "
+            "(each `$` in it written `$$`)"
+        )
+    elif any(w in name for w in _DATA_WORDS for name in words) and not inside(dst, "/etc"):
+        how = f"a named volume (`{vol}:{dst}` with `volumes: {{{vol}: {{}}}}`)"
+    else:  # a folder: what the app writes there, or files shipped with it (a volume starts empty)
+        how = (
+            f"for what the app writes there (a database, state), a named volume (`{vol}:{dst}` "
+            f"with `volumes: {{{vol}: {{}}}}`); for files shipped with the app (config, "
+            "dashboards, templates: a new named volume starts empty), one config per file "
+            f"(`configs: {{a.conf: {{content: ...}}}}`, each with `target: {dst}/a.conf`; each "
+            "`$` written `$$`) or the files copied into the image in the release pipeline"
+        )
+    return how + ", or an absolute host path written out (/srv/app/data)"
+
+
 # Protected trees a read-only bind of one file (read_only_files) may reach; never the agent's
 # own directories, the engine's sockets or its data, which are protected paths of their own.
 FILE_TREES = ("/etc",)

@@ -87,17 +87,21 @@ def _render(template: str, values: Mapping[str, str]) -> str:
     _check_reserved(assignments)
     _check_compose_settings(assignments)
     wanted = variables(assignments)
-    missing = sorted(wanted - values.keys())
+    own = _own_references(assignments, values)
+    missing = sorted(wanted - values.keys() - own)
     if missing:
         raise EnvError(
             f"the .env template uses {len(missing)} variable(s) that have no value: "
-            f"{', '.join(missing)}",
+            f"{', '.join(missing)} (neither a manifest entry nor assigned on an earlier line of "
+            "the template)",
             code=Code.ENV_INCOMPLETE,
             hint="the bundle's manifest needs an entry (without `use`) for each variable named, "
-            "and each entry's OpenBao KV path and key must exist",
+            "and each entry's OpenBao KV path and key must exist; or assign it above the line "
+            "that uses it (docs/envfile.md)",
         )
-    _check_carriable(template, assignments, values)
-    dollars = {name: values[name].replace("$", "$$") for name in wanted}
+    kept = {name: "${" + name + "}" for name in own}  # compose resolves them when it reads .env
+    _check_carriable(template, assignments, {**kept, **values})
+    dollars = {name: values[name].replace("$", "$$") for name in wanted - own} | kept
     out: list[str] = []
     pos = 0
     for a in assignments:
@@ -113,6 +117,22 @@ def _render(template: str, values: Mapping[str, str]) -> str:
         pos = a.end
     out.append(template[pos:])
     return "".join(out)
+
+
+def _own_references(assignments: list[Assignment], values: Mapping[str, str]) -> set[str]:
+    """The ``${NAME}`` references that are the template's own, as compose reads a ``.env``:
+    NAME is no manifest variable (``values``) and an earlier line assigns it (compose resolves
+    it from that line when it reads the file; the agent leaves it as written)."""
+    assigned: set[str] = set()
+    own: set[str] = set()
+    pending: set[str] = set()
+    for a in assignments:
+        for name in a.refs:
+            if name in values:
+                continue
+            (own if name in assigned else pending).add(name)
+        assigned.add(a.name)
+    return own - pending
 
 
 # -- refusals ---------------------------------------------------------------------------------
@@ -141,11 +161,14 @@ def _check_compose_settings(assignments: list[Assignment]) -> None:
     found = compose_settings(map(_NAME, assignments))
     if found:
         raise EnvError(
-            f"the .env template assigns {', '.join(found)}, which docker compose and the docker "
-            "CLI read as their own settings: a release may not set how compose reads and runs "
-            "it (compose runs the model this box's policy judged, never the release's .env)",
+            f"the .env template assigns {', '.join(found)}, named like the settings docker "
+            "compose and the docker CLI read (the rule is the prefix: "
+            + ", ".join(f"{p}*" for p in COMPOSE_SETTING_PREFIXES)
+            + "): a release may not set how compose reads and runs it (compose runs the model "
+            "this box's policy judged, never the release's .env)",
             code=Code.ENV_COMPOSE_SETTING,
-            hint="rename the variable in the bundle's env_template; names starting "
+            hint="rename the variable in the bundle's env_template and each `${NAME}` of it in "
+            "the compose file; names starting "
             + ", ".join(COMPOSE_SETTING_PREFIXES)
             + " are compose's and the docker CLI's",
         )

@@ -132,3 +132,41 @@ def test_a_writer_bound_through_a_link_is_the_same_directory_by_identity() -> No
     other = Mount("container bank-1", "bank", "/srv/alias/x", False, ident=(1, 5))
     [w] = artifact.swappable(mine, [other], at)
     assert w.service == "cache" and "container bank-1 mounts" in w.asks
+
+
+_VALUES = st.text(st.characters(blacklist_characters="\0"), max_size=30)
+_VARS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
+
+
+@given(st.dictionaries(_VARS, _VALUES, min_size=1, max_size=4), st.data())
+def test_values_read_from_environment_reach_up_as_judged_under_the_agents_names(
+    values: dict[str, str], data: st.DataObject
+) -> None:
+    """Issue 47: each secret or config read from ``environment:`` reads a variable of the
+    agent's own name, whose value is the one compose resolved ($ written $$ as compose writes
+    it): ``up``'s environment gives the container exactly that value, and nothing else."""
+    names = sorted(values)
+    kinds = {n: data.draw(st.sampled_from(["secrets", "configs"])) for n in names}
+    judged: dict[str, object] = {"name": "shop", "services": {"web": {"image": "x"}}}
+    for i, name in enumerate(names):
+        top = judged.setdefault(kinds[name], {})
+        assert isinstance(top, dict)
+        top[f"s{i}"] = {"name": f"shop_s{i}", "environment": name}
+    assert artifact.environment_reads(judged) == names
+    written = {n: v.replace("$", "$$") for n, v in values.items()}  # compose's JSON output
+    model = json.loads(artifact.text(artifact.supplied(judged, written)))
+    env = artifact.child_environment(model)
+    for i, name in enumerate(names):
+        var = model[kinds[name]][f"s{i}"]["environment"]
+        assert var.startswith(artifact.VALUE_PREFIX)
+        assert env[var] == values[name]
+    assert len(env) == len(values)
+    assert {k: v for k, v in model.items() if not k.startswith("x-")}.keys() == judged.keys()
+
+
+def test_a_value_compose_did_not_give_keeps_its_name_and_no_model_value_is_trusted() -> None:
+    judged = {"secrets": {"db": {"environment": "DB"}}, artifact.VALUES_KEY: {"PATH": "/x"}}
+    out = artifact.supplied(judged, {})
+    assert out == {"secrets": {"db": {"environment": "DB"}}}
+    assert artifact.child_environment(judged) == {}  # only the agent's own names
+    assert "${DB?" in json.loads(artifact.reads(["DB"]))[artifact.READS_KEY]["DB"]

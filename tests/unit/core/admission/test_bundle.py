@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monky_deployd.core.admission.bundle import Bundle, ManifestEntry, validate
-from monky_deployd.core.admission.rules import REWRITE_BIND
+from monky_deployd.core.admission.rules import bind_rewrite
 from monky_deployd.core.faults import DeployError
 
 
@@ -466,8 +466,8 @@ def test_a_relative_bind_is_refused_with_its_own_code_where_and_source() -> None
     assert err.detail.splitlines() == [
         "services.web.volumes[0] ./data is not an absolute host path: it would live in the "
         "agent's revision directory, replaced on every apply and pruned (no allowance permits "
-        f"it; write instead: {REWRITE_BIND}, or an absolute host path written out "
-        "(/srv/app/data))"
+        "it; write instead: a named volume (`data:/data` with `volumes: {data: {}}`), or an "
+        "absolute host path written out (/srv/app/data))"
     ]
 
 
@@ -569,3 +569,98 @@ def test_a_bad_rollout_is_refused_word_for_word(rollout: object, line: str) -> N
         validate("r42", {**good(), "rollout": rollout})
     assert info.value.code == "BUNDLE_INVALID"
     assert line in info.value.message.splitlines()
+
+
+@given(
+    st.sampled_from(["/srv/media", "/", "./media", "media", "~/m", ""]),
+    st.sampled_from(["${MEDIA}", "$MEDIA", "${MEDIA}/sub"]),
+    st.booleans(),
+)
+def test_a_bind_led_by_a_variable_is_judged_after_the_env_is_applied(
+    value: str, source: str, secret: bool
+) -> None:
+    """Issue 47: ``${MEDIA}:/media`` after ``MEDIA=/srv/media`` in the template is an absolute
+    bind, as compose reads it; a relative value, a manifest variable (a secret the agent fills:
+    unknown here) or no assignment stays BUNDLE_RELATIVE_BIND, saying how to set it."""
+    import yaml
+
+    raw = good()
+    compose = yaml.safe_load(raw["compose"])
+    compose["services"]["web"]["volumes"] = [f"{source}:/media"]
+    raw["compose"] = yaml.safe_dump(compose)
+    raw["env_template"] = f"MEDIA={value}\n" if not secret else "MEDIA=${MEDIA}\n"
+    if secret:
+        raw["manifest"] = [{"name": "MEDIA", "path": "envs/x/app", "key": "media"}]
+    rest = source.removeprefix("${MEDIA}").removeprefix("$MEDIA")
+    if (value + rest).startswith("/") and not secret:  # as compose reads it (`/sub` too)
+        validate("r1", raw)
+        return
+    with pytest.raises(DeployError) as caught:
+        validate("r1", raw)
+    assert caught.value.code == "BUNDLE_RELATIVE_BIND"
+    if not value.startswith("~") or secret:
+        assert "the variable set in the env_template" in caught.value.detail
+
+
+@pytest.mark.parametrize(
+    ("bind", "starts"),
+    [
+        ("./:/app", "the app's code in its image: copy it in the Dockerfile (`COPY . /app`)"),
+        (".:/usr/src/app", "the app's code in its image"),
+        ("./src:/srv/x", "the app's code in its image"),
+        ("./nginx.conf:/etc/nginx/nginx.conf:ro", "a config with the file's text"),
+        ("./conf:/app.ini", "a config with the file's text"),
+        (
+            "./conf.d:/etc/nginx/conf.d",
+            "for what the app writes there (a database, state), a named volume "
+            "(`conf-d:/etc/nginx/conf.d`",
+        ),
+        ("./config:/config", "for what the app writes there"),
+        ("./data:/var/lib/postgresql/data", "a named volume (`data:/var/lib/postgresql/data`"),
+        ("./uploads:/uploads", "a named volume (`uploads:/uploads` with `volumes: {uploads: {}}`)"),
+        ("./export:/usr/src/paperless/export", "a named volume (`export:"),
+        ("./backend/src:/code/src:ro", "the app's code in its image"),
+        ("./backend/package.json:/code/package.json", "the app's code in its image"),
+    ],
+)
+def test_a_relative_bind_s_rewrite_follows_what_it_holds(bind: str, starts: str) -> None:
+    """Issue 47: code is the image's (a named volume would keep the first image's code), one
+    file a config, a folder of config files a config each, data a named volume."""
+    source, target = bind.split(":")[:2]
+    said = bind_rewrite(source, target)
+    assert said.startswith(starts), said
+    assert said.endswith(", or an absolute host path written out (/srv/app/data)")
+    if "config" in said:
+        assert "each `$` in it written `$$`" in said or "each `$` written `$$`" in said
+
+
+@pytest.mark.parametrize(
+    ("template", "source", "refused"),
+    [
+        ("", "${CONFIG_DIR:-/var/lib/plex}/config", False),  # unset: compose takes the default
+        ("CONFIG_DIR=/srv/plex\n", "${CONFIG_DIR:-./x}/config", False),
+        ("CONFIG_DIR=\n", "${CONFIG_DIR:-/srv/plex}", False),  # `:-`: empty takes it too
+        ("CONFIG_DIR=\n", "${CONFIG_DIR-/srv/plex}", True),  # `-`: empty is empty
+        ("", "${CONFIG_DIR:-./config}", True),
+        ("CONFIG_DIR=${CONFIG_DIR}\n", "${CONFIG_DIR:-/srv/plex}", True),  # a secret: unknown
+        ("", "${CONFIG_DIR}/config", True),  # set nowhere: named, not judged as empty
+    ],
+)
+def test_a_variable_s_default_is_read_as_compose_reads_it(
+    template: str, source: str, refused: bool
+) -> None:
+    import yaml
+
+    raw = good()
+    compose = yaml.safe_load(raw["compose"])
+    compose["services"]["web"]["volumes"] = [f"{source}:/config"]
+    raw["compose"] = yaml.safe_dump(compose)
+    raw["env_template"] = template
+    if "${CONFIG_DIR}" in template:
+        raw["manifest"] = [{"name": "CONFIG_DIR", "path": "envs/x/app", "key": "dir"}]
+    if not refused:
+        validate("r1", raw)
+        return
+    with pytest.raises(DeployError) as caught:
+        validate("r1", raw)
+    assert caught.value.code == "BUNDLE_RELATIVE_BIND"

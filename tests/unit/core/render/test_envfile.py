@@ -6,7 +6,7 @@ The container proof is tests/integration/box/test_envfile_container.py.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from monky_deployd.core.faults import EnvError
@@ -414,10 +414,14 @@ def test_reserved_refusal_names_each_clash_sorted() -> None:
 
 def test_incomplete_refusal_word_for_word() -> None:
     err = refused("A=${A}\nB=${B}${A}\n", {})
-    assert err.message == "the .env template uses 2 variable(s) that have no value: A, B"
+    assert err.message == (
+        "the .env template uses 2 variable(s) that have no value: A, B (neither a manifest "
+        "entry nor assigned on an earlier line of the template)"
+    )
     assert err.hint == (
         "the bundle's manifest needs an entry (without `use`) for each variable named, and each "
-        "entry's OpenBao KV path and key must exist"
+        "entry's OpenBao KV path and key must exist; or assign it above the line that uses it "
+        "(docs/envfile.md)"
     )
 
 
@@ -515,3 +519,16 @@ def test_a_secret_is_refused_exactly_when_no_environment_can_hold_it(secret: str
         assert cannot and err.code == "ENV_VALUE_UNCARRIABLE"
     else:
         assert not cannot
+
+
+@given(st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True), st.text("abc:/$ 8", max_size=12))
+def test_a_reference_to_an_earlier_line_is_composes_own_and_kept(name: str, literal: str) -> None:
+    """Issue 47: ``${AD_PORT}`` after ``AD_PORT=8080`` in the same template is a reference
+    compose resolves when it reads the .env (no manifest entry needed: left as written); one
+    before its assignment, or to a name never assigned, has no value (ENV_INCOMPLETE)."""
+    assume(name != "SECRET")
+    first = f"{name}='{literal}'\n"
+    out = envfile.render(f"{first}URL=x:${{{name}}}/${{SECRET}}\n", {"SECRET": "s$"})
+    assert out == f'{first}URL="x:${{{name}}}/s$$"\n'
+    err = refused(f"URL=${{{name}}}\n{first}", {})
+    assert err.code == "ENV_INCOMPLETE" and name in err.message

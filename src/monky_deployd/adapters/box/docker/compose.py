@@ -3,8 +3,11 @@
 Every call runs the revision's judged model (``compose.judged.json``, ``core.admission.artifact``:
 what the policy judged, interpolation done, host paths pinned) with ``--env-file /dev/null``:
 compose reads no ``.env`` of its own, so nothing of the release sets a variable compose reads or a
-value it interpolates. Only ``down`` of a revision staged before the model existed
-(``judged=False``, an older agent's) falls back to its compose file: a down runs nothing.
+value it interpolates. A secret or config read from ``environment:`` reads a variable of the
+agent's own name (``MONKY_DEPLOYD_VALUE_<n>``) whose judged value the model carries: ``up``
+hands compose exactly those (``artifact.child_environment``), and nothing else of the model.
+Only ``down`` of a revision staged before the model existed (``judged=False``, an older
+agent's) falls back to its compose file: a down runs nothing.
 
 The docker CLI always runs with ``DOCKER_CONFIG=<state_dir>/docker`` (the agent's own registry
 credential, never ``$HOME/.docker``) and, when configured, ``DOCKER_HOST``. Pull failures are
@@ -27,6 +30,7 @@ from monky_deployd.core.render.mask import NO_SECRETS, Masker
 # compose's reading of a model (global flags, then the command): every profile (the judged model
 # holds every service), env_file named and not read (as the judge read it)
 READ_BACK = ("--profile", "*", "config", "--no-env-resolution", "--format", "json")
+_MODEL_CAP = 1 << 28  # the judged model is compose's own input: it reads it whole too
 
 
 def docker_env(cfg: DockerCfg, docker_dir: Path) -> dict[str, str]:
@@ -146,11 +150,27 @@ class Compose:
         if services:
             self._up("--no-start", "--no-deps", *services)
 
+    def _values(self) -> dict[str, str]:
+        """The judged values of the model's secrets and configs read from ``environment:``
+        (``core.admission.artifact.child_environment``); {} when there is no model to read
+        (compose then names what it lacks)."""
+        import json
+
+        from monky_deployd.adapters import fsread
+        from monky_deployd.core.admission import artifact
+
+        try:
+            raw = fsread.read_entry(self.workdir / MODEL_FILE, _MODEL_CAP)
+            model = json.loads(raw) if raw is not None else None
+        except (fsread.BadEntry, ValueError, RecursionError):
+            model = None
+        return artifact.child_environment(model) if isinstance(model, dict) else {}
+
     def _up(self, *args: str) -> None:
         never = ("--pull", "never") if self.pinned else ()
         result = runner.run(
             self._argv("up", *never, *args),
-            env=self.env,
+            env={**self.env, **self._values()},
             timeout=self.cfg.up_timeout_s,
             cwd=str(self.workdir),
             masker=self.masker,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +39,20 @@ def _memfiles(*texts: str) -> Iterator[tuple[int, ...]]:
             os.close(fd)
 
 
+# what each file handed to compose is, as its words name it (not /dev/fd/N)
+_NAMES = ("the bundle's compose file", "the rendered .env", "the agent's override")
+_WARNING = re.compile(r'^(?:time="[^"]*" )?level=warning\b|^WARN\[')
+
+
+def _said(output: str, names: dict[str, str]) -> list[str]:
+    """Compose's own error, whole (its warnings left out: they refuse nothing), each memory
+    file named as what it holds."""
+    lines = [ln for ln in output.splitlines() if ln.strip() and not _WARNING.match(ln)]
+    for fd, name in names.items():
+        lines = [ln.replace(fd, name) for ln in lines]
+    return lines
+
+
 def effective(
     cfg: DockerCfg,
     docker_dir: Path,
@@ -45,12 +60,15 @@ def effective(
     project_dir: Path,
     release: tuple[str, str],
     masker: Masker = NO_SECRETS,
+    override: str = "",
 ) -> dict[str, object]:
     """The effective configuration of ``release`` (its compose file and rendered .env, handed
-    over in memory) run from ``project_dir``. POLICY_UNJUDGED when compose cannot read it (the
-    bundle's compose file is at fault: ``up`` would refuse it too)."""
-    with _memfiles(*release) as fds:
-        files = ("--file", f"/dev/fd/{fds[0]}", "--env-file", f"/dev/fd/{fds[1]}")
+    over in memory) run from ``project_dir``; ``override``: a compose file of the agent's own
+    read after it (``core.admission.artifact.reads``). POLICY_UNJUDGED when compose cannot read
+    it (the bundle's compose file is at fault: ``up`` would refuse it too)."""
+    with _memfiles(*release, *((override,) if override else ())) as fds:
+        files: tuple[str, ...] = ("--file", f"/dev/fd/{fds[0]}", "--env-file", f"/dev/fd/{fds[1]}")
+        files += tuple(x for fd in fds[2:] for x in ("--file", f"/dev/fd/{fd}"))
         argv = (
             cfg.binary,
             "compose",
@@ -74,14 +92,16 @@ def effective(
             check=False,
             pass_fds=fds,
         )
+        names = {f"/dev/fd/{fd}": name for fd, name in zip(fds, _NAMES, strict=False)}
     if result.returncode != 0:
         err = runner.failure(result, Code.POLICY_UNJUDGED, masker)
+        said = _said(err.detail, names)
         raise DeployError(
             f"compose cannot resolve the release of project {project}, so this box's policy "
-            f"cannot judge it: {runner.last_line(err.detail)}",
+            f"cannot judge it: {' '.join(said) or '(no output)'}",
             code=Code.POLICY_UNJUDGED,
             hint="the bundle's compose file (`docker compose config` of it names the fault)",
-            detail=err.detail,
+            detail="\n".join(said),
         )
     try:
         found = json.loads(result.stdout)
