@@ -27,9 +27,9 @@ from pydantic import (
 
 from monky_deployd.config_policy import PolicyCfg
 from monky_deployd.core.admission import composefile
-from monky_deployd.core.admission.trustcfg import TrustCfg
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import ConfigError
+from monky_deployd.core.signing.trustcfg import TrustCfg
 
 if TYPE_CHECKING:  # (read when a revision waits or windows are set: off the no-op's imports)
     from monky_deployd.core.lifecycle import schedule
@@ -194,7 +194,7 @@ class Config(_Strict):
     locks: LocksCfg = LocksCfg()
     metrics: MetricsCfg = MetricsCfg()
     policy: PolicyCfg = PolicyCfg()  # what a bundle may ask of the box (config_policy.py)
-    trust: TrustCfg = TrustCfg()  # signed bundles (contract v1.3): core/admission/trustcfg.py
+    trust: TrustCfg = TrustCfg()  # signed bundles (contract v1.3): core/signing/trustcfg.py
     lock_wait_s: Annotated[float, Field(ge=0, le=600)] = 10.0
     # The whole tick, overall: past it the tick ends with TICK_DEADLINE where it is, and
     # every request and child gets at most the time left. 25 min covers a full pull (900 s),

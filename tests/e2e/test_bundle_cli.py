@@ -1,6 +1,6 @@
 """``monky-deployd bundle sign | verify | public-key`` as the release pipeline runs them: real
 processes, the private key on stdin (never in argv), the signed bundle on stdout; what
-``verify`` says is what a box with that key decides (``core.admission.trust``). No Docker, no
+``verify`` says is what a box with that key decides (``core.signing.trust``). No Docker, no
 server."""
 
 from __future__ import annotations

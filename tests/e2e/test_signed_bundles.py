@@ -18,9 +18,9 @@ import rfc8785
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from monky_deployd.core.admission import trust
-from monky_deployd.core.admission.trustcfg import keyid
 from monky_deployd.core.records.tickrecord import rfc3339
+from monky_deployd.core.signing import trust
+from monky_deployd.core.signing.trustcfg import keyid
 from monky_deployd_testkit.dockerlab import Registry
 from monky_deployd_testkit.lab import Lab, Run
 from monky_deployd_testkit.realbao import RealBao

@@ -15,7 +15,7 @@ from tests.repo.test_layers import MODULES, PKG, SRC, imports
 
 # package -> its rooms (subpackages), in the order they may import one another
 ORDER: dict[str, list[str]] = {
-    "core": ["render", "wire", "records", "lifecycle", "admission", "commands"],
+    "core": ["render", "wire", "records", "lifecycle", "signing", "admission", "commands"],
     "agent": ["observe", "apply", "tick", "commands"],
     "adapters.box": ["state", "docker"],
 }

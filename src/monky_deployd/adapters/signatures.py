@@ -1,7 +1,7 @@
 """Ed25519 and RFC 8785 for signed bundles (contract v1.3): thin calls into ``cryptography``
 and ``rfc8785``, imported only where a bundle is checked or signed (never on a no-op tick).
 
-What the signatures prove is ``core.admission.trust``'s; this module only canonicalizes, verifies,
+What the signatures prove is ``core.signing.trust``'s; this module only canonicalizes, verifies,
 signs and reads a private key (PEM PKCS#8 as ``openssl genpkey -algorithm ed25519`` writes it, or
 the raw 32-byte seed in base64). A private key's bytes never reach an exception's text.
 """
@@ -17,7 +17,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from monky_deployd.core.admission.trustcfg import KEY_BYTES
+from monky_deployd.core.signing.trustcfg import KEY_BYTES
 
 
 class KeyUnreadable(ValueError):

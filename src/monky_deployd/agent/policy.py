@@ -1,9 +1,8 @@
 """The local policy performed (``core.admission.policy`` judges): a new revision's effective
 configuration before anything changes (``check``, the tick's and ``plan``'s ``policy`` phase; the
 engine's word on each volume, network and container name in it: ``names_now``, cheap enough to ask
-again right before ``up``), and the
-running revision's under today's policy (``running``, for ``plan`` and ``doctor``: reported,
-never taken down).
+again right before ``up``). The running revision under today's policy, for ``plan`` and
+``doctor``, is ``agent.policyview``'s.
 
 Imported only when a revision is prepared or by ``plan``/``doctor``: never on a no-op tick.
 """
@@ -23,7 +22,6 @@ from monky_deployd.core.admission import artifact, builds, composefile, policy, 
 from monky_deployd.core.admission import rules as terms
 from monky_deployd.core.admission.host import HostPath, host_paths
 from monky_deployd.core.admission.paths import Where, faults
-from monky_deployd.core.commands.checks import Check
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
 from monky_deployd.core.render.mask import NO_SECRETS, Masker
@@ -369,7 +367,7 @@ def ensure_model(
         return
     from monky_deployd.adapters.fsutil import atomic_write
 
-    texts = _staged(cfg, project_dir)
+    texts = staged(cfg, project_dir)
     if texts is None:
         raise DeployError(
             f"revision {revision} has neither a judged model nor its compose file and .env in "
@@ -384,7 +382,7 @@ def ensure_model(
     atomic_write(project_dir / MODEL_FILE, artifact.text(model).encode(), 0o600)
 
 
-def _staged(cfg: Config, project_dir: Path) -> tuple[str, str] | None:
+def staged(cfg: Config, project_dir: Path) -> tuple[str, str] | None:
     """A staged revision's compose file and .env (None when either is gone)."""
     from monky_deployd.adapters import fsread
     from monky_deployd.adapters.box.state.state import COMPOSE_FILE, ENV_FILE
@@ -399,80 +397,3 @@ def _staged(cfg: Config, project_dir: Path) -> tuple[str, str] | None:
             return None
         texts.append(raw.decode("utf-8", "replace"))
     return texts[0], texts[1]
-
-
-def running(
-    cfg: Config,
-    docker_dir: Path,
-    revisions_dir: Path,
-    revision: str,
-    project: str,
-    masker: Masker = NO_SECRETS,
-) -> list[terms.Violation] | None:
-    """What today's policy would refuse in the running revision (its staged files); None when
-    they are gone. Never acted on: a policy change does not take a revision down."""
-    project_dir = revisions_dir / revision
-    texts = _staged(cfg, project_dir)
-    if texts is None:
-        return None
-    from monky_deployd.core.render import atrest  # what compose may echo of the .env: masked
-
-    masker = masker.extend(atrest.secrets_in_env_file(texts[1]))
-    return judge(cfg, docker_dir, project, project_dir, texts, masker)[0]
-
-
-def running_lines(cfg: Config, docker_dir: Path, revisions_dir: Path, masker: Masker) -> list[str]:
-    """``plan``'s and ``doctor``'s words on the applied revision under today's policy: one line
-    per violation (empty: none, or nothing applied)."""
-    from monky_deployd.adapters.box.state.state import StateDir
-
-    applied = StateDir(cfg.state_dir).read_applied()
-    if applied is None:
-        return []
-    try:
-        found = running(cfg, docker_dir, revisions_dir, applied.revision, applied.project, masker)
-    except DeployError as err:
-        return [f"the running revision {applied.revision} cannot be judged: {err.message}"]
-    if not found:
-        return []
-    head = (
-        f"the running revision {applied.revision} breaks this box's policy (it keeps running; "
-        "a new revision asking the same is refused):"
-    )
-    return [head, *(f"  {v.line()}" for v in found)]
-
-
-def doctor_check(cfg: Config, masker: Masker) -> Check:
-    """doctor's ``policy`` line: FAIL naming each held host path of the running revision that
-    no longer leads where it did (POLICY_PATH_MOVED, what the tick stops it for); WARN naming
-    the running services today's policy refuses."""
-    from monky_deployd.adapters.box.state.state import StateDir
-
-    state = StateDir(cfg.state_dir)
-    applied = state.read_applied()
-    try:
-        moved = (
-            hostpath.held_now(cfg.docker, state.revision_dir(applied.revision)) if applied else ()
-        )
-    except DeployError as err:
-        moved = (("", f"its held host paths cannot be checked: {err.message}"),)
-    if moved:
-        return Check(
-            "policy",
-            "FAIL",
-            f"a held host path of the running revision no longer leads where it did at its up "
-            f"(the tick keeps its services stopped): {'; '.join(why for _, why in moved)}",
-            "what changed on the path's way; put it back, then `monky-deployd apply --once "
-            "--retry` (judged anew), or publish a new revision",
-            str(Code.POLICY_PATH_MOVED),
-        )
-    lines = running_lines(cfg, state.docker_dir, state.revisions_dir, masker)
-    if not lines:
-        return Check("policy", "OK", "the running revision (if any) is within this box's policy")
-    return Check(
-        "policy",
-        "WARN",
-        lines[0].rstrip(":") + ": " + "; ".join(ln.strip() for ln in lines[1:]),
-        "config.yaml's policy (the lines name the allowance), or the next bundle",
-        str(Code.POLICY_REFUSED),
-    )

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from monky_deployd import cli
 from monky_deployd.adapters import signatures
 from monky_deployd.agent import policy as performed
-from monky_deployd.core.admission import trust
-from monky_deployd.core.admission.trustcfg import keyid
+from monky_deployd.core.signing import trust
+from monky_deployd.core.signing.trustcfg import keyid
 
 pytestmark = pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI")
 

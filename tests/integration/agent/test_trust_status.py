@@ -7,8 +7,8 @@ from pathlib import Path
 
 from monky_deployd.adapters.box.state.state import StateDir
 from monky_deployd.agent.apply import trust as performed
-from monky_deployd.core.admission import trust
 from monky_deployd.core.commands import status
+from monky_deployd.core.signing import trust
 
 EXPIRES = "2027-01-15T00:00:00Z"
 

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from monky_deployd.adapters.net.bao import Bao, KvPages
     from monky_deployd.core.admission import prepare
     from monky_deployd.core.admission.bundle import Bundle, ManifestEntry
-    from monky_deployd.core.admission.trust import Verdict
     from monky_deployd.core.lifecycle.boxsteps import Ready
     from monky_deployd.core.lifecycle.plans import Apply
+    from monky_deployd.core.signing.trust import Verdict
 
 Phase = Callable[[str], AbstractContextManager[None]]
 

@@ -1,5 +1,5 @@
 """Signed bundles (contract v1.3), performed: the first of an apply's checks, before any secret
-is read. ``core.admission.trust`` decides from the signatures ``adapters.signatures`` verified,
+is read. ``core.signing.trust`` decides from the signatures ``adapters.signatures`` verified,
 this box's ``trust`` settings, the clock and ``trust.json`` (the highest release applied);
 ``record`` raises that floor after a verified apply's commit. Imported on the apply path only.
 """
@@ -9,20 +9,20 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from monky_deployd.core.admission import trust
 from monky_deployd.core.records.tickrecord import rfc3339
+from monky_deployd.core.signing import trust
 
 if TYPE_CHECKING:
     from monky_deployd.adapters.box.state.state import StateDir
     from monky_deployd.agent.context import Context
-    from monky_deployd.core.admission.trust import Floor
-    from monky_deployd.core.admission.trustcfg import TrustCfg
+    from monky_deployd.core.signing.trust import Floor
+    from monky_deployd.core.signing.trustcfg import TrustCfg
 
 log = logging.getLogger("monky_deployd")
 
 
 def check(ctx: Context, revision: str, bundle: dict[str, Any]) -> trust.Verdict:
-    """The bundle's verdict (``core.admission.trust.judge``); raises its refusal. Reads nothing but
+    """The bundle's verdict (``core.signing.trust.judge``); raises its refusal. Reads nothing but
     the state dir's trust record: no OpenBao, no engine."""
     rule = ctx.cfg.trust
     verdict, _ = judged(ctx.cfg.env, rule, revision, bundle, ctx.clock(), ctx.state.read_trust())
@@ -54,7 +54,7 @@ def judged(
     floor: Floor | None,
 ) -> tuple[trust.Verdict, list[str]]:
     """The signatures tallied (when keys are trusted and the bundle is signed), then
-    ``core.admission.trust.judge`` (which raises its refusal); and the tally's notes."""
+    ``core.signing.trust.judge`` (which raises its refusal); and the tally's notes."""
     valid: frozenset[str] = frozenset()
     notes: list[str] = []
     if rule.keys and not trust.is_unsigned(bundle):

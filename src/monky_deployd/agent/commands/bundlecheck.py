@@ -3,7 +3,7 @@ code a tick runs, before the bundle is published (the release pipeline's CI job)
 that can run reports in one run, each judging what the one before did not refuse outright
 (``run``); a tick still stops at its first refusal, the verdict's first (``bundleverdict``).
 
-    bundle: size (max_bundle_bytes), signatures (``--trust FILE``: core.admission.trust.judge),
+    bundle: size (max_bundle_bytes), signatures (``--trust FILE``: core.signing.trust.judge),
             validation (core.admission.bundle.validate), relative and ~ binds (check_binds,
             after the template's own literal values), registry credential
     render: .env rendered from placeholders     core.admission.prepare.env_values, render_env
@@ -296,7 +296,7 @@ def _signatures(cfg: Any, revision: str, raw: dict[str, Any], verdict: Verdict) 
     """The tick's first check (``agent.apply.trust``) with ``--trust``'s settings, against no floor
     (the box's highest release applied is the box's)."""
     from monky_deployd.agent.apply import trust as performed
-    from monky_deployd.core.admission import trust
+    from monky_deployd.core.signing import trust
 
     rule = cfg.trust
     if not rule.keys:

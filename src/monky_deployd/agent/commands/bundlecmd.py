@@ -66,7 +66,7 @@ def _public_key(args: argparse.Namespace) -> int:
     import base64
 
     from monky_deployd.adapters import signatures
-    from monky_deployd.core.admission.trustcfg import keyid
+    from monky_deployd.core.signing.trustcfg import keyid
 
     raw = signatures.public_raw(_key(args))
     print(f"{base64.b64encode(raw).decode()}  keyid {keyid(raw)}")
@@ -78,8 +78,8 @@ def _sign(args: argparse.Namespace) -> int:
     import json
 
     from monky_deployd.adapters import signatures
-    from monky_deployd.core.admission import trust
-    from monky_deployd.core.admission.trustcfg import keyid
+    from monky_deployd.core.signing import trust
+    from monky_deployd.core.signing.trustcfg import keyid
 
     key = _key(args)
     bundle = read_bundle(args.bundle)
@@ -127,8 +127,8 @@ def _verify(args: argparse.Namespace) -> int:
     import time
 
     from monky_deployd.agent.apply import trust as performed
-    from monky_deployd.core.admission import trust
-    from monky_deployd.core.admission.trustcfg import TrustCfg
+    from monky_deployd.core.signing import trust
+    from monky_deployd.core.signing.trustcfg import TrustCfg
 
     bundle = read_bundle(args.bundle)
     if args.public_key:

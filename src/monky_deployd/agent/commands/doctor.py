@@ -236,7 +236,9 @@ def check_secrets(run: Run) -> Check:
 
 
 def _policy(run: Run) -> Check:
-    from monky_deployd.agent import policy  # the running revision under today's policy
+    from monky_deployd.agent import (
+        policyview as policy,
+    )  # the running revision under today's policy
 
     return policy.doctor_check(run.config, mask.NO_SECRETS.extend(run.secrets))
 

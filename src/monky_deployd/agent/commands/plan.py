@@ -151,11 +151,11 @@ class _Dry:
         )
         out.notes.extend(pace.plan_notes(plan, obs.windows, obs.now))
         if applied is not None:  # a policy change never takes it down: plan says so
-            from monky_deployd.agent import policy
+            from monky_deployd.agent import policyview
 
             self.ctx.learn(self.ctx.secrets_at_rest(applied.revision))
             out.notes.extend(
-                policy.running_lines(
+                policyview.running_lines(
                     self.cfg, self.state.docker_dir, self.state.revisions_dir, self.ctx.masker
                 )
             )

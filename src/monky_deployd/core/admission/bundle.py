@@ -39,7 +39,7 @@ KNOWN_KEYS = {
     "disk_need_bytes",
     "on_failure",
     "rollout",
-    "release",  # contract v1.3: core.admission.trust reads them, before this validation
+    "release",  # contract v1.3: core.signing.trust reads them, before this validation
     "signatures",
 }
 ON_FAILURE = ("rollback", "retry")  # "rollback" when absent (core.lifecycle.recovery)

@@ -16,7 +16,7 @@ Layout::
     <state_dir>/bake.json            the last commit while it bakes (core.lifecycle.bake)
     <state_dir>/waiting.json         a new revision's first sight and its wait
     (core.lifecycle.schedule) <state_dir>/trust.json           the highest signed release applied
-    (core.admission.trust: v1.3) <state_dir>/hash.key             the key of applied.json's per-key
+    (core.signing.trust: v1.3) <state_dir>/hash.key             the key of applied.json's per-key
     hashes (core.records.reasons) <state_dir>/ledger.json          the tick ledger
     (core.records.ledger), rewritten after every tick <state_dir>/outbox/              reports
     tenancy did not take, by sequence (``outbox``) <state_dir>/aside/               entries set

@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # (read only when their files exist: off the no-op tick's imp
     from monky_deployd.core.records.suspend import Suspended
 
 if TYPE_CHECKING:
-    from monky_deployd.core.admission.trust import Floor
+    from monky_deployd.core.signing.trust import Floor
 
 __all__ = [
     "COMPOSE_FILE",
@@ -343,13 +343,13 @@ class StateDir(Layout):
     def clear_suspend(self) -> None:
         self._remove(self.suspend_file)
 
-    # -- trust (core.admission.trust: the highest signed release applied, v1.3)
+    # -- trust (core.signing.trust: the highest signed release applied, v1.3)
     # ------------------------
 
     def read_trust(self) -> Floor | None:
         """The trust record; None when there is none or it is unreadable (no floor then: the
         next verified apply writes it again)."""
-        from monky_deployd.core.admission.trust import Floor  # only an apply and status read it
+        from monky_deployd.core.signing.trust import Floor  # only an apply and status read it
 
         raw = self._record_or_none(self.trust_file)
         if raw is None:

@@ -2,7 +2,7 @@
 
 The release pipeline signs ``{"env", "revision", "bundle"}`` (the bundle without its
 ``signatures``) in RFC 8785 canonical form with Ed25519 release keys; the box trusts the keys
-and the threshold of its config (``core.admission.trustcfg``). ``agent.apply.trust`` canonicalizes
+and the threshold of its config (``core.signing.trustcfg``). ``agent.apply.trust`` canonicalizes
 and checks each signature (``adapters.signatures``); this module decides, before any secret is read:
 
     unsigned (no signatures, or [])      applied when trust.accept_unsigned allows (the default
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from monky_deployd.core.admission.trustcfg import TrustCfg
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.signing.trustcfg import TrustCfg
 
 KEYID_RE = re.compile(r"^[0-9a-f]{64}$")
 RFC3339_RE = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII)

@@ -1,4 +1,4 @@
-"""core.admission.trust (signed bundles, contract v1.3): what the signatures prove, given the box's
+"""core.signing.trust (signed bundles, contract v1.3): what the signatures prove, given the box's
 keys, threshold, the clock and the highest release applied. The signatures are real Ed25519 over the
 real RFC 8785 bytes (``adapters.signatures``, the agent's own path: ``agent.apply.trust.tally``)."""
 
@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from monky_deployd.adapters import signatures
 from monky_deployd.agent.apply.trust import tally
-from monky_deployd.core.admission import trust
-from monky_deployd.core.admission.trustcfg import TrustCfg, keyid
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.signing import trust
+from monky_deployd.core.signing.trustcfg import TrustCfg, keyid
 
 ENV, REV = "env-dev-08", "r42"
 NOW = 1_780_000_000.0  # 2026-05-28
