@@ -108,3 +108,16 @@ def test_an_anonymous_volume_is_still_carried_over(lab: Lab) -> None:
     assert again != web
     check = ("docker", "exec", again, "test", "-e", "/data/kept")
     assert subprocess.run(check, capture_output=True, check=False).returncode == 0
+
+
+
+def test_laughs(lab: Lab) -> None:
+    bundle = lab.bundle()
+    lines = ["x-l0: &l0 [lol]"]
+    for n in range(1, 10):
+        lines.append(f"x-l{n}: &l{n} [" + ", ".join([f"*l{n-1}"] * 10) + "]")
+    bundle["compose"] += "\n".join(lines) + "\n"
+    lab.estate.tenancy.set_desired("r1", bundle)
+    run = lab.tick()
+    print("LAUGH", run.rc, run.summary, run.stderr[-1500:])
+    assert False

@@ -366,10 +366,16 @@ def carried(
     the new one although the judged model does not say it: compose's recreate keeps the old
     container's mount (a bind, any volume) at every target the new service mounts an anonymous
     volume at, or its image declares a ``VOLUME`` at (``image_volumes``: per service, None when
-    not known: every target). Only an engine-made anonymous volume may be carried; anything
-    else is refused (POLICY_RESOURCE_DRIFT), never adopted. ``containers``: the Engine API's
+    not known: every target). Only an engine-made anonymous volume or one of the model's own
+    top-level volumes may be carried; anything else is refused (POLICY_RESOURCE_DRIFT), never adopted. ``containers``: the Engine API's
     rows (``Labels``, ``Names``, ``Mounts``)."""
     services = _dict(config.get("services"))
+    own = str(config.get("name") or "")
+    judged = {  # the model's own volumes, judged at the top level (their devices held)
+        engine_name("volume", str(key), _dict(spec), own)
+        for key, spec in _dict(config.get("volumes")).items()
+        if not _dict(spec).get("external")
+    }
     found: list[Violation] = []
     for row in containers:
         service = str(_dict(row.get("Labels")).get(_SERVICE_LABEL) or "")
@@ -382,6 +388,8 @@ def carried(
         for mount in _list(row.get("Mounts")):
             if not isinstance(mount, dict) or mount.get("Type") == "tmpfs" or _anonymous(mount):
                 continue
+            if mount.get("Type") == "volume" and str(mount.get("Name")) in judged:
+                continue  # a volume of the model: judged, compared (``drift``) and held
             target = posixpath.normpath(str(mount.get("Destination") or "/"))
             if target in _sourced(spec):
                 continue  # the new service's own mount there is what runs

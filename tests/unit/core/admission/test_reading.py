@@ -283,3 +283,13 @@ def test_only_an_engine_made_anonymous_volume_is_carried(name: str) -> None:
     found = reading.carried(_web(), [_row("web", vol)], {"web": None})
     anonymous = len(name) == 64 and "g" not in name
     assert (found == []) is anonymous
+
+
+def test_a_volume_of_the_model_may_be_carried_another_may_not() -> None:
+    vol: dict[str, object] = {"Type": "volume", "Name": "p_data", "Destination": "/data"}
+    config = {**_web(), "name": "p", "volumes": {"data": {}}}
+    assert reading.carried(config, [_row("web", vol)], {"web": None}) == []
+    gone = {**_web(), "name": "p"}
+    assert [v.code for v in reading.carried(gone, [_row("web", vol)], {"web": None})] == [
+        Code.POLICY_RESOURCE_DRIFT
+    ]
