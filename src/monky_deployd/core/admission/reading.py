@@ -367,8 +367,8 @@ def carried(
     container's mount (a bind, any volume) at every target the new service mounts an anonymous
     volume at, or its image declares a ``VOLUME`` at (``image_volumes``: per service, None when
     not known: every target). Only an engine-made anonymous volume or one of the model's own
-    top-level volumes may be carried; anything else is refused (POLICY_RESOURCE_DRIFT), never adopted. ``containers``: the Engine API's
-    rows (``Labels``, ``Names``, ``Mounts``)."""
+    top-level volumes may be carried; anything else is refused (POLICY_RESOURCE_DRIFT), never
+    adopted. ``containers``: the Engine API's rows (``Labels``, ``Names``, ``Mounts``)."""
     services = _dict(config.get("services"))
     own = str(config.get("name") or "")
     judged = {  # the model's own volumes, judged at the top level (their devices held)

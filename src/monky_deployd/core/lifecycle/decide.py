@@ -245,6 +245,18 @@ def _moved_paths(f: Facts, desired: str) -> Plan | None:
     )
 
 
+def _moved_paths_first(f: Facts, desired: str) -> Plan | None:
+    """``_moved_paths`` before every rule for a revision the box does not run, unless that
+    revision is new (its apply replaces the containers, judged anew): a held or backing-off
+    desired revision, a pending rollback, never keep the applied revision's moved paths
+    mounted (the outside attack on issue 45: tenancy asks a revision the box refuses, and
+    every tick said REVISION_HELD while a writer swapped r1's held path)."""
+    held, applied = f.held, f.applied
+    if applied is None or desired == applied.revision or held is None or held.revision != desired:
+        return None
+    return _moved_paths(f, desired)
+
+
 def _unknown_containers(f: Facts, desired: str) -> Plan | None:
     if f.running is not None:
         return None
@@ -284,6 +296,7 @@ def _steady(f: Facts, desired: str) -> Plan | None:
 
 
 DECISIONS: tuple[Rule, ...] = (
+    _moved_paths_first,  # the applied revision's moved paths, while the desired one is held
     _pending_rollback,  # a revision that is not applied ...
     _held_revision,
     _new_revision,
