@@ -246,14 +246,21 @@ def _moved_paths(f: Facts, desired: str) -> Plan | None:
 
 
 def _moved_paths_first(f: Facts, desired: str) -> Plan | None:
-    """``_moved_paths`` before every rule for a revision the box does not run, unless that
-    revision is new (its apply replaces the containers, judged anew): a held or backing-off
-    desired revision, a pending rollback, never keep the applied revision's moved paths
-    mounted (the outside attack on issue 45: tenancy asks a revision the box refuses, and
-    every tick said REVISION_HELD while a writer swapped r1's held path)."""
-    held, applied = f.held, f.applied
-    if applied is None or desired == applied.revision or held is None or held.revision != desired:
+    """``_moved_paths`` before the rules for a revision the box does not run, unless they
+    apply a revision now (its up replaces the containers, judged anew): a held, backing-off
+    or waiting (update window, rollout spread) desired revision, a pending rollback, never
+    keep the applied revision's moved paths mounted (the outside attack on issue 45: tenancy
+    asked a revision the box refuses, and every tick said REVISION_HELD while a writer swapped
+    the applied revision's held path)."""
+    applied = f.applied
+    if not f.moved or applied is None or desired == applied.revision or f.retry:
         return None
+    from monky_deployd.core.lifecycle.plans import Apply
+
+    for rule in (_pending_rollback, _held_revision, _new_revision):
+        plan = rule(f, desired)
+        if plan is not None:
+            return None if isinstance(plan, Apply) else _moved_paths(f, desired)
     return _moved_paths(f, desired)
 
 

@@ -580,3 +580,16 @@ def test_a_moved_held_path_stops_the_services_while_the_desired_revision_is_held
     if not retry:
         assert isinstance(plan, Stop) and plan.stop == ("web",)
     assert not isinstance(decide(replace(base, desired_revision="r3")), Stop)
+
+
+def test_a_moved_held_path_stops_the_services_while_a_new_revision_waits() -> None:
+    """A new desired revision waiting for its rollout place (a spread of a day, first seen
+    now) does not keep the applied revision's moved path mounted."""
+    from monky_deployd.core.lifecycle.plans import Stop
+
+    box, moved = _late_box("r2"), (("web", "x"),)
+    running = (svc("db"), svc("web"))
+    base = gated(bundle=_spread_bundle(86400), identity=box, running=running, moved=moved)
+    waiting = decide(replace(base, moved=()))
+    assert isinstance(waiting, Waiting), waiting
+    assert isinstance(decide(base), Stop)
