@@ -3,7 +3,9 @@ own). A recording ``docker.binary`` notes every child; the engine's facts come f
 
 - an apply runs exactly ``compose config --format json`` (the local policy's reading of the
   release, issue 28, which also gives the labels' config digests: no ``config --hash``, issue
-  29), ``compose pull`` and ``compose up``: the
+  29), compose's reading of the judged model's bytes before they are written, ``compose pull``,
+  compose's reading of the files ``up`` runs right before it (issue 45: one reading, each a
+  ``compose config``) and ``compose up``: the
   pre-flight asks the engine (``GET /info``), not ``docker info``; the commit keeps the cached
   Compose version when the containers its ``up`` created confirm it (their
   ``com.docker.compose.version`` label);
@@ -80,7 +82,9 @@ def test_an_apply_runs_only_compose_and_still_knows_the_versions(
 ) -> None:
     box, records = lab
     compose = cli("docker", "compose", "version", "--short")
-    apply = ["compose config", "compose pull", "compose up"]
+    # the policy's reading, the model's bytes read back, the pull, the files up runs read back
+    # right before it (issue 45: one reading), the up
+    apply = ["compose config", "compose config", "compose pull", "compose config", "compose up"]
     steps = (
         # (.env template, host.json's compose before the tick or None, the children expected)
         ("LOG_LEVEL=one\n", None, ["compose version", *apply]),  # a fresh box's first check-in
