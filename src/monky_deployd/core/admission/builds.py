@@ -89,13 +89,25 @@ def copies(
 
 
 def ref(name: str) -> str:
-    """An image reference as the engine keys it: ``docker.io/library/`` dropped, ``:latest``
-    added when it names no tag or digest."""
-    ref = name.strip()
-    for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/"):
-        if ref.startswith(prefix):
-            ref = ref[len(prefix) :]
-            break
+    """An image reference as the engine keys it (the docker reference library's
+    ``ParseNormalizedNamed`` then ``FamiliarString``): the first component is a registry when it
+    has a ``.`` or ``:``, is ``localhost`` or is not lower case, else the name is Docker Hub's;
+    ``index.docker.io`` is Docker Hub; Docker Hub's ``library/`` of a one-component name and the
+    ``docker.io/`` are dropped; ``:latest`` added when it names no tag or digest. Every spelling
+    the engine keys alike gives the same text (``index.docker.io/team/app``, ``docker.io/team/app``
+    and ``team/app``; ``library/x`` and ``x``), so a name is compared as the engine stores it."""
+    text = name.strip()
+    first, slash, rest = text.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
+        domain, path = ("docker.io" if first == "index.docker.io" else first), rest
+    else:
+        domain, path = "docker.io", text
+    if domain == "docker.io":
+        if path.startswith("library/") and "/" not in path[len("library/") :]:
+            path = path[len("library/") :]
+        ref = path
+    else:
+        ref = f"{domain}/{path}"
     last = ref.rsplit("/", 1)[-1]
     return ref if ("@" in ref or ":" in last) else f"{ref}:latest"
 

@@ -292,6 +292,12 @@ def test_image_references_are_compared_as_the_engine_keys_them() -> None:
     assert builds.ref("docker.io/library/x:1") == "x:1"
     assert builds.ref("reg:5000/a/b") == "reg:5000/a/b:latest"
     assert builds.ref("a@sha256:00") == "a@sha256:00"
+    # the engine's aliases of one Docker Hub tag (tests/integration/box/test_image_refs.py)
+    for alias in ("index.docker.io/team/app:1", "docker.io/team/app:1", "team/app:1"):
+        assert builds.ref(alias) == "team/app:1"
+    assert builds.ref("library/x:1") == builds.ref("index.docker.io/library/x:1") == "x:1"
+    assert builds.ref("docker.io/library/a/b") == "library/a/b:latest"
+    assert builds.ref("registry-1.docker.io/a/b:1") == "registry-1.docker.io/a/b:1"
 
 
 def test_every_refusal_of_this_issue_says_how_to_write_the_bundle_instead() -> None:
