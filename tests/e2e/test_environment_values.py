@@ -77,3 +77,22 @@ def test_a_variable_the_env_does_not_set_is_refused_before_anything_runs(lab: La
     assert error["code"] == "POLICY_UNJUDGED", error
     assert "required variable CF_TEXT is missing a value" in error["message"], error
     assert PASSWORD not in run.stdout + run.stderr
+
+
+def test_a_value_too_large_for_composes_environment_is_refused_before_anything_runs(
+    lab: Lab,
+) -> None:
+    """A config read from ``environment:`` whose value is beyond what one variable of a
+    process's environment may hold (Linux: 128 KiB a string): ``up`` could not even start
+    compose, so it is refused in the policy phase with ENV_TOO_LARGE, nothing run."""
+    big = "c" * (200 * 1024)
+    lab.estate.tenancy.set_desired(
+        "r1", reads(lab, f"DB_PASSWORD=${{DB_PASSWORD}}\nCF_TEXT={big}\n")
+    )
+    run = lab.tick()
+    assert run.rc != 0, run.stdout + run.stderr
+    assert lab.containers() == {}
+    error = run.errors[0]
+    assert (error["code"], error["phase"]) == ("ENV_TOO_LARGE", "policy"), error
+    assert "configs.cf.environment reads a value of" in error["message"], error
+    assert big[:64] not in run.stdout + run.stderr
