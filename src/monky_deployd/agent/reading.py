@@ -39,7 +39,12 @@ def of_text(
     compose reads them back as anything but ``model``."""
     from monky_deployd.adapters.box.docker import composeconfig
 
-    read = composeconfig.read_back(cfg.docker, docker_dir, project, project_dir, text, masker)
+    from monky_deployd.core.admission.artifact import child_environment
+
+    values = child_environment(model)  # up's environment: what compose resolves from it
+    read = composeconfig.read_back(
+        cfg.docker, docker_dir, project, project_dir, text, masker, values
+    )
     _same(revision, model, read, masker)
 
 
