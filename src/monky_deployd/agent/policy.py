@@ -205,7 +205,7 @@ def _judge(
     pinned = artifact.pinned(config, resolved)
     found = sorted({*found, *reading.host_strings(pinned)})  # a path a link led to: pinned
     model, copies = builds.copies(artifact.supplied(pinned, values), resolved, str(project_dir))
-    found = sorted({*found, *artifact.too_large(model)})  # what up hands compose can start it
+    found = sorted({*found, *artifact.too_large(model), *artifact.odd_reads(model)})
     return found, model, copies
 
 

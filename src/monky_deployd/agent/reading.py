@@ -38,7 +38,6 @@ def of_text(
     """Refuse (POLICY_TWO_READINGS) ``text``, the bytes of ``model`` about to be written, when
     compose reads them back as anything but ``model``."""
     from monky_deployd.adapters.box.docker import composeconfig
-
     from monky_deployd.core.admission.artifact import child_environment
 
     values = child_environment(model)  # up's environment: what compose resolves from it

@@ -224,16 +224,40 @@ VALUES_KEY = "x-monky-deployd-values"  # the values in the judged model, as comp
 VALUE_PREFIX = "MONKY_DEPLOYD_VALUE_"
 
 
+# a variable's name as the judge asks compose for it: spliced into ``${NAME?...}`` (``reads``),
+# so only a name that is one token there (``a-b`` would read ``a`` with the default ``b``)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def environment_reads(model: Mapping[str, object]) -> list[str]:
     """Every variable a top-level secret or config of ``model`` reads with ``environment:``
-    (distinct, sorted)."""
+    (distinct, sorted), each a plain name (``odd_reads`` refuses the others)."""
     found = set()
     for kind in ("secrets", "configs"):
         for spec in _dict(model.get(kind)).values():
             var = _dict(spec).get("environment")
-            if isinstance(var, str) and var:
+            if isinstance(var, str) and _NAME.fullmatch(var):
                 found.add(var)
     return sorted(found)
+
+
+def odd_reads(model: Mapping[str, object]) -> list[Violation]:
+    """Each secret or config of ``model`` whose ``environment:`` names no plain variable
+    (POLICY_HOST_STRING): the judge asks compose its value through interpolation, where
+    ``a-b`` or ``A}`` reads another variable or a default, while ``up`` reads the name as
+    written."""
+    found = []
+    for kind in ("secrets", "configs"):
+        for name, spec in sorted(_dict(model.get(kind)).items()):
+            var = _dict(spec).get("environment")
+            if isinstance(var, str) and not _NAME.fullmatch(var):
+                asks = (
+                    f"reads {var!r}, which is no variable name ([A-Za-z_][A-Za-z0-9_]*): the "
+                    "judge would read another value than `up`"
+                )
+                key = f"{kind}.{name}.environment"
+                found.append(Violation("", key, asks, code=Code.POLICY_HOST_STRING))
+    return found
 
 
 def reads(names: Iterable[str]) -> str:

@@ -86,8 +86,8 @@ class Compose:
 
     def reading(self) -> runner.Result:
         """Compose's own reading of what ``up`` runs (the same files, ``--env-file``,
-        environment: ``_up_env``; every profile): ``config --format json`` (``agent.reading``). Its output
-        holds the release's secrets: parsed, never logged."""
+        environment: ``_up_env``; every profile): ``config --format json``
+        (``agent.reading``). Its output holds the release's secrets: parsed, never logged."""
         return runner.run(
             self._argv(*READ_BACK),
             env=self._up_env(),
