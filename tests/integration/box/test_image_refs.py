@@ -79,3 +79,33 @@ def test_another_apps_tag_written_through_an_alias_is_refused(busybox_image: str
     finally:
         subprocess.run(("docker", "rm", "-f", other), capture_output=True, check=False)
         subprocess.run(("docker", "rmi", theirs), capture_output=True, check=False)
+
+
+def test_a_pull_over_another_apps_built_image_is_refused_on_either_store(
+    busybox_image: str,
+) -> None:
+    """Another app's container runs an image it built on the box; a release that pulls that
+    name would replace it (its next recreate runs whatever the registry holds there). The
+    classic store gives a built image no RepoDigest; the containerd image store gives it one
+    (its own ID), so a RepoDigest is no evidence there: either way the pull is refused."""
+    other = f"monky-other-{uuid.uuid4().hex[:8]}"
+    theirs = f"127.0.0.1:5999/{other}/app:1"
+    subprocess.run(
+        ("docker", "build", "-q", "-t", theirs, "--label", f"x={uuid.uuid4().hex}", "-"),
+        input=f"FROM {busybox_image}\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        check=True,
+    )
+    _docker("create", "--name", other, "--label", f"com.docker.compose.project={other}",
+            theirs, "true")  # fmt: skip
+    try:
+        users = images.users(_cfg())
+        assert users[builds.ref(theirs)] == builds.User(frozenset({other}), False)
+        model = {"name": "mine", "services": {"web": {"image": theirs}}}
+        found = builds.foreign_tags(model, "mine", users)
+        assert [(v.key, v.code) for v in found] == [("image", Code.POLICY_FOREIGN_TAG)]
+    finally:
+        subprocess.run(("docker", "rm", "-f", other), capture_output=True, check=False)
+        subprocess.run(("docker", "rmi", theirs), capture_output=True, check=False)

@@ -135,15 +135,18 @@ def images(model: Mapping[str, object]) -> list[tuple[str, str, bool]]:
     return found
 
 
-def foreign_tags(model: Mapping[str, object], project: str, users: Users) -> list[Violation]:
+def foreign_tags(
+    model: Mapping[str, object], project: str, users: Users, mine: frozenset[str] = frozenset()
+) -> list[Violation]:
     """Each image name of ``model`` whose tag would move under another project's containers
-    (POLICY_FOREIGN_TAG): a built one any of whose users is not ``project``; a pulled one whose
-    image now is local only (built or loaded on the box: a pull would replace it)."""
-    own = str(model.get("name") or project)
+    (POLICY_FOREIGN_TAG): a built one any of whose users is not ``project`` (nor one of
+    ``mine``, the projects this agent started: a project renamed); a pulled one whose image
+    now is local only (built or loaded on the box: a pull would replace it)."""
+    own = {str(model.get("name") or project), *mine}
     found = []
     for service, ref, built in images(model):
         user = users.get(ref)
-        others = [p for p in (user.projects if user else ()) if p != own]
+        others = [p for p in (user.projects if user else ()) if p not in own]
         if not others or (not built and user is not None and user.pulled):
             continue
         whose = ", ".join(
