@@ -285,6 +285,9 @@ def test_a_tag_another_projects_containers_run_never_moves(
         assert ("project shop" if owner else "made by hand") in found[0].asks
         assert "<registry>/<project>/<service>" in found[0].rewrite
     assert builds.foreign_tags(tagged(written, built), "mine", {}) == []
+    # a project this agent started itself (renamed since) is its own, never another app
+    renamed = builds.foreign_tags(tagged(written, built), "mine", users, frozenset({"shop"}))
+    assert bool(renamed) == (owner is None and (built or not pulled))
 
 
 def test_image_references_are_compared_as_the_engine_keys_them() -> None:
