@@ -74,6 +74,7 @@ DOCKER_HOST=unix:///run/monky-docker26/docker.sock pytest -n "$second_workers" -
   tests/e2e/test_rollback.py tests/e2e/test_repin.py tests/e2e/test_prune.py \
   tests/e2e/test_jobs.py tests/e2e/test_drift.py tests/e2e/test_policy_allowlist.py \
   tests/e2e/test_policy_names.py tests/e2e/test_builds_names.py tests/e2e/test_held_paths.py \
+  tests/e2e/test_attack45_paths.py \
   tests/e2e/test_kill_replacement.py tests/e2e/test_judged_model.py tests/e2e/test_bundle_check.py \
   tests/e2e/test_one_reading.py \
   tests/e2e/test_environment_values.py \

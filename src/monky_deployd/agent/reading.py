@@ -9,6 +9,10 @@ judged model, as ``up`` reads it, against what was judged; POLICY_TWO_READINGS o
   ``--file`` list (the model, the agent's pins and labels overrides), ``--env-file /dev/null``,
   environment; the overrides' own values merged over the judged model as compose merges them.
 
+And right before every ``up``, what compose would carry over from a container it replaces
+(a bind kept at an anonymous volume's target or the image's ``VOLUME``: ``_nothing_carried``)
+is refused unless the judged model says it (POLICY_RESOURCE_DRIFT).
+
 One ``docker compose config`` each. Imported on the apply path only (and ``plan``).
 """
 
@@ -57,7 +61,25 @@ def before_up(
 
     overrides = [_override(cfg, path) for path in compose.overrides()]
     read = composeconfig.reading(compose.reading(), compose.project, masker)
-    _same(revision, reading.merged(model, *overrides), read, masker)
+    judged = reading.merged(model, *overrides)
+    _same(revision, judged, read, masker)
+    _nothing_carried(cfg, revision, compose.project, judged)
+
+
+def _nothing_carried(cfg: Config, revision: str, project: str, judged: dict[str, object]) -> None:
+    """Refuse (POLICY_RESOURCE_DRIFT) the up when compose would carry a mount the judged model
+    does not say from a container it replaces into the new one (``core.admission.reading.
+    carried``)."""
+    from monky_deployd.adapters.box.docker import carried
+    from monky_deployd.core.admission import policy
+
+    services = judged.get("services")
+    services = services if isinstance(services, dict) else {}
+    found = reading.carried(
+        judged, carried.containers(cfg.docker, project), carried.image_volumes(cfg.docker, services)
+    )
+    if found:
+        raise policy.refusal(revision, found)
 
 
 def _same(

@@ -236,7 +236,7 @@ def _service(name: str, svc: Mapping[str, object], rules: Rules) -> Iterable[Vio
         if source.startswith("container:"):  # another container's mounts, of any project
             yield Violation(name, "volumes_from", source.rsplit(":ro", 1)[0].rsplit(":rw", 1)[0])
     if isinstance(build := svc.get("build"), dict):
-        yield from _build(name, build, may)
+        yield from _build(name, build, may, imaged=bool(svc.get("image")))
     parent = svc.get("cgroup_parent")
     if parent and str(parent) not in may.cgroup_parent:
         yield Violation(
@@ -285,13 +285,16 @@ def namespace_mode(
 BUILD_HOST_READS = ("build.secrets", "build.cache_from", "build.cache_to")
 
 
-def _build(name: str, build: Mapping[str, object], may: Allow) -> Iterable[Violation]:
+def _build(
+    name: str, build: Mapping[str, object], may: Allow, imaged: bool = True
+) -> Iterable[Violation]:
     """A ``build`` (``up`` builds on the box when the image is missing): refused unless the
     ``build`` allowance permits it (POLICY_BUILD: a deploy agent pulls); a privileged build
     container as ``privileged`` allows it; ``network`` judged as ``network_mode``
     (``namespace_mode``); a BuildKit entitlement or the agent's SSH agent or keys forwarded
-    (``ssh``) with no allowance."""
-    if not may.build:
+    (``ssh``) with no allowance. A build with no ``image`` is BUNDLE_BUILD_ONLY's alone
+    (``imaged``): no allowance lets a box build it, so none is offered."""
+    if not may.build and imaged:
         yield Violation(
             name,
             "build",

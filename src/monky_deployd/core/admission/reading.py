@@ -27,6 +27,7 @@ with its YAML reader and through interpolation again. Three things keep the two 
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
@@ -316,3 +317,89 @@ def asked_objects(config: Mapping[str, object], project: str) -> Iterable[tuple[
         for key, spec in _dict(config.get(top)).items():
             if not _dict(spec).get("external"):
                 yield kind, engine_name(kind, str(key), _dict(spec), own)
+
+
+# -- what compose carries over from a container it replaces -------------------------------------
+
+_SERVICE_LABEL = "com.docker.compose.service"
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _anonymous(mount: Mapping[str, object]) -> bool:
+    """An engine-made anonymous volume (a 64-hex name, the local driver): no host path."""
+    name = str(mount.get("Name") or "")
+    return (
+        mount.get("Type") == "volume"
+        and len(name) == 64
+        and all(c in "0123456789abcdef" for c in name)
+        and str(mount.get("Driver") or "local") == "local"
+    )
+
+
+def _sourced(spec: Mapping[str, object]) -> set[str]:
+    """The targets ``spec``'s own volumes mount something at (not an anonymous volume)."""
+    out = set()
+    for vol in _list(spec.get("volumes")):
+        if isinstance(vol, dict) and vol.get("source") and vol.get("target"):
+            out.add(posixpath.normpath(str(vol["target"])))
+    return out
+
+
+def _unsourced(spec: Mapping[str, object]) -> set[str]:
+    """The targets of ``spec``'s anonymous volumes (no source)."""
+    out = set()
+    for vol in _list(spec.get("volumes")):
+        if isinstance(vol, dict) and not vol.get("source") and vol.get("target"):
+            out.add(posixpath.normpath(str(vol["target"])))
+    return out
+
+
+def carried(
+    config: Mapping[str, object],
+    containers: Sequence[Mapping[str, object]],
+    image_volumes: Mapping[str, frozenset[str] | None],
+) -> list[Violation]:
+    """Each mount compose would carry over from a container of the project it replaces into
+    the new one although the judged model does not say it: compose's recreate keeps the old
+    container's mount (a bind, any volume) at every target the new service mounts an anonymous
+    volume at, or its image declares a ``VOLUME`` at (``image_volumes``: per service, None when
+    not known: every target). Only an engine-made anonymous volume or one of the model's own
+    top-level volumes may be carried; anything else is refused (POLICY_RESOURCE_DRIFT), never
+    adopted. ``containers``: the Engine API's rows (``Labels``, ``Names``, ``Mounts``)."""
+    services = _dict(config.get("services"))
+    own = str(config.get("name") or "")
+    judged = {  # the model's own volumes, judged at the top level (their devices held)
+        engine_name("volume", str(key), _dict(spec), own)
+        for key, spec in _dict(config.get("volumes")).items()
+        if not _dict(spec).get("external")
+    }
+    found: list[Violation] = []
+    for row in containers:
+        service = str(_dict(row.get("Labels")).get(_SERVICE_LABEL) or "")
+        spec = services.get(service)
+        if not isinstance(spec, dict):
+            continue  # an orphan: removed by the up, never replaced
+        declared = image_volumes.get(service)
+        names = row.get("Names")
+        who = str(names[0]).lstrip("/") if isinstance(names, list) and names else "?"
+        for mount in _list(row.get("Mounts")):
+            if not isinstance(mount, dict) or mount.get("Type") == "tmpfs" or _anonymous(mount):
+                continue
+            if mount.get("Type") == "volume" and str(mount.get("Name")) in judged:
+                continue  # a volume of the model: judged, compared (``drift``) and held
+            target = posixpath.normpath(str(mount.get("Destination") or "/"))
+            if target in _sourced(spec):
+                continue  # the new service's own mount there is what runs
+            if target in _unsourced(spec) or declared is None or target in declared:
+                what = mount.get("Source") if mount.get("Type") == "bind" else mount.get("Name")
+                asks = (
+                    f"would get {mount.get('Type')} {what} at {target} carried over from the "
+                    f"engine's container {who} it replaces (compose keeps a replaced "
+                    "container's mount at an anonymous volume's target or the image's VOLUME): "
+                    "not in the judged model"
+                )
+                found.append(Violation(service, f"services.{service}.volumes", asks, code=DRIFT))
+    return sorted(set(found))

@@ -245,6 +245,25 @@ def _moved_paths(f: Facts, desired: str) -> Plan | None:
     )
 
 
+def _moved_paths_first(f: Facts, desired: str) -> Plan | None:
+    """``_moved_paths`` before the rules for a revision the box does not run, unless they
+    apply a revision now (its up replaces the containers, judged anew): a held, backing-off
+    or waiting (update window, rollout spread) desired revision, a pending rollback, never
+    keep the applied revision's moved paths mounted (the outside attack on issue 45: tenancy
+    asked a revision the box refuses, and every tick said REVISION_HELD while a writer swapped
+    the applied revision's held path)."""
+    applied = f.applied
+    if not f.moved or applied is None or desired == applied.revision or f.retry:
+        return None
+    from monky_deployd.core.lifecycle.plans import Apply
+
+    for rule in (_pending_rollback, _held_revision, _new_revision):
+        plan = rule(f, desired)
+        if plan is not None:
+            return None if isinstance(plan, Apply) else _moved_paths(f, desired)
+    return _moved_paths(f, desired)
+
+
 def _unknown_containers(f: Facts, desired: str) -> Plan | None:
     if f.running is not None:
         return None
@@ -284,6 +303,7 @@ def _steady(f: Facts, desired: str) -> Plan | None:
 
 
 DECISIONS: tuple[Rule, ...] = (
+    _moved_paths_first,  # the applied revision's moved paths, while the desired one is held
     _pending_rollback,  # a revision that is not applied ...
     _held_revision,
     _new_revision,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -218,3 +219,77 @@ def test_the_models_bytes_read_back_as_json_and_hold_printable_ascii_or_astral(v
     text = artifact.text({"v": value, value[:3]: 1})
     assert json.loads(text)["v"] == value
     assert all(0x20 <= ord(c) <= 0x7E or c == "\n" or ord(c) > 0xFFFF for c in text)
+
+
+# -- what compose carries over from a container it replaces (the outside attack on issue 45) ---
+
+
+def _row(service: str, *mounts: Mapping[str, object]) -> dict[str, object]:
+    labels = {"com.docker.compose.service": service}
+    return {"Labels": labels, "Names": [f"/p-{service}-1"], "Mounts": list(mounts)}
+
+
+_BIND: dict[str, object] = {
+    "Type": "bind",
+    "Source": "/srv/app/a",
+    "Destination": "/data",
+    "RW": True,
+}
+_ANON: dict[str, object] = {
+    "Type": "volume",
+    "Name": "ab" * 32,
+    "Driver": "local",
+    "Destination": "/data",
+}
+
+
+def _web(*volumes: Mapping[str, object]) -> dict[str, object]:
+    return {"services": {"web": {"image": "web", "volumes": list(volumes)}}}
+
+
+def test_a_bind_carried_to_an_anonymous_target_is_refused() -> None:
+    found = reading.carried(
+        _web({"type": "volume", "target": "/data/"}), [_row("web", _BIND)], {"web": frozenset()}
+    )
+    assert [(v.code, v.service) for v in found] == [(Code.POLICY_RESOURCE_DRIFT, "web")]
+    assert "bind /srv/app/a at /data carried over from the engine's container p-web-1" in (
+        found[0].asks
+    )
+
+
+def test_a_bind_carried_to_the_images_volume_or_an_unknown_image_is_refused() -> None:
+    for declared in (frozenset({"/data"}), None):
+        found = reading.carried(_web(), [_row("web", _BIND)], {"web": declared})
+        assert [v.code for v in found] == [Code.POLICY_RESOURCE_DRIFT]
+
+
+def test_what_is_not_carried_or_holds_no_host_path_passes() -> None:
+    own = {"type": "bind", "source": "/srv/app/a", "target": "/data"}
+    Case = tuple[dict[str, object], list[dict[str, object]], frozenset[str] | None]
+    cases: list[Case] = [
+        (_web(own), [_row("web", _BIND)], None),  # the new service's own mount there
+        (_web(), [_row("web", _BIND)], frozenset()),  # dropped, no VOLUME: not carried
+        (_web({"type": "volume", "target": "/data"}), [_row("web", _ANON)], None),
+        (_web(), [_row("gone", _BIND)], None),  # an orphan: removed, never replaced
+        (_web(), [_row("web", {**_BIND, "Type": "tmpfs"})], None),
+    ]
+    for config, rows, declared in cases:
+        assert reading.carried(config, rows, {"web": declared}) == [], (config, rows)
+
+
+@given(st.text(alphabet="0123456789abcdefg", min_size=63, max_size=65))
+def test_only_an_engine_made_anonymous_volume_is_carried(name: str) -> None:
+    vol: dict[str, object] = {**_ANON, "Name": name}
+    found = reading.carried(_web(), [_row("web", vol)], {"web": None})
+    anonymous = len(name) == 64 and "g" not in name
+    assert (found == []) is anonymous
+
+
+def test_a_volume_of_the_model_may_be_carried_another_may_not() -> None:
+    vol: dict[str, object] = {"Type": "volume", "Name": "p_data", "Destination": "/data"}
+    config = {**_web(), "name": "p", "volumes": {"data": {}}}
+    assert reading.carried(config, [_row("web", vol)], {"web": None}) == []
+    gone = {**_web(), "name": "p"}
+    assert [v.code for v in reading.carried(gone, [_row("web", vol)], {"web": None})] == [
+        Code.POLICY_RESOURCE_DRIFT
+    ]

@@ -556,3 +556,40 @@ def test_retry_restores_a_moved_service_which_the_restore_judges_anew() -> None:
     stopped = (svc("db"), svc("web", "exited"))
     f = replace(facts(304, None, was, stopped, None), moved=moved, retry=True)
     assert isinstance(decide(f), Restore)
+
+
+@given(st.sampled_from(["refused", "backoff"]), st.booleans())
+def test_a_moved_held_path_stops_the_services_while_the_desired_revision_is_held(
+    kind: str, retry: bool
+) -> None:
+    """The outside attack on issue 45: tenancy asks a revision the box refuses (or one backing
+    off); the applied revision's moved path is still acted on (Stop), not a Hold; a new desired
+    revision is applied (judged anew) and ``--retry`` lets the restore judge it."""
+    from monky_deployd.core.lifecycle.plans import Stop
+    from monky_deployd.core.records.held import BackingOff, Refused
+
+    held: Held = (
+        Refused("r2", "POLICY_REFUSED", "refused", "p1", 3, 10.0)
+        if kind == "refused"
+        else BackingOff("r2", "UP_FAILED", "failed", 1e12)
+    )
+    moved = (("web", "/srv/x (volumes) leads to /etc now"),)
+    base = replace(facts(running=(svc("db"), svc("web"))), held=held, moved=moved, retry=retry)
+    plan = decide(base)
+    assert isinstance(plan, Stop) is not retry
+    if not retry:
+        assert isinstance(plan, Stop) and plan.stop == ("web",)
+    assert not isinstance(decide(replace(base, desired_revision="r3")), Stop)
+
+
+def test_a_moved_held_path_stops_the_services_while_a_new_revision_waits() -> None:
+    """A new desired revision waiting for its rollout place (a spread of a day, first seen
+    now) does not keep the applied revision's moved path mounted."""
+    from monky_deployd.core.lifecycle.plans import Stop
+
+    box, moved = _late_box("r2"), (("web", "x"),)
+    running = (svc("db"), svc("web"))
+    base = gated(bundle=_spread_bundle(86400), identity=box, running=running, moved=moved)
+    waiting = decide(replace(base, moved=()))
+    assert isinstance(waiting, Waiting), waiting
+    assert isinstance(decide(base), Stop)
