@@ -236,7 +236,7 @@ def test_a_weight_that_starves_the_others_is_refused(lab: Lab) -> None:
 
 
 def test_a_build_in_another_apps_network_namespace_is_refused(
-    lab: Lab, request: pytest.FixtureRequest
+    lab: Lab, request: pytest.FixtureRequest, busybox_image: str
 ) -> None:
     """``build.network: container:<x>`` is judged as ``network_mode: container:<x>``: another
     container's network namespace (its loopback services), refused whatever is allowed."""
@@ -253,7 +253,7 @@ def test_a_build_in_another_apps_network_namespace_is_refused(
     other = f"monky-other-{uuid.uuid4().hex[:8]}"
     subprocess.run(
         ("docker", "create", "--name", other, "--label", f"com.docker.compose.project={other}",
-         lab.image, "sleep", "3600"),
+         busybox_image, "sleep", "3600"),  # an image name of its own: the release pulls lab's
         check=True,
         capture_output=True,
     )  # fmt: skip

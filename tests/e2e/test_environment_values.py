@@ -77,3 +77,43 @@ def test_a_variable_the_env_does_not_set_is_refused_before_anything_runs(lab: La
     assert error["code"] == "POLICY_UNJUDGED", error
     assert "required variable CF_TEXT is missing a value" in error["message"], error
     assert PASSWORD not in run.stdout + run.stderr
+
+
+def test_a_value_too_large_for_composes_environment_is_refused_before_anything_runs(
+    lab: Lab,
+) -> None:
+    """A config read from ``environment:`` whose value is beyond what one variable of a
+    process's environment may hold (Linux: 128 KiB a string): ``up`` could not even start
+    compose, so it is refused in the policy phase with ENV_TOO_LARGE, nothing run."""
+    big = "c" * (200 * 1024)
+    lab.estate.tenancy.set_desired(
+        "r1", reads(lab, f"DB_PASSWORD=${{DB_PASSWORD}}\nCF_TEXT={big}\n")
+    )
+    run = lab.tick()
+    assert run.rc != 0, run.stdout + run.stderr
+    assert lab.containers() == {}
+    error = run.errors[0]
+    assert (error["code"], error["phase"]) == ("ENV_TOO_LARGE", "policy"), error
+    assert "configs.cf.environment reads a value of" in error["message"], error
+    assert big[:64] not in run.stdout + run.stderr
+
+
+def test_a_service_variable_left_for_up_to_resolve_is_two_readings(lab: Lab) -> None:
+    """The attack on issue 47: a service's ``environment: [MONKY_DEPLOYD_VALUE_1]`` is judged
+    as no value (the judge's compose has no such variable) and ``up``, handed the secret's
+    value under that name, put the secret into the container's environment: compose's reading
+    (before the model is written and before ``up``) runs with ``up``'s environment, so the
+    difference is refused (POLICY_TWO_READINGS) before anything runs, the value masked."""
+    bundle = lab.bundle(
+        env_template="DB_PASSWORD=${DB_PASSWORD}\n",
+        web={"secrets": ["db"], "environment": ["MONKY_DEPLOYD_VALUE_1"]},
+        top={"secrets": {"db": {"environment": "DB_PASSWORD"}}},
+    )
+    lab.estate.tenancy.set_desired("r1", bundle)
+    run = lab.tick()
+    assert run.rc != 0, run.stdout + run.stderr
+    assert lab.containers() == {}
+    error = run.errors[0]
+    assert (error["code"], error["phase"]) == ("POLICY_TWO_READINGS", "policy"), error
+    assert "MONKY_DEPLOYD_VALUE_1" in error["detail"], error
+    assert PASSWORD not in run.stdout + run.stderr

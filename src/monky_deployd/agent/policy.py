@@ -205,6 +205,7 @@ def _judge(
     pinned = artifact.pinned(config, resolved)
     found = sorted({*found, *reading.host_strings(pinned)})  # a path a link led to: pinned
     model, copies = builds.copies(artifact.supplied(pinned, values), resolved, str(project_dir))
+    found = sorted({*found, *artifact.too_large(model), *artifact.odd_reads(model)})
     return found, model, copies
 
 
@@ -242,7 +243,11 @@ def _judged(
         seen |= {at.real: at for at in where.values() if at.real}  # the pinned model's paths
         found += artifact.swappable(model, mounts, seen)
         found += names_now(cfg, config, str(config.get("name", "")), masker)
-        found += builds.foreign_tags(config, str(config.get("name", "")), images.users(cfg.docker))
+        from monky_deployd.adapters.box.state.state import StateDir
+
+        mine = StateDir(cfg.state_dir).read_projects()  # this agent's own, a renamed one too
+        project = str(config.get("name", ""))
+        found += builds.foreign_tags(config, project, images.users(cfg.docker), mine)
     return sorted(set(found))
 
 

@@ -42,8 +42,12 @@ def of_text(
     """Refuse (POLICY_TWO_READINGS) ``text``, the bytes of ``model`` about to be written, when
     compose reads them back as anything but ``model``."""
     from monky_deployd.adapters.box.docker import composeconfig
+    from monky_deployd.core.admission.artifact import child_environment
 
-    read = composeconfig.read_back(cfg.docker, docker_dir, project, project_dir, text, masker)
+    values = child_environment(model)  # up's environment: what compose resolves from it
+    read = composeconfig.read_back(
+        cfg.docker, docker_dir, project, project_dir, text, masker, values
+    )
     _same(revision, model, read, masker)
 
 

@@ -210,3 +210,28 @@ def test_device_requests_as_compose_reads_them() -> None:
         ("deploy.resources.reservations.devices", "capabilities=gpu count=1 driver=nvidia"),
     }
     assert policy.judge(config, Rules(allow=Allow(devices=frozenset({terms.GPU})))) == []
+
+
+@FEW
+@given(
+    st.sampled_from(["weight_device", "device_read_bps", "device_write_iops"]),
+    st.sampled_from([100, 1000]),
+)
+def test_a_block_device_entry_is_judged_as_compose_writes_it(key: str, weight: int) -> None:
+    """The attack on issue 45's weights: compose's model writes a blkio device entry as
+    ``{"Path": ..., "Weight": ...}`` (``Rate``), not as the bundle's YAML spells it; a judge
+    reading ``path`` and ``weight`` read none (each entry "a relative path", whatever the
+    allowance, and a weight never judged). Read as compose writes it: the device needs
+    ``devices``, a weight above the engine's default needs ``blkio_weight``."""
+    entry = {"path": "/dev/sda", "weight": weight} if key == "weight_device" else {
+        "path": "/dev/sda", "rate": "1mb"}  # fmt: skip
+    config = effective({"blkio_config": {key: [entry]}})
+    heavy = (
+        [("blkio_config.weight_device", "1000")] if key == "weight_device" and weight > 500 else []
+    )
+    found = policy.judge(config, Rules(blkio_default=500))
+    assert sorted((v.key, v.asks.split(" (")[0]) for v in found) == sorted(
+        [(f"blkio_config.{key}", "/dev/sda"), *heavy]
+    )
+    allowed = Rules(blkio_default=500, services={"web": Allow(devices=frozenset({"/dev/sda"}))})
+    assert [(v.key, v.asks.split(" (")[0]) for v in policy.judge(config, allowed)] == heavy

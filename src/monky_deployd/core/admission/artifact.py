@@ -224,16 +224,40 @@ VALUES_KEY = "x-monky-deployd-values"  # the values in the judged model, as comp
 VALUE_PREFIX = "MONKY_DEPLOYD_VALUE_"
 
 
+# a variable's name as the judge asks compose for it: spliced into ``${NAME?...}`` (``reads``),
+# so only a name that is one token there (``a-b`` would read ``a`` with the default ``b``)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def environment_reads(model: Mapping[str, object]) -> list[str]:
     """Every variable a top-level secret or config of ``model`` reads with ``environment:``
-    (distinct, sorted)."""
+    (distinct, sorted), each a plain name (``odd_reads`` refuses the others)."""
     found = set()
     for kind in ("secrets", "configs"):
         for spec in _dict(model.get(kind)).values():
             var = _dict(spec).get("environment")
-            if isinstance(var, str) and var:
+            if isinstance(var, str) and _NAME.fullmatch(var):
                 found.add(var)
     return sorted(found)
+
+
+def odd_reads(model: Mapping[str, object]) -> list[Violation]:
+    """Each secret or config of ``model`` whose ``environment:`` names no plain variable
+    (POLICY_HOST_STRING): the judge asks compose its value through interpolation, where
+    ``a-b`` or ``A}`` reads another variable or a default, while ``up`` reads the name as
+    written."""
+    found = []
+    for kind in ("secrets", "configs"):
+        for name, spec in sorted(_dict(model.get(kind)).items()):
+            var = _dict(spec).get("environment")
+            if isinstance(var, str) and not _NAME.fullmatch(var):
+                asks = (
+                    f"reads {var!r}, which is no variable name ([A-Za-z_][A-Za-z0-9_]*): the "
+                    "judge would read another value than `up`"
+                )
+                key = f"{kind}.{name}.environment"
+                found.append(Violation("", key, asks, code=Code.POLICY_HOST_STRING))
+    return found
 
 
 def reads(names: Iterable[str]) -> str:
@@ -275,3 +299,45 @@ def child_environment(model: Mapping[str, object]) -> dict[str, str]:
         for name, value in found.items()
         if name.startswith(VALUE_PREFIX) and isinstance(value, str) and "\0" not in value
     }
+
+
+# Linux's MAX_ARG_STRLEN: the most one string of a new process's environment may take, its NUL
+# counted; ``execve`` refuses a longer one (E2BIG) before compose runs at all
+ARG_STRLEN = 32 * 4096
+_TOO_LARGE = Code.ENV_TOO_LARGE
+REWRITE_SMALLER = (
+    "a value of at most 128 KiB; larger content as a config's `content:` in the compose file "
+    "or a file the image carries"
+)
+
+
+def too_large(model: Mapping[str, object]) -> list[Violation]:
+    """Each secret or config of ``model`` (``supplied``) whose value ``up`` could not hand
+    compose (ENV_TOO_LARGE): its variable longer than ``ARG_STRLEN``, or all of them together
+    over the environment a process can start with (``core.render.envsize``'s budget). Judged
+    with the model, so what is admitted is what ``up`` can start."""
+    from monky_deployd.core.render.envsize import ENV_BUDGET_BYTES, POINTER_BYTES
+
+    values = child_environment(model)
+    sizes = {k: len(f"{k}={v}".encode("utf-8", "surrogatepass")) + 1 for k, v in values.items()}
+    found: list[Violation] = []
+    for kind in ("secrets", "configs"):
+        for name, spec in sorted(_dict(model.get(kind)).items()):
+            size = sizes.get(str(_dict(spec).get("environment")), 0)
+            if size > ARG_STRLEN:
+                asks = (
+                    f"reads a value of {size} bytes from compose's environment, over the "
+                    f"{ARG_STRLEN} bytes Linux lets one variable of a process's environment "
+                    "take: `up` could not start compose"
+                )
+                key = f"{kind}.{name}.environment"
+                found.append(Violation("", key, asks, code=_TOO_LARGE, rewrite=REWRITE_SMALLER))
+    total = sum(sizes.values()) + len(sizes) * POINTER_BYTES
+    if total > ENV_BUDGET_BYTES and not found:
+        asks = (
+            f"read {total} bytes from compose's environment together, over the "
+            f"{ENV_BUDGET_BYTES} bytes a process can start with: `up` could not start compose"
+        )
+        keys = "secrets and configs with environment:"
+        found.append(Violation("", keys, asks, code=_TOO_LARGE, rewrite=REWRITE_SMALLER))
+    return found

@@ -89,13 +89,25 @@ def copies(
 
 
 def ref(name: str) -> str:
-    """An image reference as the engine keys it: ``docker.io/library/`` dropped, ``:latest``
-    added when it names no tag or digest."""
-    ref = name.strip()
-    for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/"):
-        if ref.startswith(prefix):
-            ref = ref[len(prefix) :]
-            break
+    """An image reference as the engine keys it (the docker reference library's
+    ``ParseNormalizedNamed`` then ``FamiliarString``): the first component is a registry when it
+    has a ``.`` or ``:``, is ``localhost`` or is not lower case, else the name is Docker Hub's;
+    ``index.docker.io`` is Docker Hub; Docker Hub's ``library/`` of a one-component name and the
+    ``docker.io/`` are dropped; ``:latest`` added when it names no tag or digest. Every spelling
+    the engine keys alike gives the same text (``index.docker.io/team/app``, ``docker.io/team/app``
+    and ``team/app``; ``library/x`` and ``x``), so a name is compared as the engine stores it."""
+    text = name.strip()
+    first, slash, rest = text.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
+        domain, path = ("docker.io" if first == "index.docker.io" else first), rest
+    else:
+        domain, path = "docker.io", text
+    if domain == "docker.io":
+        if path.startswith("library/") and "/" not in path[len("library/") :]:
+            path = path[len("library/") :]
+        ref = path
+    else:
+        ref = f"{domain}/{path}"
     last = ref.rsplit("/", 1)[-1]
     return ref if ("@" in ref or ":" in last) else f"{ref}:latest"
 
@@ -123,15 +135,18 @@ def images(model: Mapping[str, object]) -> list[tuple[str, str, bool]]:
     return found
 
 
-def foreign_tags(model: Mapping[str, object], project: str, users: Users) -> list[Violation]:
+def foreign_tags(
+    model: Mapping[str, object], project: str, users: Users, mine: frozenset[str] = frozenset()
+) -> list[Violation]:
     """Each image name of ``model`` whose tag would move under another project's containers
-    (POLICY_FOREIGN_TAG): a built one any of whose users is not ``project``; a pulled one whose
-    image now is local only (built or loaded on the box: a pull would replace it)."""
-    own = str(model.get("name") or project)
+    (POLICY_FOREIGN_TAG): a built one any of whose users is not ``project`` (nor one of
+    ``mine``, the projects this agent started: a project renamed); a pulled one whose image
+    now is local only (built or loaded on the box: a pull would replace it)."""
+    own = {str(model.get("name") or project), *mine}
     found = []
     for service, ref, built in images(model):
         user = users.get(ref)
-        others = [p for p in (user.projects if user else ()) if p != own]
+        others = [p for p in (user.projects if user else ()) if p not in own]
         if not others or (not built and user is not None and user.pulled):
             continue
         whose = ", ".join(

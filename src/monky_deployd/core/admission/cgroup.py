@@ -82,8 +82,16 @@ def _weights_of(svc: Mapping[str, object]) -> Iterable[tuple[str, str, object]]:
         if blkio.get("weight") is not None:
             yield "blkio_config.weight", "blkio_weight", blkio["weight"]
         for entry in _list(blkio.get("weight_device")):
-            if isinstance(entry, dict) and entry.get("weight") is not None:
-                yield "blkio_config.weight_device", "blkio_weight", entry["weight"]
+            if isinstance(entry, dict) and (weight := _field(entry, "weight")) is not None:
+                yield "blkio_config.weight_device", "blkio_weight", weight
+
+
+def _field(entry: Mapping[str, object], key: str) -> object:
+    """A blkio device entry's ``key``: compose's model writes ``Path``, ``Weight`` and ``Rate``
+    (the engine's own spelling), the bundle's YAML ``path``, ``weight``, ``rate``; either is the
+    one field (a judge reading only one of them read no path and no weight from compose)."""
+    value = entry.get(key)
+    return entry.get(key.capitalize()) if value is None else value
 
 
 def weights(
@@ -188,7 +196,7 @@ def _blkio(name: str, value: object, may: Allow) -> Iterable[Violation]:
         return
     for key in _BLKIO_DEVICES:
         for entry in _list(value.get(key)):
-            path = str(entry.get("path", "")) if isinstance(entry, dict) else str(entry)
+            path = str(_field(entry, "path") or "") if isinstance(entry, dict) else str(entry)
             if not path.startswith("/"):
                 yield Violation(name, f"blkio_config.{key}", f"{path} {RELATIVE}")
             elif normpath(path) not in may.devices:

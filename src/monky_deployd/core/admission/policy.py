@@ -419,6 +419,7 @@ _GRAVITY = (
     Code.BUNDLE_BUILD_ONLY,
     Code.POLICY_UNKNOWN_KEY,
     Code.POLICY_BUILD,
+    Code.ENV_TOO_LARGE,  # a value read from environment: up could not hand compose
     Code.POLICY_REFUSED,
 )
 

@@ -3,8 +3,10 @@ container could swap a link on (POLICY_SWAPPABLE_PATH)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import posixpath
+import subprocess
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -170,3 +172,44 @@ def test_a_value_compose_did_not_give_keeps_its_name_and_no_model_value_is_trust
     assert out == {"secrets": {"db": {"environment": "DB"}}}
     assert artifact.child_environment(judged) == {}  # only the agent's own names
     assert "${DB?" in json.loads(artifact.reads(["DB"]))[artifact.READS_KEY]["DB"]
+
+
+def _reading(*sizes: int) -> dict[str, object]:
+    """A model (``supplied``) whose configs c0, c1, ... read values of ``sizes`` characters."""
+    names = {f"c{i}": f"{artifact.VALUE_PREFIX}{i + 1}" for i in range(len(sizes))}
+    return {
+        "configs": {c: {"environment": var} for c, var in names.items()},
+        artifact.VALUES_KEY: {var: "v" * n for var, n in zip(names.values(), sizes, strict=True)},
+    }
+
+
+@given(st.integers(min_value=-64, max_value=64))
+def test_a_value_up_could_not_hand_compose_is_too_large(delta: int) -> None:
+    """The attack on issue 47: a config read from environment: whose value is longer than one
+    variable of a process's environment may be passed every check and ended `up` (E2BIG:
+    INTERNAL). The line is Linux's own: exec of a process with that variable succeeds exactly
+    when nothing is refused."""
+    var = f"{artifact.VALUE_PREFIX}1"
+    size = artifact.ARG_STRLEN - len(var) - 2 + delta  # NAME=value and its NUL: ARG_STRLEN + delta
+    found = artifact.too_large(_reading(size))
+    assert [(v.key, v.code) for v in found] == (
+        [("configs.c0.environment", Code.ENV_TOO_LARGE)] if delta > 0 else []
+    )
+    env = artifact.child_environment(_reading(size))
+    try:
+        subprocess.run(("true",), env={"PATH": "/usr/bin:/bin", **env}, check=True)
+        started = True
+    except OSError as exc:
+        assert exc.errno == errno.E2BIG
+        started = False
+    assert started == (not found)
+
+
+def test_values_too_large_together_are_refused() -> None:
+    each = artifact.ARG_STRLEN // 2
+    assert artifact.too_large(_reading(*[each] * 8)) == []
+    found = artifact.too_large(_reading(*[each] * 40))
+    assert [(v.key, v.code) for v in found] == [
+        ("secrets and configs with environment:", Code.ENV_TOO_LARGE)
+    ]
+    assert "v" * 16 not in found[0].line()

@@ -285,6 +285,9 @@ def test_a_tag_another_projects_containers_run_never_moves(
         assert ("project shop" if owner else "made by hand") in found[0].asks
         assert "<registry>/<project>/<service>" in found[0].rewrite
     assert builds.foreign_tags(tagged(written, built), "mine", {}) == []
+    # a project this agent started itself (renamed since) is its own, never another app
+    renamed = builds.foreign_tags(tagged(written, built), "mine", users, frozenset({"shop"}))
+    assert bool(renamed) == (owner is None and (built or not pulled))
 
 
 def test_image_references_are_compared_as_the_engine_keys_them() -> None:
@@ -292,6 +295,12 @@ def test_image_references_are_compared_as_the_engine_keys_them() -> None:
     assert builds.ref("docker.io/library/x:1") == "x:1"
     assert builds.ref("reg:5000/a/b") == "reg:5000/a/b:latest"
     assert builds.ref("a@sha256:00") == "a@sha256:00"
+    # the engine's aliases of one Docker Hub tag (tests/integration/box/test_image_refs.py)
+    for alias in ("index.docker.io/team/app:1", "docker.io/team/app:1", "team/app:1"):
+        assert builds.ref(alias) == "team/app:1"
+    assert builds.ref("library/x:1") == builds.ref("index.docker.io/library/x:1") == "x:1"
+    assert builds.ref("docker.io/library/a/b") == "library/a/b:latest"
+    assert builds.ref("registry-1.docker.io/a/b:1") == "registry-1.docker.io/a/b:1"
 
 
 def test_every_refusal_of_this_issue_says_how_to_write_the_bundle_instead() -> None:

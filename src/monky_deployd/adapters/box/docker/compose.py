@@ -86,11 +86,11 @@ class Compose:
 
     def reading(self) -> runner.Result:
         """Compose's own reading of what ``up`` runs (the same files, ``--env-file``,
-        environment; every profile): ``config --format json`` (``agent.reading``). Its output
-        holds the release's secrets: parsed, never logged."""
+        environment: ``_up_env``; every profile): ``config --format json``
+        (``agent.reading``). Its output holds the release's secrets: parsed, never logged."""
         return runner.run(
             self._argv(*READ_BACK),
-            env=self.env,
+            env=self._up_env(),
             timeout=self.cfg.command_timeout_s,
             cwd=str(self.workdir),
             masker=self.masker,
@@ -150,6 +150,12 @@ class Compose:
         if services:
             self._up("--no-start", "--no-deps", *services)
 
+    def _up_env(self) -> dict[str, str]:
+        """The one environment of ``up`` and of compose's reading before it (``reading``): an
+        entry the model leaves for compose to resolve from its environment reads the same in
+        both (one reading, issue 45)."""
+        return {**self.env, **self._values()}
+
     def _values(self) -> dict[str, str]:
         """The judged values of the model's secrets and configs read from ``environment:``
         (``core.admission.artifact.child_environment``); {} when there is no model to read
@@ -170,7 +176,7 @@ class Compose:
         never = ("--pull", "never") if self.pinned else ()
         result = runner.run(
             self._argv("up", *never, *args),
-            env={**self.env, **self._values()},
+            env=self._up_env(),
             timeout=self.cfg.up_timeout_s,
             cwd=str(self.workdir),
             masker=self.masker,

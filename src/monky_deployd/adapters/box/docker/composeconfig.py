@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from monky_deployd.adapters.box import runner
@@ -118,12 +118,19 @@ def effective(
 
 
 def read_back(
-    cfg: DockerCfg, docker_dir: Path, project: str, project_dir: Path, text: str, masker: Masker
+    cfg: DockerCfg,
+    docker_dir: Path,
+    project: str,
+    project_dir: Path,
+    text: str,
+    masker: Masker,
+    values: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
     """Compose's reading of the judged model's bytes ``text`` (``core.admission.artifact.text``)
     before they are written, as ``up`` will read them (``--env-file /dev/null``, from
-    ``project_dir``, the same environment; ``compose.READ_BACK``). POLICY_TWO_READINGS when
-    compose cannot read them back."""
+    ``project_dir``, the same environment: ``values`` are the variables ``up`` adds,
+    ``core.admission.artifact.child_environment``; ``compose.READ_BACK``). POLICY_TWO_READINGS
+    when compose cannot read them back."""
     with _memfiles(text) as fds:
         argv = (
             cfg.binary,
@@ -137,7 +144,7 @@ def read_back(
         )
         result = runner.run(
             argv,
-            env=docker_env(cfg, docker_dir),
+            env={**docker_env(cfg, docker_dir), **(values or {})},
             timeout=cfg.command_timeout_s,
             masker=masker,
             check=False,

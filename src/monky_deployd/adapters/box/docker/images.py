@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 def users(cfg: DockerCfg) -> Users:
     """Each image name a container of the box (any project, any state) was created from ->
     the projects of those containers (None: no compose label) and whether the image the name
-    gives now has a RepoDigest (came from a registry)."""
+    gives now came from a registry: it has a RepoDigest, on an engine whose RepoDigests say so
+    (the classic store; the containerd image store gives a built image one too: never)."""
+    from monky_deployd.adapters.box.docker.preflight import uses_containerd_store
     from monky_deployd.core.admission.builds import User, ref
 
     rows = _get(cfg, "/containers/json", {"all": "1"}, "every container's image")
@@ -32,6 +34,11 @@ def users(cfg: DockerCfg) -> Users:
         labels = row.get("Labels")
         project = labels.get(PROJECT_LABEL) if isinstance(labels, dict) else None
         names.setdefault(ref(row["Image"]), set()).add(str(project) if project else None)
+    # the containerd image store fills RepoDigests for an image built or loaded on the box too
+    # (checked on Docker 26: a build's RepoDigests names its own ID): there no image name is
+    # known to have come from a registry, so a pull over another project's is never admitted
+    info = _get(cfg, "/info", None, "its info") if names else None
+    registry_known = isinstance(info, dict) and not uses_containerd_store(info)
     found = {}
     for name, projects in names.items():
         info = (
@@ -40,7 +47,7 @@ def users(cfg: DockerCfg) -> Users:
             else _get(cfg, f"/images/{name}/json", None, f"image {name}")
         )
         digests = info.get("RepoDigests") if isinstance(info, dict) else None
-        found[name] = User(frozenset(projects), bool(digests))
+        found[name] = User(frozenset(projects), registry_known and bool(digests))
     return found
 
 
