@@ -79,7 +79,7 @@ DOCKER_HOST=unix:///run/monky-docker26/docker.sock pytest -n "$second_workers" -
   tests/e2e/test_one_reading.py \
   tests/e2e/test_environment_values.py \
   tests/integration/box/test_preflight.py tests/integration/box/test_verify_docker.py \
-  tests/integration/box/test_policy_names_engine.py \
+  tests/integration/box/test_policy_names_engine.py tests/integration/box/test_image_refs.py \
   >"$second_log" 2>&1 &
 second=$!
 trap 'kill "$second" 2>/dev/null || true' EXIT  # interrupted: the background pass stops too
