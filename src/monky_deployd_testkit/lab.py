@@ -293,6 +293,21 @@ class Lab:
         rows = self._ps(project, '{{.ID}} {{.Label "com.docker.compose.service"}}')
         return {svc: cid for cid, svc in rows}
 
+    def mounts(self, project: str | None = None) -> list[dict[str, Any]]:
+        """Every mount (the engine's ``Mounts`` entries) of every container of the project (the
+        lab's by default), in any state."""
+        label = f"label=com.docker.compose.project={project or self.project}"
+        ids = subprocess.run(
+            ("docker", "ps", "-aq", "--filter", label), capture_output=True, text=True, check=True
+        ).stdout.split()
+        if not ids:
+            return []
+        out = subprocess.run(
+            ("docker", "inspect", "--format", "{{json .Mounts}}", *ids),
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return [m for line in out.splitlines() for m in json.loads(line) or []]
+
     def states(self, service: str) -> list[str]:
         """The engine's state of each of the service's containers, in any state (``created``,
         ``running``, ``exited`` ...)."""

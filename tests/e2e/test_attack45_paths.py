@@ -16,13 +16,11 @@ and never looked at the applied revision's moved paths."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -41,19 +39,6 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
         yield lab
 
 
-def mounts(lab: Lab) -> list[dict[str, Any]]:
-    """Every mount of every container of the lab's project (any state)."""
-    label = f"label=com.docker.compose.project={lab.project}"
-    ids = subprocess.run(
-        ("docker", "ps", "-aq", "--filter", label), capture_output=True, text=True, check=True
-    ).stdout.split()
-    out = subprocess.run(
-        ("docker", "inspect", "--format", "{{json .Mounts}}", *ids),
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    return [m for line in out.splitlines() for m in json.loads(line) or []]
-
-
 def applied_with_bind(lab: Lab) -> Path:
     """r1 applied: web binds ``<root>/a`` at /data."""
     (lab.binds / "a").mkdir(parents=True)
@@ -70,7 +55,7 @@ def refused_and_kept(lab: Lab, a: Path) -> None:
     detail = run.errors[0]["detail"]
     assert f"would get bind {a} at /data carried over from the engine's container" in detail
     (lab.binds / "go").touch()  # were r2 running, it would swap now
-    assert sorted(m["Source"] for m in mounts(lab)) == [str(a)]  # r1's, as judged
+    assert sorted(m["Source"] for m in lab.mounts()) == [str(a)]  # r1's, as judged
     assert a.is_dir() and not a.is_symlink()
 
 

@@ -40,21 +40,6 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
         yield lab
 
 
-def mounts(lab: Lab) -> list[str]:
-    """The host source of every mount of every container of the project (any state)."""
-    label = f"label=com.docker.compose.project={lab.project}"
-    ids = subprocess.run(
-        ("docker", "ps", "-aq", "--filter", label), capture_output=True, text=True, check=True
-    ).stdout.split()
-    if not ids:
-        return []
-    out = subprocess.run(
-        ("docker", "inspect", "--format", "{{json .Mounts}}", *ids),
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    return [m["Source"] for line in out.splitlines() for m in json.loads(line) or []]
-
-
 def sees_etc(cid: str) -> bool:
     """Whether the container's /x shows the host's /etc (its os-release)."""
     got = subprocess.run(
@@ -185,7 +170,7 @@ def test_a_writer_appearing_over_a_held_path_stops_the_service_before_any_swap(
         assert (again.rc, again.summary["code"]) == (1, "POLICY_PATH_MOVED"), again.stdout
         assert lab.containers() == {} and lab.states("web") == ["exited"]
         assert not any(e.get("event") == "plan.restore" for e in again.lines)
-        assert "/etc" not in mounts(lab)
+        assert "/etc" not in [m["Source"] for m in lab.mounts()]
         body = status(lab)
         assert "POLICY_PATH_MOVED" in json.dumps(body), body
         doctor = lab.cli("doctor")
@@ -203,7 +188,9 @@ def test_a_writer_appearing_over_a_held_path_stops_the_service_before_any_swap(
         # the operator checked it: --retry restores, judged anew and held as its up finds it
         back = lab.tick("--retry")
         assert (back.rc, back.summary["outcome"]) == (0, "applied"), back.stdout
-        assert mounts(lab) == [str(area / "x")] and "web" in lab.containers()
+        assert [m["Source"] for m in lab.mounts()] == [
+            str(area / "x")
+        ] and "web" in lab.containers()
         assert lab.tick().summary["outcome"] == "noop"
     finally:
         subprocess.run(("docker", "rm", "-f", other), capture_output=True, check=False)

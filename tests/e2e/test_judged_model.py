@@ -31,21 +31,6 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
         yield lab
 
 
-def mounts(lab: Lab, project: str | None = None) -> list[str]:
-    """The host source of every mount of every container of the project (any state)."""
-    label = f"label=com.docker.compose.project={project or lab.project}"
-    ids = subprocess.run(
-        ("docker", "ps", "-aq", "--filter", label), capture_output=True, text=True, check=True
-    ).stdout.split()
-    if not ids:
-        return []
-    out = subprocess.run(
-        ("docker", "inspect", "--format", "{{json .Mounts}}", *ids),
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    return [m["Source"] for line in out.splitlines() for m in json.loads(line) or []]
-
-
 def bind_bundle(lab: Lab, env_template: str, source: str = "/${SRC}") -> dict[str, Any]:
     """A bundle whose web binds ``source`` (a source led by a variable is BUNDLE_RELATIVE_BIND:
     the default reads SRC without its leading slash)."""
@@ -68,7 +53,7 @@ def test_compose_runs_the_judged_model_not_the_files_read_again(lab: Lab) -> Non
     assert oct((where / "compose.judged.json").stat().st_mode & 0o777) == "0o600"
     model = json.loads((where / "compose.judged.json").read_text())
     assert model["services"]["web"]["volumes"][0]["source"] == str(good)
-    assert mounts(lab) == [str(good)]
+    assert [m["Source"] for m in lab.mounts()] == [str(good)]
     # the revision's compose file and .env rewritten (as a re-read would see them), then the
     # container removed: the restore runs the judged model, not what the files say now
     (where / ".env").write_text("DB_PASSWORD=x\nSRC=/etc\nCOMPOSE_DISABLE_ENV_FILE=1\n")
@@ -76,7 +61,7 @@ def test_compose_runs_the_judged_model_not_the_files_read_again(lab: Lab) -> Non
     subprocess.run(("docker", "rm", "-f", lab.containers()["web"]), check=True, capture_output=True)
     again = lab.tick()
     assert again.rc == 0, again.stdout + again.stderr
-    assert mounts(lab) == [str(good)]
+    assert [m["Source"] for m in lab.mounts()] == [str(good)]
 
 
 def test_a_revision_staged_without_a_model_is_judged_when_it_runs_again(lab: Lab) -> None:
@@ -136,11 +121,11 @@ def test_a_container_swapping_a_link_on_the_way_never_gets_etc_mounted(
             run = lab.tick()
             assert run.rc == 5, run.stdout + run.stderr
             codes.append(run.summary["code"])
-            assert "/etc" not in mounts(lab)
+            assert "/etc" not in [m["Source"] for m in lab.mounts()]
             lab.estate.tenancy.set_desired(f"r{2 * n + 3}", bind_bundle(lab, "A=1\n", f"{safe}/x"))
             run = lab.tick()
             assert run.rc == 0, run.stdout + run.stderr
-            assert mounts(lab) == [str(safe / "x")]
+            assert [m["Source"] for m in lab.mounts()] == [str(safe / "x")]
         # refused for the writer above it, or (the link caught at the judge) for reaching /etc
         assert set(codes) <= {"POLICY_SWAPPABLE_PATH", "POLICY_PROTECTED_PATH"}, codes
         assert "POLICY_SWAPPABLE_PATH" in codes
@@ -169,4 +154,4 @@ def test_a_link_swapped_by_the_previous_revisions_own_container_is_refused(lab: 
     mine = f"{area}/x lies in {area}, which container {lab.project}-web-1 can write"
     assert mine in detail or "reaches /etc" in detail, detail
     assert lab.containers() == before
-    assert "/etc" not in mounts(lab)
+    assert "/etc" not in [m["Source"] for m in lab.mounts()]

@@ -36,21 +36,6 @@ def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
         yield lab
 
 
-def mounts(lab: Lab) -> list[dict[str, Any]]:
-    """Every mount of every container of the lab's project (any state)."""
-    label = f"label=com.docker.compose.project={lab.project}"
-    ids = subprocess.run(
-        ("docker", "ps", "-aq", "--filter", label), capture_output=True, text=True, check=True
-    ).stdout.split()
-    if not ids:
-        return []
-    out = subprocess.run(
-        ("docker", "inspect", "--format", "{{json .Mounts}}", *ids),
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    return [m for line in out.splitlines() for m in json.loads(line) or []]
-
-
 def sees_etc(lab: Lab, path: str) -> bool:
     """The running web container finds the host's /etc/passwd at ``path``."""
     web = lab.containers()["web"]
@@ -77,7 +62,7 @@ def planted(lab: Lab, name: str) -> None:
     lab.estate.tenancy.set_desired("r1b", lab.bundle())
     plain = lab.tick()
     assert plain.rc == 0, plain.stdout + plain.stderr
-    assert not any(m["Destination"] == "/area" for m in mounts(lab))
+    assert not any(m["Destination"] == "/area" for m in lab.mounts())
 
 
 def refused_for_the_string(lab: Lab, source: str, shown: str) -> None:
@@ -92,8 +77,8 @@ def refused_for_the_string(lab: Lab, source: str, shown: str) -> None:
         "read alike (a host-side string is printable ASCII without $) (no allowance permits it)"
     ]
     assert lab.containers() == before
-    assert all(not m["Source"].startswith("/etc") for m in mounts(lab))
-    assert not any(m["Destination"] == "/x" for m in mounts(lab))
+    assert all(not m["Source"].startswith("/etc") for m in lab.mounts())
+    assert not any(m["Destination"] == "/x" for m in lab.mounts())
     assert not (lab.state_dir / "revisions" / "r2").exists()
 
 

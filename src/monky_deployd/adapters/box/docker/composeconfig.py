@@ -77,12 +77,7 @@ def effective(
             "--project-directory",
             str(project_dir),
             *files,
-            "--profile",
-            "*",
-            "config",
-            "--no-env-resolution",
-            "--format",
-            "json",
+            *READ_BACK,  # every profile, env_file named and not read: the judge's reading
         )
         result = runner.run(
             argv,
