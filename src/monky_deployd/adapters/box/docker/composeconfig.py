@@ -69,16 +69,7 @@ def effective(
     with _memfiles(*release, *((override,) if override else ())) as fds:
         files: tuple[str, ...] = ("--file", f"/dev/fd/{fds[0]}", "--env-file", f"/dev/fd/{fds[1]}")
         files += tuple(x for fd in fds[2:] for x in ("--file", f"/dev/fd/{fd}"))
-        argv = (
-            cfg.binary,
-            "compose",
-            "--project-name",
-            project,
-            "--project-directory",
-            str(project_dir),
-            *files,
-            *READ_BACK,  # every profile, env_file named and not read: the judge's reading
-        )
+        argv = _reading(cfg, project, project_dir, files)
         result = runner.run(
             argv,
             env=docker_env(cfg, docker_dir),
@@ -112,6 +103,23 @@ def effective(
     return found
 
 
+def _reading(
+    cfg: DockerCfg, project: str, project_dir: Path, files: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The argv of compose's reading of ``files`` as project ``project`` from ``project_dir``
+    (``compose.READ_BACK``: every profile, env_file named and not read): the judge's reading of
+    a release and the read-back of its judged model alike."""
+    head = (
+        cfg.binary,
+        "compose",
+        "--project-name",
+        project,
+        "--project-directory",
+        str(project_dir),
+    )
+    return (*head, *files, *READ_BACK)
+
+
 def read_back(
     cfg: DockerCfg,
     docker_dir: Path,
@@ -127,15 +135,8 @@ def read_back(
     ``core.admission.artifact.child_environment``; ``compose.READ_BACK``). POLICY_TWO_READINGS
     when compose cannot read them back."""
     with _memfiles(text) as fds:
-        argv = (
-            cfg.binary,
-            "compose",
-            "--project-name",
-            project,
-            "--project-directory",
-            str(project_dir),
-            *("--file", f"/dev/fd/{fds[0]}", "--env-file", os.devnull),
-            *READ_BACK,
+        argv = _reading(
+            cfg, project, project_dir, ("--file", f"/dev/fd/{fds[0]}", "--env-file", os.devnull)
         )
         result = runner.run(
             argv,
