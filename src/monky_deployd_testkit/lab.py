@@ -334,6 +334,25 @@ class Lab:
         pairs = [item.decode("utf-8").split("=", 1) for item in raw.split(b"\0") if item]
         return {k: v for k, v in pairs}
 
+    def set_health(self, healthy: bool, service: str = "web") -> None:
+        """Turn the service's healthcheck ``test -f /healthy`` (its command touches the file at
+        start) healthy or unhealthy by the test's hand, then wait until the engine reports it so.
+        A timer inside the container (``sleep 4; rm /healthy``) races `up` and verify on a loaded
+        box; this does not."""
+        cid = self.containers()[service]
+        change = ("touch", "/healthy") if healthy else ("rm", "-f", "/healthy")
+        subprocess.run(("docker", "exec", cid, *change), check=True)
+        want, seen = ("healthy" if healthy else "unhealthy"), ""
+        for _ in range(240):
+            seen = subprocess.run(
+                ("docker", "inspect", "--format", "{{.State.Health.Status}}", cid),
+                capture_output=True, text=True, check=True,
+            ).stdout.strip()  # fmt: skip
+            if seen == want:
+                return
+            time.sleep(0.25)
+        raise AssertionError(f"{service} never reported {want} (last: {seen!r})")
+
     def pulls(self) -> int:
         return self.registry.request_count("/manifests/", ("GET", "HEAD"))
 

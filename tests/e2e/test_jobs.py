@@ -66,6 +66,20 @@ def bundle(
     return b
 
 
+# A job that runs until the test releases it (a file in the runs bind): it outlasts verify's
+# stable window however long `up` and verify take on a loaded box, which `sleep 4` did not.
+HELD_JOB = "until [ -e /runs/go ]; do sleep 0.1; done"
+
+
+def release_job(lab: Lab) -> None:
+    """Let HELD_JOB end, and wait until the engine reports migrate exited."""
+    (runs_dir(lab) / "go").touch()
+    end = time.monotonic() + 30
+    while lab.states("migrate") != ["exited"]:
+        assert time.monotonic() < end, lab.states("migrate")
+        time.sleep(0.1)
+
+
 def job_runs(lab: Lab) -> int:
     f = runs_dir(lab) / "migrate"
     return len(f.read_text().splitlines()) if f.exists() else 0
@@ -89,11 +103,10 @@ def ok(run: Run, outcome: str) -> None:
 
 def r1_whose_job_outlasted_verify_and_ended(lab: Lab) -> None:
     """r1 applied; its migrate (tag v1) outlasted verify's stable window, then exited 0."""
-    lab.estate.tenancy.set_desired("r1", bundle(lab, tag="v1", job="sleep 4"))
+    lab.estate.tenancy.set_desired("r1", bundle(lab, tag="v1", job=HELD_JOB))
     ok(lab.tick(), "applied")
-    end = time.monotonic() + 20
-    while lab.states("migrate") != ["exited"] and time.monotonic() < end:
-        time.sleep(0.25)
+    assert lab.states("migrate") == ["running"]
+    release_job(lab)
 
 
 def late_revision() -> str:
@@ -105,9 +118,10 @@ def test_a_waiting_revision_never_re_runs_the_last_known_goods_job(lab: Lab) -> 
     """r1's migration outlasts verify's stable window (running when verify passed), then ends.
     Before: every tick while r2 waited restored r1's "missing" migrate: 4 runs in 3 ticks."""
     tenancy = lab.estate.tenancy
-    tenancy.set_desired("r1", bundle(lab, job="sleep 4; echo migrated"))
+    tenancy.set_desired("r1", bundle(lab, job=HELD_JOB))
     ok(lab.tick(), "applied")
-    time.sleep(4.5)
+    assert lab.states("migrate") == ["running"]
+    release_job(lab)
     assert job_runs(lab) == 1
     waiting = bundle(lab, job="echo v2")
     waiting["rollout"] = {"spread_s": DAY}
@@ -284,7 +298,7 @@ def test_a_job_that_ended_after_verify_is_not_re_run_by_the_very_next_revision(l
     Failed on main (8d87d0a): r2's up started the exited migrate again (v1, v1)."""
     tenancy = lab.estate.tenancy
     r1_whose_job_outlasted_verify_and_ended(lab)
-    tenancy.set_desired("r2", bundle(lab, tag="v1", job="sleep 4", web="sleep 3601"))
+    tenancy.set_desired("r2", bundle(lab, tag="v1", job=HELD_JOB, web="sleep 3601"))
     second = lab.tick()
     ok(second, "applied")
     assert [e["service"] for e in second.events("job.done")] == ["migrate"], second.stdout

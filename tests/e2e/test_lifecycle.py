@@ -231,10 +231,10 @@ def test_unhealthy_inside_the_bake_rolls_back(lab: Lab) -> None:
     lab.estate.tenancy.set_desired("r1", bundle(lab, {"web": {}}))
     ok(lab.tick(), "applied")
     hc = {"test": ["CMD-SHELL", "test -f /healthy"], "interval": "1s", "retries": 1}
-    web = {"command": sh("touch /healthy; sleep 4; rm /healthy; sleep 3600"), "healthcheck": hc}
+    web = {"command": sh("touch /healthy; exec sleep 3600"), "healthcheck": hc}
     lab.estate.tenancy.set_desired("r2", bundle(lab, {"web": web}))
     ok(lab.tick(), "applied")
-    time.sleep(6)
+    lab.set_health(False)
     run = lab.tick()
     assert run.rc == 1 and run.errors[0]["code"] == "BAKE_FAILED", run.stdout
     assert "service web is unhealthy" in run.errors[0]["message"]
@@ -246,13 +246,13 @@ def test_unhealthy_after_the_bake_is_named_by_status_and_the_tick(lab: Lab) -> N
     configure(lab, 0)
     hc = {"test": ["CMD-SHELL", "test -f /healthy"], "interval": "1s", "retries": 1}
     web = {
-        "command": sh("touch /healthy; sleep 4; rm /healthy; sleep 3600"),
+        "command": sh("touch /healthy; exec sleep 3600"),
         "healthcheck": hc,
         "restart": "unless-stopped",
     }
     lab.estate.tenancy.set_desired("r1", bundle(lab, {"web": web}))
     ok(lab.tick(), "applied")
-    time.sleep(6)
+    lab.set_health(False)
     st = lab.cli("status", "--json")
     view = json.loads(st.stdout)
     assert (st.returncode, view["state"]) == (13, "degraded"), st.stdout

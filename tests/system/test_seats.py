@@ -33,6 +33,7 @@ import json
 import re
 import shlex
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,7 +144,15 @@ def tick(box: SystemdBox) -> tuple[int, dict[str, Any] | None]:
     the agent (printed)."""
     since = cursor(box)
     started = box.sh(f"systemctl start {UNIT}", check=False)
-    entries = box.journal(UNIT, "--all", shlex.quote(f"--after-cursor={since}"))
+    # the agent's stdout reaches journald over a stream that may still be queued when the unit
+    # has ended (a loaded box): read until its last line, tick.summary, is there (or 15 s)
+    end = time.monotonic() + 15
+    while True:
+        entries = box.journal(UNIT, "--all", shlex.quote(f"--after-cursor={since}"))
+        done = any(e.get("MONKY_EVENT") == "tick.summary" for e in entries)
+        if done or time.monotonic() > end:
+            break
+        time.sleep(0.2)
     for e in entries:
         print("  journal:", e.get("PRIORITY"), e.get("MONKY_EVENT"), str(e.get("MESSAGE"))[:90])
     errs = [
