@@ -20,8 +20,11 @@ from monky_deployd_testkit.zitinet import ZitiNet
 _UNTIMED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("suite", _UNTIMED)
 settings.register_profile("quick", _UNTIMED, max_examples=20)  # scripts/test-fast.sh
-# fewer examples per property with MONKY_FUZZ=quick (tests that set their own keep it)
-settings.load_profile("quick" if os.environ.get("MONKY_FUZZ") == "quick" else "suite")
+settings.register_profile("deep", _UNTIMED, max_examples=2000)  # a hunt for rare cases, by hand
+# fewer examples per property with MONKY_FUZZ=quick, many more with MONKY_FUZZ=deep (tests that
+# set their own keep it)
+_PROFILE = os.environ.get("MONKY_FUZZ", "suite")
+settings.load_profile(_PROFILE if _PROFILE in ("quick", "deep") else "suite")
 
 # The longest tests first (the system tier, then end to end, then integration), dealt out to
 # the workers: pytest-xdist's worksteal gives each worker a contiguous slice of this order and
