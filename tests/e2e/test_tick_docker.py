@@ -48,6 +48,7 @@ def test_apply_then_noop_then_new_revision(
     assert all({"event", "tick_id", "phase"} <= set(ln) for ln in first.lines)
     assert SECRET not in first.stdout and registry.password not in first.stdout
     assert SECRET not in str(rep) and registry.password not in str(rep)
+    assert not first.events("policy.compose_warning")  # compose read r1 without a word
 
     pulls = lab.pulls()
     ids = lab.containers()
@@ -61,9 +62,17 @@ def test_apply_then_noop_then_new_revision(
 
     new_ref = registry.push(busybox_image, "env-e2e-01/web", "1.1")
     lab.estate.bao.set_secret("envs/env-e2e-01/app", {"db_password": "rotated"})
-    lab.estate.tenancy.set_desired("r2", lab.bundle(image=new_ref))
+    # r2 also labels the container with $uri, which no .env assigns: compose reads it blank
+    # and warns; the apply goes on and the journal says so
+    blank = {"labels": {"seen": "[$uri]"}}
+    lab.estate.tenancy.set_desired("r2", lab.bundle(image=new_ref, web=blank))
     third = lab.tick()
     assert third.rc == 0, third.stdout
+    (warned,) = third.events("policy.compose_warning")
+    assert warned["level"] == "WARNING" and warned["revision"] == "r2", warned
+    assert warned["message"] == (
+        'compose warns on revision r2: The "uri" variable is not set. Defaulting to a blank string.'
+    )
     assert third.summary["outcome"] == "applied" and third.summary["revision"] == "r2"
     assert lab.container_env()["DB_PASSWORD"] == "rotated"
     assert lab.containers()["web"] != ids["web"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from monky_deployd.core.admission.paths import Where, faults
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
 from monky_deployd.core.render.mask import NO_SECRETS, Masker
+
+log = logging.getLogger(__name__)
 
 # Reached by no bind mount whatever the allowances say: the engine's and containerd's sockets
 # and stores, the host's root and its system trees (the agent's own directories are added).
@@ -167,15 +170,17 @@ def judge(
     masker: Masker = NO_SECRETS,
     *,
     engine: bool = True,
-) -> tuple[list[terms.Violation], dict[str, object]]:
+) -> tuple[list[terms.Violation], dict[str, object], tuple[str, ...]]:
     """Every violation of the policy by the release (its compose file and rendered .env) run
     from ``project_dir``: its sources first (compose does not run when they reach outside
     it), then compose's effective model; and that model with its host paths pinned to what
     was judged (``core.admission.artifact.pinned``: what compose will run; empty when the
     sources were refused). ``engine=False`` (``bundle check``: a verdict on the bundle, on a CI
-    runner with no engine): without the engine's facts (``OFFLINE`` says so)."""
-    found, model, _ = _judge(cfg, docker_dir, project, project_dir, release, masker, engine)
-    return found, model
+    runner with no engine): without the engine's facts (``OFFLINE`` says so). Third: compose's
+    warnings on the release (an unset variable read as blank, an obsolete key: they refuse
+    nothing)."""
+    found, model, _, warned = _judge(cfg, docker_dir, project, project_dir, release, masker, engine)
+    return found, model, warned
 
 
 def _judge(
@@ -186,18 +191,18 @@ def _judge(
     release: tuple[str, str],
     masker: Masker,
     engine: bool,
-) -> tuple[list[terms.Violation], dict[str, object], list[builds.Copy]]:
+) -> tuple[list[terms.Violation], dict[str, object], list[builds.Copy], tuple[str, ...]]:
     """``judge``, with the copies its model builds from (``core.admission.builds.copies``: of
     the very paths judged, as resolved then)."""
     outside = policy.sources(composefile.load(release[0]))
     if outside:
-        return outside, {}, []
-    config = composeconfig.effective(cfg.docker, docker_dir, project, project_dir, release, masker)
+        return outside, {}, [], ()
+    compose = (cfg.docker, docker_dir, project, project_dir, release, masker)
+    config, warned = composeconfig.effective(*compose)
     values: object = None
     if names := artifact.environment_reads(config):  # what `up` reads from its environment
         override = artifact.reads(names)
-        args = (cfg.docker, docker_dir, project, project_dir, release, masker, override)
-        config = composeconfig.effective(*args)
+        config, _ = composeconfig.effective(*compose, override)  # warned above already
         values = config.pop(artifact.READS_KEY, None)
     where = follow(host_paths(config))
     resolved = {path: at.real for path, at in where.items()}
@@ -206,7 +211,7 @@ def _judge(
     found = sorted({*found, *reading.host_strings(pinned)})  # a path a link led to: pinned
     model, copies = builds.copies(artifact.supplied(pinned, values), resolved, str(project_dir))
     found = sorted({*found, *artifact.too_large(model), *artifact.odd_reads(model)})
-    return found, model, copies
+    return found, model, copies, warned
 
 
 OFFLINE = (
@@ -311,7 +316,14 @@ def check(
     """Refuse (POLICY_*) a new revision the policy does not allow; nothing has changed yet.
     Returns the judged model (``judge``): what the revision's compose calls will run, and the
     copies of what its builds read (made when the revision is staged)."""
-    found, model, copies = _judge(cfg, docker_dir, project, project_dir, release, masker, True)
+    found, model, copies, warned = _judge(
+        cfg, docker_dir, project, project_dir, release, masker, True
+    )
+    for said in warned:  # the journal's only record of what compose let pass
+        log.warning(
+            f"compose warns on revision {revision}: {said}",
+            extra={"event": "policy.compose_warning", "revision": revision},
+        )
     if found:
         raise policy.refusal(revision, found)
     from monky_deployd.agent import reading as one_reading

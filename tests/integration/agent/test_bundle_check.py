@@ -88,6 +88,25 @@ def write_bundle(tmp: Path, compose: dict[str, Any], **more: Any) -> Path:
     return path
 
 
+def test_compose_s_warnings_on_an_admitted_bundle_are_notes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`$uri` in a config's content (an nginx config, written without `$$`) is read blank by
+    compose: admitted, as every box reads it, and said (before: nothing said at all)."""
+    compose = {
+        "services": {"web": {"image": "busybox", "configs": [{"source": "site"}]}},
+        "configs": {"site": {"content": "try_files $uri /index.html;"}},
+    }
+    rc, out, _ = check(capsys, "--policy", str(POLICY), str(write_bundle(tmp_path, compose)))
+    assert rc == 0, out
+    said = 'The "uri" variable is not set. Defaulting to a blank string.'
+    assert f"note: compose warns (admitted as it reads): {said}" in out.splitlines(), out
+    rc, out, _ = check(
+        capsys, "--policy", str(POLICY), "--format", "json", str(tmp_path / "bundle.json")
+    )
+    assert rc == 0 and f"compose warns (admitted as it reads): {said}" in json.loads(out)["notes"]
+
+
 def test_past_the_bundle_stage_the_policy_judges_compose_s_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

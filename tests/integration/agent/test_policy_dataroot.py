@@ -44,7 +44,7 @@ def test_a_moved_data_root_is_protected(tmp_path: Path) -> None:
     assert root in policy.protected(cfg)
     doc = {"services": {"web": {"image": "busybox", "volumes": [f"{parent}:/host"]}}}
     release = (yaml.safe_dump(doc), "")
-    found, _ = policy.judge(cfg, tmp_path / "docker", "p", tmp_path / "r1", release)
+    found, _, _ = policy.judge(cfg, tmp_path / "docker", "p", tmp_path / "r1", release)
     assert [(v.code, v.key) for v in found] == [(Code.POLICY_PROTECTED_PATH, "volumes")]
     assert root in found[0].line()
 

@@ -35,7 +35,7 @@ def _judge(tmp: Path, var: str) -> tuple[list[Violation], dict[str, object]]:
         "secrets": {"s": {"environment": var}},
     }
     env = "a=from-a\nB=from-B\n_=u\n"
-    found, model = policy.judge(
+    found, model, _ = policy.judge(
         cfg, tmp / "docker", "p", project_dir, (yaml.safe_dump(doc), env), engine=False
     )
     return list(found), model

@@ -70,7 +70,7 @@ def judged(piece: str) -> dict[str, object] | None:
     try:
         return composeconfig.effective(
             DockerCfg(), DOCKER_DIR, "p", PROJECT_DIR, (yaml.safe_dump(doc), "")
-        )
+        )[0]
     except DeployError as err:
         assert err.code is Code.POLICY_UNJUDGED  # compose's own refusal: nothing runs
         return None

@@ -24,6 +24,7 @@ from monky_deployd.core.admission import rules as terms
 from monky_deployd.core.admission.rules import Allow, Rules
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.render.mask import Masker
 
 pytestmark = pytest.mark.docker
 
@@ -36,7 +37,7 @@ def effective(web: dict[str, Any], env: str = "", **top: Any) -> dict[str, objec
     doc = {"services": {"web": {"image": "busybox", **web}}, **top}
     return composeconfig.effective(
         DockerCfg(), Path("/nonexistent-docker-dir"), "p", PROJECT_DIR, (yaml.safe_dump(doc), env)
-    )
+    )[0]
 
 
 def keys(found: list[rules.Violation]) -> set[tuple[str, str]]:
@@ -165,7 +166,7 @@ def test_an_extends_in_the_same_file_is_judged_on_what_it_resolves_to() -> None:
             "web": {"extends": {"service": "base"}},
         }
     }
-    config = composeconfig.effective(
+    config, _ = composeconfig.effective(
         DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, (yaml.safe_dump(doc), "")
     )
     found = policy.judge(config, Rules())
@@ -178,6 +179,25 @@ def test_a_file_compose_cannot_read_is_unjudged() -> None:
             DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, ("services: [1, 2]\n", "")
         )
     assert caught.value.code is Code.POLICY_UNJUDGED
+
+
+def test_compose_s_warnings_come_back_named_masked_and_only_warnings() -> None:
+    """An unset variable compose reads as blank and an obsolete key refuse nothing; they come
+    back as compose's messages alone (no `time=`/`level=`), the memory file named as what it
+    holds; a release compose reads without a word gives none."""
+    doc = {"version": "3", "services": {"web": {"image": "busybox", "command": "echo $uri $pw"}}}
+    release = (yaml.safe_dump(doc), "pw=hunter2-value\n")
+    args = (DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, release)
+    config, warned = composeconfig.effective(*args, Masker(["hunter2-value"]))
+    assert config["services"]["web"]["command"] == ["echo", "hunter2-value"]  # type: ignore[index]
+    assert warned == (
+        'The "uri" variable is not set. Defaulting to a blank string.',
+        "the bundle's compose file: the attribute `version` is obsolete, it will be ignored, "
+        "please remove it to avoid potential confusion",
+    ), warned
+    clean = {"services": {"web": {"image": "busybox", "command": "echo $$uri"}}}
+    args = (DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, (yaml.safe_dump(clean), ""))
+    assert composeconfig.effective(*args)[1] == ()
 
 
 @FEW

@@ -60,7 +60,7 @@ def both(project_dir: Path, text: tuple[str, str]) -> tuple[dict[str, str], dict
     project_dir.mkdir(parents=True, exist_ok=True)
     (project_dir / COMPOSE_FILE).write_text(text[0])
     (project_dir / ENV_FILE).write_text(text[1])
-    config = composeconfig.effective(DockerCfg(), NO_DOCKER_DIR, "p", project_dir, text)
+    config, _ = composeconfig.effective(DockerCfg(), NO_DOCKER_DIR, "p", project_dir, text)
     (project_dir / MODEL_FILE).write_text(artifact.text(config))  # what compose runs
     ours = reasons.service_digests(KEY, config, text[1])
     theirs = Compose(DockerCfg(), NO_DOCKER_DIR, "p", project_dir).config_hashes()

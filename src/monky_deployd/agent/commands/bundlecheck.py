@@ -242,10 +242,11 @@ def _policy(cfg: Any, bundle: Bundle, env_text: str, verdict: Verdict, relative:
     project_dir = cfg.state_dir.absolute() / "revisions" / bundle.revision
     with tempfile.TemporaryDirectory(prefix="monky-bundle-check-") as docker_dir:
         release = (bundle.compose, env_text)
-        found, model = performed.judge(
+        found, model, warned = performed.judge(
             cfg, Path(docker_dir), bundle.project, project_dir, release, engine=False
         )
         verdict.notes.append(performed.OFFLINE)
+        verdict.notes += [f"compose warns (admitted as it reads): {said}" for said in warned]
         found = [v for v in found if not _named_before(v, relative, str(project_dir))]
         if found:
             raise policy.refusal(bundle.revision, found)

@@ -44,6 +44,25 @@ _NAMES = ("the bundle's compose file", "the rendered .env", "the agent's overrid
 _WARNING = re.compile(r'^(?:time="[^"]*" )?level=warning\b|^WARN\[')
 
 
+_MESSAGE = re.compile(r'\bmsg="((?:[^"\\]|\\.)*)"')
+_WARN_HEAD = re.compile(r"^WARN\[\d*\]\s*")
+
+
+def _warnings(output: str, names: dict[str, str], masker: Masker) -> tuple[str, ...]:
+    """Compose's warnings in ``output`` (its stderr: an unset variable it read as blank, an
+    obsolete key), each its message alone, masked, each memory file named as what it holds."""
+    found = []
+    for line in output.splitlines():
+        if not _WARNING.match(line):
+            continue
+        said = _MESSAGE.search(line)
+        text = said.group(1).replace('\\"', '"') if said else _WARN_HEAD.sub("", line)
+        for fd, name in names.items():
+            text = text.replace(fd, name)
+        found.append(masker(text.strip()))
+    return tuple(found)
+
+
 def _said(output: str, names: dict[str, str]) -> list[str]:
     """Compose's own error, whole (its warnings left out: they refuse nothing), each memory
     file named as what it holds."""
@@ -61,11 +80,12 @@ def effective(
     release: tuple[str, str],
     masker: Masker = NO_SECRETS,
     override: str = "",
-) -> dict[str, object]:
+) -> tuple[dict[str, object], tuple[str, ...]]:
     """The effective configuration of ``release`` (its compose file and rendered .env, handed
-    over in memory) run from ``project_dir``; ``override``: a compose file of the agent's own
-    read after it (``core.admission.artifact.reads``). POLICY_UNJUDGED when compose cannot read
-    it (the bundle's compose file is at fault: ``up`` would refuse it too)."""
+    over in memory) run from ``project_dir``, and compose's warnings on it (``_warnings``: they
+    refuse nothing); ``override``: a compose file of the agent's own read after it
+    (``core.admission.artifact.reads``). POLICY_UNJUDGED when compose cannot read it (the
+    bundle's compose file is at fault: ``up`` would refuse it too)."""
     with _memfiles(*release, *((override,) if override else ())) as fds:
         files: tuple[str, ...] = ("--file", f"/dev/fd/{fds[0]}", "--env-file", f"/dev/fd/{fds[1]}")
         files += tuple(x for fd in fds[2:] for x in ("--file", f"/dev/fd/{fd}"))
@@ -100,7 +120,7 @@ def effective(
             code=Code.POLICY_UNJUDGED,
             hint=f"the compose plugin ({cfg.binary} compose version)",
         )
-    return found
+    return found, _warnings(result.stderr, names, masker)
 
 
 def _reading(
