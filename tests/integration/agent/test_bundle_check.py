@@ -355,9 +355,31 @@ def test_every_stage_that_can_run_reports_and_the_box_s_limits_hold(
     # a name alone refused: the policy judges the rest of the template in the same run
     note = "policy: judged without the template's lines of DOCKER_SOCK (render refused them)"
     assert note in found["notes"] and "policy" in found["stages"], found
+    # a variable with no value: the policy judges with a stand-in, as it will once the
+    # manifest has the entry (before: "not judged", one more round to learn the policy's faults)
     path = write_bundle(tmp_path, compose, env_template="A=${NOT_IN_THE_MANIFEST}\n")
     rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
     assert [v["code"] for v in found["violations"] if v["stage"] == "render"] == ["ENV_INCOMPLETE"]
+    note = "policy: judged with a stand-in for NOT_IN_THE_MANIFEST (no value: render refused them)"
+    assert note in found["notes"] and "policy" in found["stages"], found
+    # both: each render fault is named, and the policy still judges
+    both = "DOCKER_SOCK=/x\nA=${NOT_IN_THE_MANIFEST}\n"
+    rc, found = verdict_json(
+        capsys, "--policy", str(POLICY), str(write_bundle(tmp_path, compose, env_template=both))
+    )
+    render = [v["code"] for v in found["violations"] if v["stage"] == "render"]
+    assert render == ["ENV_COMPOSE_SETTING", "ENV_INCOMPLETE"], found
+    note = (
+        "policy: judged without the template's lines of DOCKER_SOCK (render refused them) and "
+        "with a stand-in for NOT_IN_THE_MANIFEST (no value: render refused them)"
+    )
+    assert note in found["notes"] and "policy" in found["stages"], found
+    # a template compose cannot read: nothing to judge with
+    path = write_bundle(tmp_path, compose, env_template="A='unterminated\n")
+    rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
+    assert [v["code"] for v in found["violations"] if v["stage"] == "render"] == [
+        "ENV_TEMPLATE_INVALID"
+    ], found
     assert "policy: not judged (the .env could not be rendered)" in found["notes"], found
 
 

@@ -27,6 +27,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,8 +150,8 @@ def run(args: argparse.Namespace) -> Verdict:
     ]
     _stage(verdict, "bundle", lambda: _registry(bundle))
     env_text = _stage(verdict, "render", lambda: _rendered(bundle))
-    if env_text is None:  # a refused name: the policy judges the rest of the template
-        env_text = _without_refused_names(bundle, verdict)
+    if env_text is None:  # a refused name, a variable with no value: the policy judges the rest
+        env_text = _judgeable(bundle, verdict)
     if env_text is None:
         verdict.notes.append("policy: not judged (the .env could not be rendered)")
         return verdict
@@ -158,19 +159,46 @@ def run(args: argparse.Namespace) -> Verdict:
     return verdict
 
 
-def _without_refused_names(bundle: Bundle, verdict: Verdict) -> str | None:
-    """The .env rendered without the assignments render refused by their name alone
-    (ENV_COMPOSE_SETTING, ENV_NAME_RESERVED: the rest of the template is whole), so the policy
-    still judges the release in this run; None for any other render refusal."""
+def _judgeable(bundle: Bundle, verdict: Verdict) -> str | None:
+    """The .env the policy can still judge after render refused the template: without the
+    assignments refused by their name alone (ENV_COMPOSE_SETTING, ENV_NAME_RESERVED: the rest of
+    the template is whole; a fault of that rest is recorded at render too), and with a stand-in
+    (``placeholder``) for each variable that has no value (ENV_INCOMPLETE: once the manifest has
+    its entry, the check gives it a stand-in all the same). None for any other render refusal
+    (the template cannot be read)."""
     import dataclasses
 
     from monky_deployd.core.render import envfile
+
+    said: list[str] = []
+    err = verdict.refusals[-1][1]
+    if err.code in (Code.ENV_COMPOSE_SETTING, Code.ENV_NAME_RESERVED):
+        template, refused = _without_refused_names(bundle.env_template)
+        bundle = dataclasses.replace(bundle, env_template=template)
+        said.append(f"without the template's lines of {', '.join(refused)} (render refused them)")
+        text = _stage(verdict, "render", lambda: _rendered(bundle))
+        if text is not None:
+            verdict.notes.append(f"policy: judged {' and '.join(said)}")
+            return str(text)
+        err = verdict.refusals[-1][1]  # the rest of the template's own refusal, recorded
+    if err.code is not Code.ENV_INCOMPLETE:
+        return None
+    lacking = envfile.unresolved(bundle.env_template, _stand_ins(bundle))
+    try:
+        text = _rendered(bundle, {name: placeholder(name) for name in lacking})
+    except DeployError:
+        return None
+    said.append(f"with a stand-in for {', '.join(lacking)} (no value: render refused them)")
+    verdict.notes.append(f"policy: judged {' and '.join(said)}")
+    return str(text)
+
+
+def _without_refused_names(template: str) -> tuple[str, list[str]]:
+    """``template`` without the assignments render refuses by their name alone, and those
+    names, sorted."""
+    from monky_deployd.core.render import envfile
     from monky_deployd.core.render.dotenv import parse
 
-    err = verdict.refusals[-1][1]
-    if err.code not in (Code.ENV_COMPOSE_SETTING, Code.ENV_NAME_RESERVED):
-        return None
-    template = bundle.env_template
     refused = set(envfile.compose_settings(a.name for a in parse(template)))
     refused |= {a.name for a in parse(template)} & envfile.RESERVED_NAMES
     kept, pos = [], 0
@@ -181,15 +209,7 @@ def _without_refused_names(bundle: Bundle, verdict: Verdict) -> str | None:
             kept.append(template[pos:head])
             pos = len(template) if tail < 0 else tail + 1
     kept.append(template[pos:])
-    try:
-        text = _rendered(dataclasses.replace(bundle, env_template="".join(kept)))
-    except DeployError:
-        return None
-    verdict.notes.append(
-        f"policy: judged without the template's lines of {', '.join(sorted(refused))} "
-        "(render refused them)"
-    )
-    return text
+    return "".join(kept), sorted(refused)
 
 
 def _stage(verdict: Verdict, stage: str, step: Any) -> Any:
@@ -312,12 +332,22 @@ def _signatures(cfg: Any, revision: str, raw: dict[str, Any], verdict: Verdict) 
         )
 
 
-def _rendered(bundle: Bundle) -> str:
-    """The bundle's .env rendered from placeholders, as the tick's render phase checks it."""
+def _stand_ins(bundle: Bundle) -> dict[str, str]:
+    """Each manifest variable's stand-in (``placeholder``), by name."""
+    return {e.name: placeholder(e.name) for e in bundle.manifest if e.use is None}
+
+
+def _rendered(bundle: Bundle, more: Mapping[str, str] | None = None) -> str:
+    """The bundle's .env rendered from placeholders, as the tick's render phase checks it;
+    ``more``: stand-ins for variables the manifest lacks (``_judgeable``)."""
+    import dataclasses
+
     from monky_deployd.core.admission import prepare
 
     found = {e: placeholder(e.name) for e in bundle.manifest if e.use is None}
     env = prepare.env_values(bundle, prepare.SecretReads(found, {}))
+    if more:
+        env = dataclasses.replace(env, values={**env.values, **more})
     env_text = prepare.render_env(bundle.env_template, env)
     prepare.check_environment(bundle, env_text)
     return env_text

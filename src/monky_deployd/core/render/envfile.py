@@ -88,7 +88,7 @@ def _render(template: str, values: Mapping[str, str]) -> str:
     _check_compose_settings(assignments)
     wanted = variables(assignments)
     own = _own_references(assignments, values)
-    missing = sorted(wanted - values.keys() - own)
+    missing = _unresolved(assignments, values)
     if missing:
         raise EnvError(
             f"the .env template uses {len(missing)} variable(s) that have no value: "
@@ -117,6 +117,17 @@ def _render(template: str, values: Mapping[str, str]) -> str:
         pos = a.end
     out.append(template[pos:])
     return "".join(out)
+
+
+def unresolved(template: str, values: Mapping[str, str]) -> list[str]:
+    """The variables of ``template`` that have no value: neither in ``values`` nor the
+    template's own (what ``render`` refuses with ENV_INCOMPLETE), sorted."""
+    return _unresolved(parse(template), values)
+
+
+def _unresolved(assignments: list[Assignment], values: Mapping[str, str]) -> list[str]:
+    own = _own_references(assignments, values)
+    return sorted(variables(assignments) - values.keys() - own)
 
 
 def _own_references(assignments: list[Assignment], values: Mapping[str, str]) -> set[str]:
