@@ -195,6 +195,11 @@ def test_compose_s_warnings_come_back_named_masked_and_only_warnings() -> None:
         "the bundle's compose file: the attribute `version` is obsolete, it will be ignored, "
         "please remove it to avoid potential confusion",
     ), warned
+    many = " ".join(f"$v{i}" for i in range(composeconfig.WARNINGS_SHOWN + 5))
+    flood = {"services": {"web": {"image": "busybox", "command": f"echo {many}"}}}
+    args = (DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, (yaml.safe_dump(flood), ""))
+    warned = composeconfig.effective(*args)[1]
+    assert len(warned) == composeconfig.WARNINGS_SHOWN + 1 and warned[-1] == "and 5 more warnings"
     clean = {"services": {"web": {"image": "busybox", "command": "echo $$uri"}}}
     args = (DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, (yaml.safe_dump(clean), ""))
     assert composeconfig.effective(*args)[1] == ()

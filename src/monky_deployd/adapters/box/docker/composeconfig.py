@@ -22,6 +22,7 @@ from monky_deployd.adapters.box.docker.compose import READ_BACK, docker_env
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.errors import Code
 from monky_deployd.core.faults import DeployError
+from monky_deployd.core.records.ledger import cut
 from monky_deployd.core.render.mask import NO_SECRETS, Masker
 
 
@@ -48,9 +49,13 @@ _MESSAGE = re.compile(r'\bmsg="((?:[^"\\]|\\.)*)"')
 _WARN_HEAD = re.compile(r"^WARN\[\d*\]\s*")
 
 
+WARNINGS_SHOWN, WARNING_CHARS = 20, 400  # a bundle of a thousand `$x` floods no journal
+
+
 def _warnings(output: str, names: dict[str, str], masker: Masker) -> tuple[str, ...]:
     """Compose's warnings in ``output`` (its stderr: an unset variable it read as blank, an
-    obsolete key), each its message alone, masked, each memory file named as what it holds."""
+    obsolete key), each its message alone, masked, each memory file named as what it holds, cut
+    to one line of ``WARNING_CHARS``; the first ``WARNINGS_SHOWN`` and how many more."""
     found = []
     for line in output.splitlines():
         if not _WARNING.match(line):
@@ -59,8 +64,9 @@ def _warnings(output: str, names: dict[str, str], masker: Masker) -> tuple[str, 
         text = said.group(1).replace('\\"', '"') if said else _WARN_HEAD.sub("", line)
         for fd, name in names.items():
             text = text.replace(fd, name)
-        found.append(masker(text.strip()))
-    return tuple(found)
+        found.append(cut(masker(text.strip()), WARNING_CHARS))
+    more = len(found) - WARNINGS_SHOWN
+    return tuple(found[:WARNINGS_SHOWN]) + ((f"and {more} more warnings",) if more > 0 else ())
 
 
 def _said(output: str, names: dict[str, str]) -> list[str]:
