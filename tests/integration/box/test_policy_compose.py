@@ -205,6 +205,29 @@ def test_compose_s_warnings_come_back_named_masked_and_only_warnings() -> None:
     assert composeconfig.effective(*args)[1] == ()
 
 
+def _go_quoted(text: str) -> str:
+    """``text`` as Go's ``%q`` writes it (logrus quotes a message so), for printable ASCII,
+    tabs and line breaks."""
+    escapes = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    return '"' + "".join(escapes.get(c, c) for c in text) + '"'
+
+
+@given(st.text(st.sampled_from('ab"\\ \n\t\r=$x'), min_size=8, max_size=30))
+def test_a_secret_in_a_compose_warning_is_masked_in_every_quoting(secret: str) -> None:
+    """A warning quoting a value (compose's logrus lines: ``msg=`` in Go's quoting) says no
+    secret, quoted or unquoted."""
+    stderr = (
+        f'time="2026-12-07T19:49:19Z" level=warning msg={_go_quoted(f"odd value {secret} x")}\n'
+        f"WARN[0000] odd value {secret} y\n"
+    )
+    masker = Masker([secret])
+    warned = composeconfig._warnings(stderr, {}, masker)
+    assert len(warned) == 2, warned
+    for said in warned:
+        assert secret not in said and _go_quoted(secret)[1:-1] not in said, said
+        assert said.startswith("odd value") and masker(said) == said
+
+
 @FEW
 @given(st.sampled_from(["network_mode", "pid", "ipc"]), st.booleans())
 def test_another_containers_namespace_and_a_build_reaching_the_host_as_compose_reads_them(

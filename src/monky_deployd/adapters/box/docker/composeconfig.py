@@ -61,7 +61,8 @@ def _warnings(output: str, names: dict[str, str], masker: Masker) -> tuple[str, 
         if not _WARNING.match(line):
             continue
         said = _MESSAGE.search(line)
-        text = said.group(1).replace('\\"', '"') if said else _WARN_HEAD.sub("", line)
+        # masked as compose quoted it (Go's escapes: a masker knows that form), then unquoted
+        text = masker(said.group(1)).replace('\\"', '"') if said else _WARN_HEAD.sub("", line)
         for fd, name in names.items():
             text = text.replace(fd, name)
         found.append(cut(masker(text.strip()), WARNING_CHARS))
