@@ -347,6 +347,13 @@ def test_every_stage_that_can_run_reports_and_the_box_s_limits_hold(
         "BUNDLE_RELATIVE_BIND",
         "POLICY_REFUSED",
     ], found
+    # just under the cap: admitted by size, and said to be close
+    small = json.dumps({"project": "shop", "compose": yaml.safe_dump(compose), "manifest": []})
+    pad = "# " + "x" * (1000 - len(small) - len(json.dumps("")) - len(',"env_template":') - 4)
+    path = write_bundle(tmp_path, compose, env_template=pad + "\n")
+    rc, found = verdict_json(capsys, "-c", str(cfg), str(path))
+    assert "TENANCY_RESPONSE_TOO_LARGE" not in [v["code"] for v in found["violations"]], found
+    assert any(n.startswith("the bundle is ") and "within 5%" in n for n in found["notes"]), found
     path = write_bundle(tmp_path, compose, env_template="DOCKER_SOCK=/x\n")
     rc, found = verdict_json(capsys, "--policy", str(POLICY), str(path))
     render = [v for v in found["violations"] if v["stage"] == "render"]

@@ -135,6 +135,12 @@ def run(args: argparse.Namespace) -> Verdict:
     size = len(json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode())
     if size > cfg.max_bundle_bytes:
         verdict.refuse("bundle", _too_large(size, cfg.max_bundle_bytes))
+    elif size > cfg.max_bundle_bytes * 0.95:  # tenancy's envelope is not counted
+        verdict.notes.append(
+            f"the bundle is {size} bytes, within 5% of the {cfg.max_bundle_bytes} a box reads "
+            "(max_bundle_bytes): tenancy's answer around it may take it over, and a box refuses "
+            "that unread (TENANCY_RESPONSE_TOO_LARGE)"
+        )
     _stage(verdict, "bundle", lambda: _signatures(cfg, args.revision, raw, verdict))
     try:
         bundle = contract.validate(args.revision, raw, binds=False)
