@@ -353,6 +353,20 @@ class Lab:
             time.sleep(0.25)
         raise AssertionError(f"{service} never reported {want} (last: {seen!r})")
 
+    def end_bake(self) -> None:
+        """End the running bake now, by the test's hand: bake.json's ``until`` (the commit's
+        time + verify.bake_s) moved to this moment, written as the agent writes it. A test then
+        runs its in-the-bake ticks under a bake far longer than any loaded box needs, and the
+        next tick promotes without the test waiting out a timer."""
+        from dataclasses import replace
+
+        from monky_deployd.adapters.box.state.state import StateDir
+
+        state = StateDir(self.state_dir)
+        bake = state.read_bake()
+        assert bake is not None, "nothing bakes"
+        state.write_bake(replace(bake, until=min(bake.until, time.time())))
+
     def pulls(self) -> int:
         return self.registry.request_count("/manifests/", ("GET", "HEAD"))
 
