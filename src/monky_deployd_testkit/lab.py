@@ -75,6 +75,30 @@ def cli_env(home: Path) -> dict[str, str]:
     return env
 
 
+# The CLI under a hook (Lab.kill_during): right after the os.replace that puts journal.json in
+# place with phase PHASE (of REVISION, when not empty), SIGKILL the tick's process group (its
+# session: the agent and its docker children), as systemd kills the unit's cgroup.
+KILL_HOOK = """
+import json, os, signal, sys
+from pathlib import Path
+journal, phase, revision = Path(sys.argv.pop(1)), sys.argv.pop(1), sys.argv.pop(1)
+real = os.replace
+def call(src, dst, *args, **kwargs):
+    out = real(src, dst, *args, **kwargs)
+    if os.path.basename(dst) == journal.name:
+        try:
+            got = json.loads(journal.read_bytes())
+        except (OSError, ValueError):
+            got = {}
+        if got.get("phase") == phase and revision in ("", got.get("revision")):
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+    return out
+os.replace = call
+from monky_deployd.cli import main
+sys.exit(main())
+"""
+
+
 class Lab:
     def __init__(
         self,
@@ -204,24 +228,31 @@ class Lab:
         )
 
     def kill_during(self, phase: str, revision: str | None = None) -> None:
-        """Start a tick and SIGKILL it with its docker children (as systemd kills the unit's
-        cgroup) once journal.json says it is in ``phase`` (of ``revision``, when given)."""
-        proc = self._tick_process()
+        """Run a tick and SIGKILL it with its docker children (as systemd kills the unit's
+        cgroup) the moment journal.json says it entered ``phase`` (of ``revision``, when
+        given): from inside, right after the agent puts that journal in place (KILL_HOOK), so
+        a short phase (commit) is never missed and the kill never lands in the next one however
+        loaded the box is (a poll of journal.json from outside raced both)."""
         journal = self.state_dir / "journal.json"
-        deadline = time.monotonic() + 120
+        proc = subprocess.Popen(
+            (
+                *(sys.executable, "-c", KILL_HOOK, str(journal), phase, revision or ""),
+                *("apply", "--once", "--config", str(self.config_path)),
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self.env(),
+            start_new_session=True,
+        )
         try:
-            while time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    got = json.loads(journal.read_text())
-                    if got["phase"] == phase and revision in (None, got["revision"]):
-                        break
-                except (FileNotFoundError, ValueError, KeyError):
-                    pass
-                time.sleep(0.01)
-            assert proc.poll() is None, f"the tick ended before reaching {phase} of {revision}"
-            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=600)
         finally:
-            proc.wait(timeout=30)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL, (
+            f"the tick ended (exit {proc.returncode}) before reaching {phase} of {revision}"
+        )
 
     def kill_at(self, action: str, *, after: int = 1) -> dict[str, Any]:
         """Start a tick and SIGKILL it with its docker children (as systemd kills the unit's
@@ -352,6 +383,20 @@ class Lab:
                 return
             time.sleep(0.25)
         raise AssertionError(f"{service} never reported {want} (last: {seen!r})")
+
+    def end_bake(self) -> None:
+        """End the running bake now, by the test's hand: bake.json's ``until`` (the commit's
+        time + verify.bake_s) moved to this moment, written as the agent writes it. A test then
+        runs its in-the-bake ticks under a bake far longer than any loaded box needs, and the
+        next tick promotes without the test waiting out a timer."""
+        from dataclasses import replace
+
+        from monky_deployd.adapters.box.state.state import StateDir
+
+        state = StateDir(self.state_dir)
+        bake = state.read_bake()
+        assert bake is not None, "nothing bakes"
+        state.write_bake(replace(bake, until=min(bake.until, time.time())))
 
     def pulls(self) -> int:
         return self.registry.request_count("/manifests/", ("GET", "HEAD"))

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,25 @@ def after(since_us: int, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in entries if int(e["__MONOTONIC_TIMESTAMP"]) >= since_us]
 
 
+Entries = list[dict[str, Any]]
+
+
+def until(read: Callable[[], Entries], done: Callable[[Entries], bool]) -> Entries:
+    """``read()`` again until ``done`` holds (or 30 s): a unit's last entries may reach the
+    journal after the unit has ended on a loaded box (``journalctl --sync`` writes what journald
+    received, not what is still queued). The caller asserts on what it returns."""
+    end = time.monotonic() + 30
+    while True:
+        got = read()
+        if done(got) or time.monotonic() > end:
+            return got
+        time.sleep(0.2)
+
+
+def events(entries: Entries) -> list[Any]:
+    return [e.get("MONKY_EVENT") for e in entries]
+
+
 @pytest.fixture
 def estate() -> Iterator[Estate]:
     with Estate(env="env-journal-01") as est:
@@ -107,7 +127,7 @@ def probe_entries(box: SystemdBox) -> list[dict[str, Any]]:
         f"/lib/systemd/system/{UNIT} > /run/systemd/system/{PROBE_UNIT}\n"
         f"systemctl daemon-reload\nsystemctl start {PROBE_UNIT}"
     )
-    return ours(box, PROBE_UNIT)
+    return until(lambda: ours(box, PROBE_UNIT), lambda got: "probe.debug" in events(got))
 
 
 def test_the_journal_holds_sentences_and_fields(
@@ -151,7 +171,7 @@ def test_the_journal_holds_sentences_and_fields(
         # 2. A steady tick of the real unit: every line the unit's, at priority 6.
         configure(box, estate)
         box.check(f"systemctl start {UNIT}")
-        steady = ours(box, UNIT)
+        steady = until(lambda: ours(box, UNIT), lambda got: "tick.summary" in events(got))
         assert steady and all(e.get("_SYSTEMD_UNIT") == UNIT for e in steady), steady
         assert all("MONKY_EVENT" in e and e["PRIORITY"] == "6" for e in steady), steady
         summary = steady[-1]
@@ -167,7 +187,13 @@ def test_the_journal_holds_sentences_and_fields(
         since = now_us(box)  # (a cursor of the system journal would skip entries of the agent's
         # own user journal, user-<uid>.journal: journald splits by uid)
         assert box.sh(f"systemctl start {UNIT}", check=False).returncode != 0
-        errs = after(since, box.journal(UNIT, "-p", "err"))
+        errs = until(  # through systemd's own "Failed with result", after the agent's summary
+            lambda: after(since, box.journal(UNIT, "-p", "err")),
+            lambda got: (
+                "tick.summary" in events(got)
+                and any(e.get("_PID") == "1" for e in got[events(got).index("tick.summary") :])
+            ),
+        )
         first = errs[0]
         assert first["MONKY_EVENT"] == "tick.error" and first["PRIORITY"] == "3", errs
         assert first["MESSAGE"].startswith(f"OPENBAO_UNREACHABLE: cannot reach OpenBao at {bao}")
@@ -211,7 +237,14 @@ def systemd_names(box: SystemdBox) -> dict[int, str]:
     found = {}
     for n in codes:
         box.sh(f"systemctl start monky-exit-{n}.service", check=False)
-        line = box.check(f"journalctl -u monky-exit-{n} -o cat | grep 'Main process exited'")
+        exited = (
+            f"journalctl --sync; journalctl -u monky-exit-{n} -o cat | grep 'Main process exited'"
+        )
+        line = ""
+        end = time.monotonic() + 30  # systemd's entry may reach the journal after the unit ended
+        while not line and time.monotonic() < end:
+            line = box.sh(exited, check=False).stdout
+            time.sleep(0 if line else 0.2)
         status = re.search(r"status=(\d+)/(\S+)", line)
         assert status is not None, line
         found[int(status[1])] = status[2]

@@ -244,6 +244,14 @@ def a_ziti_fault_names_itself_first(box: SystemdBox, lab: Lab) -> int:
     configure(box, lab, transport="ziti", identity=identity)
     since = now_us(box)
     assert box.sh(f"systemctl start {UNIT}", check=False).returncode != 0
+    wait_for(  # the unit has ended; on a loaded box its last entries may still be on their way
+        "the failed run's journal (the agent's error, systemd's end of the run)",
+        lambda: (
+            any("MONKY_CODE" in e for e in err_lines(box, since))
+            and any(t.end_us for t in ticks(box, since))
+        ),
+        30,
+    )
     errs = err_lines(box, since)
     first = agent_line(errs[0])  # the agent's sentence, not the SDK's "ERROR ziti-sdk:..."
     assert first.get("code") == "ZITI_CONTROLLER_UNREACHABLE", errs
@@ -351,6 +359,7 @@ def test_the_package_under_real_systemd(pkg_image: str, built_deb: Path, lab: La
         assert box.sh(f"systemctl start {UNIT}", check=False).returncode == 0
         assert box.check(f"systemctl show -p ExecMainStatus --value {UNIT}").strip() == "6"
         assert box.sh(f"systemctl is-failed {UNIT}", check=False).stdout.strip() == "inactive"
+        wait_for("the skipped tick's summary", lambda: bool(summaries(box, skipped_us)), 30)
         skipped = summaries(box, skipped_us)
         assert skipped and skipped[-1]["outcome"] == "held", skipped
         assert skipped[-1]["code"] == "SUSPENDED"
