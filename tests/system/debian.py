@@ -30,13 +30,14 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from monky_deployd import __version__
 from monky_deployd_testkit.dockerlab import DOCKER, docker_available
@@ -280,6 +281,22 @@ class SystemdBox(Box):
             f"journalctl --sync; journalctl --no-pager -o json -u {unit} {' '.join(args)}"
         )
         return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+T = TypeVar("T")
+
+
+def until(read: Callable[[], T], done: Callable[[T], bool], timeout: float = 30) -> T:
+    """``read()`` again until ``done`` holds of it (or ``timeout`` seconds): a unit's last
+    journal entries may reach the journal after the unit has ended on a loaded box
+    (``journalctl --sync`` writes what journald received, not what is still queued on the
+    unit's stream). Returns the last reading; the caller asserts on it."""
+    end = time.monotonic() + timeout
+    while True:
+        got = read()
+        if done(got) or time.monotonic() > end:
+            return got
+        time.sleep(0.2)
 
 
 # -- the package registry -----------------------------------------------------------------------

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import pytest
 import yaml
 
 from monky_deployd_testkit.fakes.estate import Estate
-from tests.system.debian import REPO, SystemdBox
+from tests.system.debian import REPO, SystemdBox, until
 
 pytestmark = pytest.mark.docker
 
@@ -80,18 +79,6 @@ def after(since_us: int, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 Entries = list[dict[str, Any]]
-
-
-def until(read: Callable[[], Entries], done: Callable[[Entries], bool]) -> Entries:
-    """``read()`` again until ``done`` holds (or 30 s): a unit's last entries may reach the
-    journal after the unit has ended on a loaded box (``journalctl --sync`` writes what journald
-    received, not what is still queued). The caller asserts on what it returns."""
-    end = time.monotonic() + 30
-    while True:
-        got = read()
-        if done(got) or time.monotonic() > end:
-            return got
-        time.sleep(0.2)
 
 
 def events(entries: Entries) -> list[Any]:
@@ -240,11 +227,7 @@ def systemd_names(box: SystemdBox) -> dict[int, str]:
         exited = (
             f"journalctl --sync; journalctl -u monky-exit-{n} -o cat | grep 'Main process exited'"
         )
-        line = ""
-        end = time.monotonic() + 30  # systemd's entry may reach the journal after the unit ended
-        while not line and time.monotonic() < end:
-            line = box.sh(exited, check=False).stdout
-            time.sleep(0 if line else 0.2)
+        line = until(lambda: box.sh(exited, check=False).stdout, bool)
         status = re.search(r"status=(\d+)/(\S+)", line)
         assert status is not None, line
         found[int(status[1])] = status[2]

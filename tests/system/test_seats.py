@@ -33,7 +33,6 @@ import json
 import re
 import shlex
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +46,7 @@ from monky_deployd.core.errors import Code
 from monky_deployd_testkit.fakes.estate import Estate
 from tests.integration.net.test_identity import identity_json
 from tests.repo.test_fixes import documented_fix
-from tests.system.debian import REPO, SystemdBox
+from tests.system.debian import REPO, SystemdBox, until
 
 pytestmark = pytest.mark.docker
 
@@ -144,15 +143,10 @@ def tick(box: SystemdBox) -> tuple[int, dict[str, Any] | None]:
     the agent (printed)."""
     since = cursor(box)
     started = box.sh(f"systemctl start {UNIT}", check=False)
-    # the agent's stdout reaches journald over a stream that may still be queued when the unit
-    # has ended (a loaded box): read until its last line, tick.summary, is there (or 15 s)
-    end = time.monotonic() + 15
-    while True:
-        entries = box.journal(UNIT, "--all", shlex.quote(f"--after-cursor={since}"))
-        done = any(e.get("MONKY_EVENT") == "tick.summary" for e in entries)
-        if done or time.monotonic() > end:
-            break
-        time.sleep(0.2)
+    entries = until(  # read until the agent's last line, tick.summary, is there
+        lambda: box.journal(UNIT, "--all", shlex.quote(f"--after-cursor={since}")),
+        lambda got: any(e.get("MONKY_EVENT") == "tick.summary" for e in got),
+    )
     for e in entries:
         print("  journal:", e.get("PRIORITY"), e.get("MONKY_EVENT"), str(e.get("MESSAGE"))[:90])
     errs = [
