@@ -9,6 +9,7 @@ runs the pure judge over many more."""
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,39 @@ def test_a_secret_in_a_compose_warning_is_masked_in_every_quoting(secret: str) -
     for said in warned:
         assert secret not in said and _go_quoted(secret)[1:-1] not in said, said
         assert said.startswith("odd value") and masker(said) == said
+
+
+class _Counting(Masker):
+    """A masker that counts the texts it was asked to mask."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__(secrets)
+        self.calls = 0
+
+    def __call__(self, text: str) -> str:
+        self.calls += 1
+        return super().__call__(text)
+
+
+def test_a_flood_of_compose_warnings_costs_only_the_warnings_said() -> None:
+    """A bundle of a few KiB makes compose print millions of warnings (a YAML alias of a string
+    of `$x` repeated: 31 KiB gave 2,010,000 lines, 219 MB); only the ``WARNINGS_SHOWN`` said are
+    masked and kept, the rest only counted: the agent neither masks nor holds a copy of each."""
+    line = 'time="2026-12-07T19:49:19Z" level=warning msg="The \\"x\\" variable is not set."\n'
+    n = 20_000
+    output = line * n
+    masker = _Counting(["hunter2-value"])
+    tracemalloc.start()
+    try:
+        warned = composeconfig._warnings(output, {}, masker)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    shown = composeconfig.WARNINGS_SHOWN
+    assert warned[:-1] == ('The "x" variable is not set.',) * shown
+    assert warned[-1] == f"and {n - shown} more warnings"
+    assert masker.calls <= 2 * shown, masker.calls
+    assert peak < len(output) // 10, (peak, len(output))
 
 
 @FEW

@@ -43,6 +43,7 @@ def _memfiles(*texts: str) -> Iterator[tuple[int, ...]]:
 # what each file handed to compose is, as its words name it (not /dev/fd/N)
 _NAMES = ("the bundle's compose file", "the rendered .env", "the agent's override")
 _WARNING = re.compile(r'^(?:time="[^"]*" )?level=warning\b|^WARN\[')
+_WARNING_LINE = re.compile(r'^(?:(?:time="[^"]*" )?level=warning\b|WARN\[).*', re.MULTILINE)
 
 
 _MESSAGE = re.compile(r'\bmsg="((?:[^"\\]|\\.)*)"')
@@ -56,18 +57,20 @@ def _warnings(output: str, names: dict[str, str], masker: Masker) -> tuple[str, 
     """Compose's warnings in ``output`` (its stderr: an unset variable it read as blank, an
     obsolete key), each its message alone, masked, each memory file named as what it holds, cut
     to one line of ``WARNING_CHARS``; the first ``WARNINGS_SHOWN`` and how many more."""
-    found = []
-    for line in output.splitlines():
-        if not _WARNING.match(line):
+    found: list[str] = []
+    more = 0
+    for warning in _WARNING_LINE.finditer(output):  # one at a time: a flood is counted, not kept
+        if len(found) == WARNINGS_SHOWN:
+            more += 1
             continue
+        line = " ".join(warning.group().splitlines())
         said = _MESSAGE.search(line)
         # masked as compose quoted it (Go's escapes: a masker knows that form), then unquoted
         text = masker(said.group(1)).replace('\\"', '"') if said else _WARN_HEAD.sub("", line)
         for fd, name in names.items():
             text = text.replace(fd, name)
         found.append(cut(masker(text.strip()), WARNING_CHARS))
-    more = len(found) - WARNINGS_SHOWN
-    return tuple(found[:WARNINGS_SHOWN]) + ((f"and {more} more warnings",) if more > 0 else ())
+    return tuple(found) + ((f"and {more} more warnings",) if more else ())
 
 
 def _said(output: str, names: dict[str, str]) -> list[str]:
