@@ -9,14 +9,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from monky_deployd.adapters.box.docker import docker_api
 from monky_deployd.agent import context
 from monky_deployd.core.errors import Code
-from monky_deployd.core.faults import BaoError
+from monky_deployd.core.faults import BaoError, DeployError
 from monky_deployd.core.render import mask
 
 if TYPE_CHECKING:
@@ -69,6 +69,11 @@ def check(
         ctx.learn(mask.strings_in(list(reads.found.values())))
         out.secrets = {e.name: v for e, v in reads.found.items()}
         env = prepare.env_values(bundle, reads)
+        # the registry password too, before compose reads the release: a manifest may name its
+        # key as a variable, and compose's error may echo the password alone (a short one is
+        # no run of 8 of the whole `user:password`); a refusal of it is the registry phase's
+        with suppress(DeployError):
+            ctx.learn(prepare.secrets_of(env, prepare.credential(bundle, env)))
     with phase("render"):
         env_text = prepare.render_env(bundle.env_template, env)
         prepare.check_environment(bundle, env_text)

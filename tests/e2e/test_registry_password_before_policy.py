@@ -1,0 +1,43 @@
+"""The registry password is a secret of the tick before compose reads the release (the policy
+phase), not only after it: a hostile manifest may name the registry credential's KV key as a
+variable too, so the whole ``user:password`` lands in the .env, and compose's error on the
+release (``ports: ["${REG}"]`` splits it at the colon: ``invalid containerPort: <password>``)
+would show a short password alone, which the masker knew only as part of the whole value (no
+run of 8 characters of it). The real CLI, engine and registry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from monky_deployd_testkit.dockerlab import Registry
+from monky_deployd_testkit.lab import Lab
+
+pytestmark = pytest.mark.docker
+
+REGISTRY = "envs/env-e2e-01/registry"
+PASSWORD = "pw1234x"  # 7 characters: masked only as itself, never as a run of the whole
+
+
+@pytest.fixture
+def lab(tmp_path: Path, registry: Registry, web_image: str) -> Iterator[Lab]:
+    with Lab(tmp_path, registry, web_image) as lab:
+        yield lab
+
+
+def test_a_short_registry_password_compose_echoes_alone_is_masked(lab: Lab) -> None:
+    lab.estate.bao.set_secret(REGISTRY, {"robot": f"robot:{PASSWORD}"})
+    manifest = [
+        {"name": "REG", "path": REGISTRY, "key": "robot"},
+        {"name": "registry", "path": REGISTRY, "key": "robot", "use": "registry-auth"},
+    ]
+    bundle = lab.bundle(env_template="REG=${REG}\n", manifest=manifest, web={"ports": ["${REG}"]})
+    lab.estate.tenancy.set_desired("r1", bundle)
+    run = lab.tick()
+    assert run.rc != 0 and run.summary["code"] == "POLICY_UNJUDGED", run.stdout
+    assert "invalid containerPort: ***" in run.stdout, run.stdout
+    seen = run.stdout + run.stderr + json.dumps(lab.estate.tenancy.reports)
+    assert PASSWORD not in seen, seen
