@@ -229,6 +229,20 @@ def test_a_secret_in_a_compose_warning_is_masked_in_every_quoting(secret: str) -
         assert said.startswith("odd value") and masker(said) == said
 
 
+@pytest.mark.parametrize("secret", ["0004711", "+0004711", "000000004711"])
+def test_a_number_compose_reads_out_of_a_secret_is_masked_in_its_warning(secret: str) -> None:
+    """A port's target is read as a number: a secret with leading zeros (a PIN) comes back in
+    compose's warning on ``mode: host`` as that number, no longer the secret's text."""
+    web = {"image": "busybox", "ports": [{"target": "${PIN}", "published": "8080", "mode": "host"}]}
+    release = (yaml.safe_dump({"services": {"web": web}}), f"PIN={secret}\n")
+    args = (DockerCfg(), Path("/nonexistent"), "p", PROJECT_DIR, release)
+    _, warned = composeconfig.effective(*args, Masker([secret]))
+    assert warned == (
+        'service "web": ports[***/tcp].mode: ports[].mode: host is only honored by the Swarm '
+        "routing mesh",
+    ), warned
+
+
 class _Counting(Masker):
     """A masker that counts the texts it was asked to mask."""
 

@@ -10,7 +10,9 @@ What is masked (each masked stretch becomes ``***``):
 - a secret of ``MIN_RUN`` (8) characters or more: **any run of 8 or more consecutive characters**
   of the secret in any of its printed forms (``forms``): raw, each of its lines, Go ``%q`` and
   ``%+q``, JSON (Python's and Go's, which also escapes ``<>&``), Python ``repr``, shell single
-  quotes and backslashes, the agent's ``.env`` double quotes, Compose's ``$$``, URL encoding.
+  quotes and backslashes, the agent's ``.env`` double quotes, Compose's ``$$``, URL encoding,
+  and a secret of digits (a sign, leading zeros) as the number a tool reads it as (``0042`` ->
+  ``42``, a port compose reads and warns about).
   So a cut echo (``parsing "CANARYzq7``), a line of a PEM key, or a value quoted by compose is
   masked as surely as the whole value. Runs of 7 or fewer characters of a long secret stay.
 - a secret of ``MIN_SECRET`` (3) to 7 characters: its **exact** occurrences only, in every form.
@@ -48,6 +50,7 @@ _CHUNK = 2048  # the text is scanned in chunks: only a chunk whose probes hit is
 _GO_SIMPLE = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _GO_SIMPLE |= {"\v": "\\v", "\\": "\\\\", '"': '\\"'}
 _SHELL_SPECIAL = frozenset(" \t\n!\"#$&'()*;<>?[\\]^`{|}~")
+_INTEGER = re.compile(r"[+-]?[0-9]{1,19}")  # what Go's Atoi reads (int64): no 5000-digit int()
 
 
 def _go_char(c: str, ascii_only: bool) -> str:
@@ -112,6 +115,8 @@ def forms(secret: str) -> frozenset[str]:
     out.add(each(lambda c: "\\" + c if c in _SHELL_SPECIAL else c))
     url = each(_url_char)
     out.update((url, url.replace("%20", "+")))
+    if _INTEGER.fullmatch(secret):  # read as a number (a port: Go's Atoi), printed as one
+        out.add(str(int(secret)))
     if "\n" in secret or "\r" in secret:  # line by line: a tool may print one line of it
         for line in re.split(r"\r\n|\r|\n", secret):
             line = line.strip()

@@ -160,3 +160,12 @@ def test_secrets_at_rest_in_the_docker_config() -> None:
 def test_strings_in_a_kv_value() -> None:
     value = {"username": "robot", "password": ["pw-1", 42, True, None]}
     assert set(mask.strings_in(value)) == {"robot", "pw-1", "42"}
+
+
+def test_a_secret_of_digits_is_masked_as_the_number_a_tool_reads() -> None:
+    """Compose reads a port out of ``0004711`` and prints ``4711``; a digit string longer than
+    an int64 (no tool reads it as one) is only its text, and builds a masker all the same."""
+    assert Masker(["0004711"])("ports[4711/tcp]") == "ports[***/tcp]"
+    assert Masker(["+000004711"])("target 4711") == "target ***"
+    long = "1" * 5000
+    assert Masker([long])(long) == "***"
