@@ -274,6 +274,9 @@ def test_a_flood_of_compose_warnings_costs_only_the_warnings_said() -> None:
     assert warned[-1] == f"and {n - shown} more warnings"
     assert masker.calls <= 2 * shown, masker.calls
     assert peak < len(output) // 10, (peak, len(output))
+    # a warning is one line: a `time="` left open does not reach into the lines after it
+    split = 'time="x\nan error line" level=warning msg="not one"\n' + line
+    assert composeconfig._warnings(split, {}, masker) == ('The "x" variable is not set.',)
 
 
 @FEW

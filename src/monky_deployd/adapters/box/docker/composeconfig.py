@@ -43,7 +43,7 @@ def _memfiles(*texts: str) -> Iterator[tuple[int, ...]]:
 # what each file handed to compose is, as its words name it (not /dev/fd/N)
 _NAMES = ("the bundle's compose file", "the rendered .env", "the agent's override")
 _WARNING = re.compile(r'^(?:time="[^"]*" )?level=warning\b|^WARN\[')
-_WARNING_LINE = re.compile(r'^(?:(?:time="[^"]*" )?level=warning\b|WARN\[).*', re.MULTILINE)
+_WARNING_LINE = re.compile(r'^(?:(?:time="[^"\n]*" )?level=warning\b|WARN\[).*', re.MULTILINE)
 
 
 _MESSAGE = re.compile(r'\bmsg="((?:[^"\\]|\\.)*)"')
