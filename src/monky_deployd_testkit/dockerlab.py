@@ -118,6 +118,22 @@ def ensure_busybox_image(tag: str = DEFAULT_BUSYBOX_TAG) -> str:
     return tag
 
 
+def build_image(tag: str, dockerfile: str, *, unique: bool = True) -> str:
+    """Build ``dockerfile`` (its text, no context) as ``tag`` with the classic builder and
+    return the image's ID; ``unique``: with a label of its own, so its ID is new even when the
+    Dockerfile's is not (``FROM base``). DockerUnavailable when the build fails."""
+    label = ("--label", f"monky.test.unique={uuid.uuid4().hex}") if unique else ()
+    build = _run(
+        [DOCKER, "build", "-q", "-t", tag, *label, "-"],
+        input=dockerfile,
+        env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        timeout=300,
+    )
+    if build.returncode != 0:
+        raise DockerUnavailable(f"docker build of {tag} failed: {build.stderr.strip()}")
+    return build.stdout.strip()
+
+
 def remove_image(ref: str) -> None:
     """``docker rmi -f ref``; a missing image is fine."""
     _run([DOCKER, "rmi", "-f", ref])
@@ -250,16 +266,7 @@ class Registry:
         """Build an image that differs from ``base`` (a unique label) and push it as ``ref``
         (``<host>/<repo>:<tag>``): a new digest under the same tag."""
         tag = f"monky-new-{uuid.uuid4().hex[:8]}"
-        build = subprocess.run(
-            (DOCKER, "build", "-q", "-t", tag, "--label", f"monky-new={tag}", "-"),
-            input=f"FROM {base}\n",
-            capture_output=True,
-            text=True,
-            env={**os.environ, "DOCKER_BUILDKIT": "0"},
-            check=False,
-        )
-        if build.returncode != 0:
-            raise DockerUnavailable(f"docker build FROM {base} failed: {build.stderr.strip()}")
+        build_image(tag, f"FROM {base}\n")
         host_repo, _, version = ref.rpartition(":")
         self.push(tag, host_repo.partition("/")[2], version)
         subprocess.run((DOCKER, "image", "rm", tag), capture_output=True, check=False)
@@ -268,16 +275,7 @@ class Registry:
         """An image of ``base`` with an ID of its own (a unique label), pushed as
         ``<host>/<repo>-<random>:<tag>`` and not kept locally: (ref, image id)."""
         local = f"monky-test/unique-{uuid.uuid4().hex[:10]}:{tag}"
-        label = f"monky.test.unique={uuid.uuid4().hex}"
-        build = _run(
-            [DOCKER, "build", "-q", "-t", local, "--label", label, "-"],
-            input=f"FROM {base}\n",
-            env={**os.environ, "DOCKER_BUILDKIT": "0"},
-            timeout=300,
-        )
-        if build.returncode != 0:
-            raise DockerUnavailable(f"docker build FROM {base} failed: {build.stderr.strip()}")
-        image_id = _run([DOCKER, "image", "inspect", "--format", "{{.Id}}", local]).stdout.strip()
+        image_id = build_image(local, f"FROM {base}\n")
         ref = self.push(local, f"{repo}-{uuid.uuid4().hex[:6]}", tag)
         remove_image(local)
         return ref, image_id

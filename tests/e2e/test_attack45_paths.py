@@ -16,7 +16,6 @@ and never looked at the applied revision's moved paths."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from monky_deployd_testkit.dockerlab import DOCKER, Registry
+from monky_deployd_testkit.dockerlab import DOCKER, Registry, build_image
 from monky_deployd_testkit.lab import Lab
 
 pytestmark = pytest.mark.docker
@@ -71,10 +70,7 @@ def test_a_bind_carried_over_to_the_images_volume_is_refused(
     lab: Lab, registry: Registry, busybox_image: str
 ) -> None:
     local = f"monky-test/volume-{uuid.uuid4().hex[:8]}:1"
-    subprocess.run(
-        (DOCKER, "build", "-q", "-t", local, "-"), input=f"FROM {busybox_image}\nVOLUME /data\n",
-        text=True, capture_output=True, check=True, env={**os.environ, "DOCKER_BUILDKIT": "0"},
-    )  # fmt: skip
+    build_image(local, f"FROM {busybox_image}\nVOLUME /data\n", unique=False)
     image = registry.push(local, "env-e2e-01/volume", "1")
     a = applied_with_bind(lab)
     web = {"volumes": [f"{lab.binds}:/w"], "restart": "always", "command": ["sh", "-c", SWAP]}

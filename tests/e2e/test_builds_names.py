@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from monky_deployd_testkit.dockerlab import Registry, image_exists, remove_image
+from monky_deployd_testkit.dockerlab import Registry, build_image, image_exists, remove_image
 from monky_deployd_testkit.lab import Lab, Run
 
 pytestmark = pytest.mark.docker
@@ -186,15 +186,7 @@ def test_the_gc_keeps_another_projects_rollback_image(
     """Another app's rollback image (local only, no container uses it now) named by a release
     of this project, which is then pruned: the GC removes only what this project pulled."""
     rollback = other_name(lab, "v1")
-    build = subprocess.run(
-        ("docker", "build", "-q", "-t", rollback, "--label", f"x={uuid.uuid4().hex}", "-"),
-        input=f"FROM {busybox_image}\n",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "DOCKER_BUILDKIT": "0"},
-        check=True,
-    )
-    other_id = build.stdout.strip()
+    other_id = build_image(rollback, f"FROM {busybox_image}\n")
     pulled = [registry.push_unique_image(busybox_image, "env-e2e-01/gc", t) for t in "23"]
     try:
         lab.estate.tenancy.set_desired("r2", lab.bundle(web={"image": rollback,

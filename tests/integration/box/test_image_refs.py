@@ -21,6 +21,7 @@ from monky_deployd.adapters.box.docker import images
 from monky_deployd.config import DockerCfg
 from monky_deployd.core.admission import builds
 from monky_deployd.core.errors import Code
+from monky_deployd_testkit.dockerlab import build_image
 
 pytestmark = pytest.mark.docker
 
@@ -90,14 +91,7 @@ def test_a_pull_over_another_apps_built_image_is_refused_on_either_store(
     (its own ID), so a RepoDigest is no evidence there: either way the pull is refused."""
     other = f"monky-other-{uuid.uuid4().hex[:8]}"
     theirs = f"127.0.0.1:5999/{other}/app:1"
-    subprocess.run(
-        ("docker", "build", "-q", "-t", theirs, "--label", f"x={uuid.uuid4().hex}", "-"),
-        input=f"FROM {busybox_image}\n",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "DOCKER_BUILDKIT": "0"},
-        check=True,
-    )
+    build_image(theirs, f"FROM {busybox_image}\n")
     _docker("create", "--name", other, "--label", f"com.docker.compose.project={other}",
             theirs, "true")  # fmt: skip
     try:
