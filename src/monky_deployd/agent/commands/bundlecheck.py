@@ -23,6 +23,7 @@ refused, 2 usage; 1 when the check itself cannot run here (no docker CLI: COMMAN
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -172,8 +173,6 @@ def _judgeable(bundle: Bundle, verdict: Verdict) -> str | None:
     (``placeholder``) for each variable that has no value (ENV_INCOMPLETE: once the manifest has
     its entry, the check gives it a stand-in all the same). None for any other render refusal
     (the template cannot be read)."""
-    import dataclasses
-
     from monky_deployd.core.render import envfile
 
     said: list[str] = []
@@ -346,8 +345,6 @@ def _stand_ins(bundle: Bundle) -> dict[str, str]:
 def _rendered(bundle: Bundle, more: Mapping[str, str] | None = None) -> str:
     """The bundle's .env rendered from placeholders, as the tick's render phase checks it;
     ``more``: stand-ins for variables the manifest lacks (``_judgeable``)."""
-    import dataclasses
-
     from monky_deployd.core.admission import prepare
 
     found = {e: placeholder(e.name) for e in bundle.manifest if e.use is None}

@@ -42,7 +42,6 @@ def _memfiles(*texts: str) -> Iterator[tuple[int, ...]]:
 
 # what each file handed to compose is, as its words name it (not /dev/fd/N)
 _NAMES = ("the bundle's compose file", "the rendered .env", "the agent's override")
-_WARNING = re.compile(r'^(?:time="[^"]*" )?level=warning\b|^WARN\[')
 _WARNING_LINE = re.compile(r'^(?:(?:time="[^"\n]*" )?level=warning\b|WARN\[).*', re.MULTILINE)
 
 
@@ -76,7 +75,7 @@ def _warnings(output: str, names: dict[str, str], masker: Masker) -> tuple[str, 
 def _said(output: str, names: dict[str, str]) -> list[str]:
     """Compose's own error, whole (its warnings left out: they refuse nothing), each memory
     file named as what it holds."""
-    lines = [ln for ln in output.splitlines() if ln.strip() and not _WARNING.match(ln)]
+    lines = [ln for ln in output.splitlines() if ln.strip() and not _WARNING_LINE.match(ln)]
     for fd, name in names.items():
         lines = [ln.replace(fd, name) for ln in lines]
     return lines
